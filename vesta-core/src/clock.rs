@@ -1,0 +1,100 @@
+//! The clock seam: the generator reads time and waits only through [`Clock`], so production
+//! passes the system clock and tests pass a [`ManualClock`] they can move, forwards or back.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Wall-clock time for a generator.
+pub trait Clock: Send + Sync {
+    /// Milliseconds since the Unix epoch. May go backwards; the generator copes.
+    fn now_ms(&self) -> u64;
+
+    /// Returns once `now_ms() >= target_ms`, or as soon after as the clock allows. Called only
+    /// when a time unit's sequence is used up or the clock is behind, never per ID.
+    fn wait_until_ms(&self, target_ms: u64);
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now_ms(&self) -> u64 {
+        (**self).now_ms()
+    }
+
+    fn wait_until_ms(&self, target_ms: u64) {
+        (**self).wait_until_ms(target_ms)
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    fn now_ms(&self) -> u64 {
+        (**self).now_ms()
+    }
+
+    fn wait_until_ms(&self, target_ms: u64) {
+        (**self).wait_until_ms(target_ms)
+    }
+}
+
+/// A clock that moves only when told to, for deterministic tests.
+///
+/// Waiting on it moves it forward to the target at once, as if the wait had happened, so a
+/// test of sequence overflow runs in microseconds. Share it with `Arc` or `&`.
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    now: AtomicU64,
+    waits: AtomicU64,
+}
+
+impl ManualClock {
+    /// A clock reading `now_ms` milliseconds since the Unix epoch.
+    pub fn new(now_ms: u64) -> Self {
+        ManualClock { now: AtomicU64::new(now_ms), waits: AtomicU64::new(0) }
+    }
+
+    /// Sets the reading, forwards or backwards.
+    pub fn set(&self, now_ms: u64) {
+        self.now.store(now_ms, Ordering::SeqCst);
+    }
+
+    /// Moves the reading forward by `ms`.
+    pub fn advance(&self, ms: u64) {
+        self.now.fetch_add(ms, Ordering::SeqCst);
+    }
+
+    /// Moves the reading back by `ms`, like an NTP step backwards.
+    pub fn rewind(&self, ms: u64) {
+        self.now.fetch_sub(ms, Ordering::SeqCst);
+    }
+
+    /// How many times a caller waited on this clock.
+    pub fn waits(&self) -> u64 {
+        self.waits.load(Ordering::SeqCst)
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.now.load(Ordering::SeqCst)
+    }
+
+    fn wait_until_ms(&self, target_ms: u64) {
+        self.waits.fetch_add(1, Ordering::SeqCst);
+        self.now.fetch_max(target_ms, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiting_moves_a_manual_clock_forward_never_back() {
+        let c = ManualClock::new(100);
+        c.wait_until_ms(150);
+        assert_eq!(c.now_ms(), 150);
+        c.wait_until_ms(120);
+        assert_eq!(c.now_ms(), 150);
+        c.rewind(50);
+        assert_eq!(c.now_ms(), 100);
+        assert_eq!(c.waits(), 2);
+    }
+}

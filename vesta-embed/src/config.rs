@@ -1,0 +1,337 @@
+//! The issuer's configuration: built in code or loaded from TOML (`conf/vesta.toml`). Unknown
+//! keys are errors naming the key, and every value is checked before anything starts.
+//!
+//! The sections (`[id]`, `[machine]`, `[clock]`, `[zookeeper]`) are separate types so the TCP and
+//! REST servers reuse them in their own config files beside a section of their own.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Deserializer};
+use vesta_core::{
+    ConfigError as CoreConfigError, Epoch, GenMethod, GeneratorConfig, IdType, MachinePools,
+    SeqStart,
+};
+
+/// A configuration that cannot be loaded or used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The TOML is malformed, has an unknown key or a value of the wrong kind.
+    #[error("invalid config{}: {message}", path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default())]
+    Parse {
+        /// The file, if loaded from one.
+        path: Option<PathBuf>,
+        /// The parser's message (it names the key, line and column).
+        message: String,
+    },
+    /// A value is out of its allowed range.
+    #[error("invalid config: {0}")]
+    Invalid(#[from] CoreConfigError),
+    /// A setting is missing or inconsistent.
+    #[error("invalid config: {0}")]
+    Inconsistent(String),
+}
+
+/// Reads a TOML file into `T`, naming the file in every error.
+pub fn load_toml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    parse_toml(&text).map_err(|e| match e {
+        ConfigError::Parse { message, .. } => {
+            ConfigError::Parse { path: Some(path.to_owned()), message }
+        }
+        other => other,
+    })
+}
+
+/// Parses TOML text into `T`.
+pub fn parse_toml<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::Parse {
+        path: None,
+        message: e.message().to_owned() + &location(text, e.span()),
+    })
+}
+
+fn location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    let Some(span) = span else { return String::new() };
+    let before = &text[..span.start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    format!(" (line {line})")
+}
+
+/// Everything an [`Issuer`](crate::Issuer) needs. `Default` is the embedded default: max-peak,
+/// Vesta's epoch, static machine ID 0, no ZooKeeper.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IssuerConfig {
+    /// The IDs' layout, epoch and version.
+    pub id: IdSection,
+    /// Where the machine ID comes from.
+    pub machine: MachineSection,
+    /// Clock-rollback policy and sequence start.
+    pub clock: ClockSection,
+    /// The ZooKeeper lease, used when `machine.source = "zookeeper"`.
+    pub zookeeper: ZooKeeperSection,
+    /// Recorded in every ID and picks the machine pool; set by the wrapper, not the file.
+    #[serde(skip)]
+    pub gen_method: GenMethod,
+}
+
+impl IssuerConfig {
+    /// Loads a TOML file.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        load_toml(path)
+    }
+
+    /// Parses TOML text.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        parse_toml(text)
+    }
+
+    /// The machine pools of this config.
+    pub fn pools(&self) -> Result<MachinePools, ConfigError> {
+        Ok(MachinePools::new(self.machine.server_pool_start).map_err(CoreConfigError::from)?)
+    }
+
+    /// The static machine ID: the configured one, else the first of the genMethod's pool.
+    pub fn static_machine(&self) -> Result<u64, ConfigError> {
+        match self.machine.id {
+            Some(id) => Ok(id),
+            None => {
+                let (_, range) = self
+                    .pools()?
+                    .for_gen_method(self.gen_method)
+                    .map_err(CoreConfigError::from)?;
+                Ok(*range.start())
+            }
+        }
+    }
+
+    /// The generator config for `machine` with no floor; checks every value.
+    pub fn generator_config(&self, machine: u64) -> Result<GeneratorConfig, ConfigError> {
+        let id_type = self.id.id_type;
+        let seq_start = match self.clock.seq_start {
+            SeqStartKind::Zero => SeqStart::Zero,
+            SeqStartKind::Random => SeqStart::Random { bound: self.clock.seq_start_bound },
+        };
+        Ok(GeneratorConfig {
+            id_type,
+            epoch: self.id.epoch,
+            machine,
+            gen_method: self.gen_method,
+            version: self.id.version,
+            pools: self.pools()?,
+            rollback_tolerance_ms: self.clock.rollback_tolerance_ms,
+            seq_start,
+            floor: None,
+        })
+    }
+}
+
+/// `[id]`: what the IDs look like.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IdSection {
+    /// `max-peak` (seconds) or `min-granularity` (milliseconds).
+    #[serde(rename = "type", deserialize_with = "de_id_type")]
+    pub id_type: IdType,
+    /// Time zero: ms since the Unix epoch, or an RFC 3339 date-time.
+    #[serde(deserialize_with = "de_epoch")]
+    pub epoch: Epoch,
+    /// The version bit of issued IDs: 0, or 1 for the extension scheme.
+    pub version: u8,
+}
+
+impl Default for IdSection {
+    fn default() -> Self {
+        IdSection { id_type: IdType::MaxPeak, epoch: Epoch::VESTA, version: 0 }
+    }
+}
+
+/// Where the machine ID comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MachineSource {
+    /// From `machine.id` (or the first ID of the pool); no ZooKeeper needed.
+    #[default]
+    Static,
+    /// Leased from ZooKeeper under `zookeeper.root`.
+    Zookeeper,
+}
+
+/// `[machine]`: the machine ID and the pools.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MachineSection {
+    /// `static` or `zookeeper`.
+    pub source: MachineSource,
+    /// The static machine ID; when absent, the first ID of the genMethod's pool.
+    pub id: Option<u64>,
+    /// First machine ID of the server pool; embedded issuers use the IDs below it.
+    pub server_pool_start: u64,
+    /// A local file keeping the high-water mark (last issued time) across restarts.
+    pub state_file: Option<PathBuf>,
+}
+
+impl Default for MachineSection {
+    fn default() -> Self {
+        MachineSection {
+            source: MachineSource::Static,
+            id: None,
+            server_pool_start: MachinePools::DEFAULT_SERVER_START,
+            state_file: None,
+        }
+    }
+}
+
+/// How each time unit's sequence starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SeqStartKind {
+    /// At 0 (Vesta).
+    #[default]
+    Zero,
+    /// At a pseudo-random value below `seq_start_bound`.
+    Random,
+}
+
+/// `[clock]`: clock-rollback policy and sequence start.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClockSection {
+    /// How far the clock may step back while issuing continues; default 1000 for max-peak,
+    /// 5 for min-granularity.
+    pub rollback_tolerance_ms: Option<u64>,
+    /// `zero` or `random`.
+    pub seq_start: SeqStartKind,
+    /// Exclusive bound of a random sequence start.
+    pub seq_start_bound: u64,
+}
+
+impl Default for ClockSection {
+    fn default() -> Self {
+        ClockSection { rollback_tolerance_ms: None, seq_start: SeqStartKind::Zero, seq_start_bound: 64 }
+    }
+}
+
+/// `[zookeeper]`: the lease of a machine ID.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ZooKeeperSection {
+    /// `host:port[,host:port...]`.
+    pub connect: String,
+    /// Root znode of this deployment's leases.
+    pub root: String,
+    /// Session timeout asked of the server.
+    pub session_timeout_ms: u64,
+    /// How long to try connecting at start before failing.
+    pub connect_timeout_ms: u64,
+    /// How often the high-water mark is written.
+    pub report_interval_ms: u64,
+    /// The longest the start guard waits for the clock to pass the mark; further is an error.
+    pub start_guard_max_wait_ms: u64,
+    /// Start from the local state file when ZooKeeper is unreachable (off: fail closed).
+    pub start_without_zookeeper: bool,
+    /// `user:password` for digest auth and a creator-only ACL on the znodes.
+    pub auth: Option<String>,
+    /// A name for this instance, shown in `vesta zk ls`.
+    pub instance: Option<String>,
+}
+
+impl Default for ZooKeeperSection {
+    fn default() -> Self {
+        ZooKeeperSection {
+            connect: "127.0.0.1:2181".into(),
+            root: "/vesta/default".into(),
+            session_timeout_ms: 10_000,
+            connect_timeout_ms: 5_000,
+            report_interval_ms: 3_000,
+            start_guard_max_wait_ms: 5_000,
+            start_without_zookeeper: false,
+            auth: None,
+            instance: None,
+        }
+    }
+}
+
+fn de_id_type<'de, D: Deserializer<'de>>(d: D) -> Result<IdType, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Code(u64),
+        Name(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::Code(c) => IdType::from_code(c),
+        Raw::Name(n) => n.parse(),
+    }
+    .map_err(serde::de::Error::custom)
+}
+
+fn de_epoch<'de, D: Deserializer<'de>>(d: D) -> Result<Epoch, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Ms(u64),
+        Text(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::Ms(ms) => Ok(Epoch::from_unix_ms(ms)),
+        Raw::Text(t) => chrono::DateTime::parse_from_rfc3339(t.trim())
+            .ok()
+            .and_then(|dt| u64::try_from(dt.timestamp_millis()).ok())
+            .map(Epoch::from_unix_ms)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "epoch `{t}` is not valid: expected ms since 1970 or an RFC 3339 date-time"
+                ))
+            }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_the_default() {
+        assert_eq!(IssuerConfig::from_toml_str("").unwrap(), IssuerConfig::default());
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let err = IssuerConfig::from_toml_str("[id]\ntpye = 1\n").unwrap_err().to_string();
+        assert!(err.contains("tpye"), "{err}");
+        let err = IssuerConfig::from_toml_str("[machin]\n").unwrap_err().to_string();
+        assert!(err.contains("machin"), "{err}");
+    }
+
+    #[test]
+    fn epoch_and_type_accept_both_spellings() {
+        let c = IssuerConfig::from_toml_str(
+            "[id]\ntype = \"min-granularity\"\nepoch = \"2015-01-01T00:00:00+08:00\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.id.epoch, Epoch::VESTA);
+        assert_eq!(c.id.id_type, IdType::MinGranularity);
+        let c = IssuerConfig::from_toml_str("[id]\ntype = 0\nepoch = 1420041600000\n").unwrap();
+        assert_eq!(c.id.id_type, IdType::MaxPeak);
+        let err = IssuerConfig::from_toml_str("[id]\ntype = 2\n").unwrap_err().to_string();
+        assert!(err.contains("type 2 is out of range"), "{err}");
+    }
+
+    #[test]
+    fn static_machine_defaults_to_the_pools_first_id() {
+        let mut c = IssuerConfig::default();
+        assert_eq!(c.static_machine().unwrap(), 0);
+        c.gen_method = GenMethod::Server;
+        assert_eq!(c.static_machine().unwrap(), 924);
+    }
+}

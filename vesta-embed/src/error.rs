@@ -1,0 +1,59 @@
+//! Errors of the issuer: why it did not start, and why a call did not get an ID.
+
+use vesta_core::GenError;
+
+use crate::config::ConfigError;
+
+/// Why an issuer did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The local state file could not be read or written.
+    #[error("state file {path}: {message}")]
+    StateFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The clock is behind the machine ID's high-water mark by more than the start guard waits.
+    #[error(
+        "the clock reads {now} but machine {machine} already issued up to {mark}; \
+         refusing to start until the clock is past it"
+    )]
+    ClockBehindMark {
+        /// The machine ID.
+        machine: u64,
+        /// The clock's reading (RFC 3339).
+        now: String,
+        /// The high-water mark (RFC 3339).
+        mark: String,
+    },
+    /// Obtaining a machine ID from the lease authority failed.
+    #[error("{0}")]
+    Lease(String),
+}
+
+/// Why a call did not get an ID.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IssueError {
+    /// The issuer may not issue now (lease lost, not yet held, start guard, shut down). Retry
+    /// later or elsewhere.
+    #[error("not issuing: {0}")]
+    Unavailable(String),
+    /// The generator refused: clock behind beyond tolerance, time field full, would block.
+    #[error(transparent)]
+    Refused(GenError),
+}
+
+impl IssueError {
+    /// True if the same call may succeed later without intervention.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            IssueError::Unavailable(_) => true,
+            IssueError::Refused(e) => matches!(e, GenError::ClockBehind { .. } | GenError::WouldBlock { .. }),
+        }
+    }
+}

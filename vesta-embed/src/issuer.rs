@@ -1,0 +1,194 @@
+//! The issuer (Vesta's `IdService`): a generator plus the machine ID it may use, with explain,
+//! make and trans_time beside it. Generation stays lock-free; lease keeping, when there is a
+//! lease, runs on a background thread owned by the issuer and stopped when it is dropped.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use chrono::{DateTime, Utc};
+use vesta_core::{
+    Clock, Epoch, Explanation, FieldError, GenError, Generator, IdBatch, IdFields,
+};
+
+use crate::clock::SystemClock;
+use crate::config::{ConfigError, IssuerConfig, MachineSource};
+use crate::error::{IssueError, StartError};
+use crate::status::{LeaseInfo, Status};
+
+/// State shared between the issuer and whatever keeps its machine ID.
+#[derive(Debug)]
+pub struct Shared<C> {
+    /// The generator; its machine ID and floor change only through lease events.
+    pub generator: Generator<C>,
+    lease: Mutex<LeaseInfo>,
+}
+
+impl<C: Clock> Shared<C> {
+    /// The current lease info.
+    pub fn lease(&self) -> MutexGuard<'_, LeaseInfo> {
+        self.lease.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Issues IDs in this process. Cheap to share: wrap it in an `Arc` or lend `&Issuer`.
+#[derive(Debug)]
+pub struct Issuer<C: Clock + 'static = SystemClock> {
+    shared: Arc<Shared<C>>,
+    config: IssuerConfig,
+}
+
+impl Issuer<SystemClock> {
+    /// Starts an issuer on the system clock (coarse for max-peak, precise for milliseconds).
+    pub fn start(config: IssuerConfig) -> Result<Self, StartError> {
+        let clock = SystemClock::for_layout(config.id.id_type.layout());
+        Self::start_with_clock(config, clock)
+    }
+}
+
+impl<C: Clock + 'static> Issuer<C> {
+    /// Starts an issuer reading time from `clock` (tests pass a manual clock).
+    pub fn start_with_clock(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
+        match config.machine.source {
+            MachineSource::Static => {
+                let machine = config.static_machine()?;
+                let generator = Generator::new(config.generator_config(machine)?, clock)
+                    .map_err(ConfigError::from)?;
+                let shared =
+                    Arc::new(Shared { generator, lease: Mutex::new(LeaseInfo::fixed()) });
+                Ok(Issuer { shared, config })
+            }
+            MachineSource::Zookeeper => Err(StartError::Lease(
+                "machine.source = \"zookeeper\" is not available in this build".into(),
+            )),
+        }
+    }
+
+    /// The next ID.
+    #[inline]
+    pub fn next_id(&self) -> Result<u64, IssueError> {
+        self.shared.generator.next_id().map_err(|e| self.issue_error(e))
+    }
+
+    /// The next ID, or an error instead of waiting for the next time unit.
+    #[inline]
+    pub fn try_next_id(&self) -> Result<u64, IssueError> {
+        self.shared.generator.try_next_id().map_err(|e| self.issue_error(e))
+    }
+
+    /// `n` IDs as contiguous runs; may wait for later time units when `n` is large.
+    pub fn next_ids(&self, n: u64) -> Result<IdBatch, IssueError> {
+        self.shared.generator.next_ids(n).map_err(|e| self.issue_error(e))
+    }
+
+    /// Explains any ID with this issuer's epoch.
+    pub fn explain(&self, id: u64) -> Explanation {
+        Explanation::new(id, self.config.id.epoch)
+    }
+
+    /// Makes an ID from chosen fields (to repair data); rejects out-of-range fields.
+    pub fn make(&self, fields: &IdFields) -> Result<u64, FieldError> {
+        fields.encode()
+    }
+
+    /// Fields as this issuer would issue them at `time` with `seq`: the base for `make`.
+    pub fn own_fields(&self, time: u64, seq: u64) -> IdFields {
+        let c = self.shared.generator.config();
+        IdFields {
+            version: c.version,
+            id_type: c.id_type,
+            gen_method: c.gen_method,
+            time,
+            seq,
+            machine: self.shared.generator.machine(),
+        }
+    }
+
+    /// The instant at which time value `time` of this issuer's layout starts.
+    pub fn trans_time(&self, time: u64) -> Result<DateTime<Utc>, FieldError> {
+        let layout = self.shared.generator.layout();
+        if time > layout.max_time() {
+            return Err(FieldError::OutOfRange {
+                field: "time",
+                value: time,
+                min: 0,
+                max: layout.max_time(),
+                context: "",
+            });
+        }
+        Ok(self.epoch().datetime_of(layout, time))
+    }
+
+    /// A snapshot of the machine ID, lease, high-water mark and counters.
+    pub fn status(&self) -> Status {
+        let g = &self.shared.generator;
+        let c = g.config();
+        Status {
+            machine: g.machine(),
+            gen_method: c.gen_method,
+            id_type: c.id_type,
+            epoch: c.epoch,
+            lease: self.shared.lease().clone(),
+            last_issued_time: g.last_issued_time(),
+            end_of_life_ms: g.layout().end_of_life_ms(c.epoch),
+            generator: g.stats(),
+        }
+    }
+
+    /// The epoch in use.
+    pub fn epoch(&self) -> Epoch {
+        self.config.id.epoch
+    }
+
+    /// The configuration the issuer started from.
+    pub fn config(&self) -> &IssuerConfig {
+        &self.config
+    }
+
+    /// The generator (for benchmarks and tests).
+    pub fn generator(&self) -> &Generator<C> {
+        &self.shared.generator
+    }
+
+    #[cold]
+    fn issue_error(&self, e: GenError) -> IssueError {
+        match e {
+            GenError::Fenced { .. } => {
+                let lease = self.shared.lease();
+                let reason = lease.reason.clone().unwrap_or_else(|| {
+                    format!("the machine-ID lease is {}", lease.state)
+                });
+                IssueError::Unavailable(reason)
+            }
+            other => IssueError::Refused(other),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vesta_core::{GenMethod, ManualClock};
+
+    const T0: u64 = 1_700_000_000_000;
+
+    #[test]
+    fn static_issuer_issues_explains_and_makes() {
+        let clock = Arc::new(ManualClock::new(T0));
+        let issuer = Issuer::start_with_clock(IssuerConfig::default(), clock).unwrap();
+        let id = issuer.next_id().unwrap();
+        let x = issuer.explain(id);
+        assert_eq!(x.fields.machine, 0);
+        assert_eq!(x.fields.gen_method, GenMethod::Embed);
+        assert_eq!(issuer.make(&x.fields), Ok(id));
+        assert_eq!(issuer.own_fields(x.fields.time, x.fields.seq).encode(), Ok(id));
+        assert_eq!(issuer.trans_time(x.fields.time).unwrap().timestamp_millis() as u64 / 1000, T0 / 1000);
+        assert!(issuer.status().can_issue());
+    }
+
+    #[test]
+    fn machine_outside_the_pool_is_refused() {
+        let mut config = IssuerConfig::default();
+        config.machine.id = Some(924);
+        let err = Issuer::start_with_clock(config, ManualClock::new(T0)).unwrap_err().to_string();
+        assert!(err.contains("machine 924 is outside the embed pool 0..=923"), "{err}");
+    }
+}

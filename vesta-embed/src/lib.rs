@@ -1,0 +1,18 @@
+//! The in-process issuer of vesta-rs (Vesta's embedded jar): a lock-free generator with its
+//! machine ID from config or leased from ZooKeeper, and the system clock it reads.
+//!
+//! The TCP and REST servers wrap the same [`Issuer`] with genMethod server or rest, so the
+//! genMethod and the machine pool are parameters of [`IssuerConfig`], not constants.
+
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod issuer;
+pub mod status;
+
+pub use clock::SystemClock;
+pub use config::{IssuerConfig, MachineSource};
+pub use error::{IssueError, StartError};
+pub use issuer::{Issuer, Shared};
+pub use status::{LeaseInfo, LeaseState, Status};
+pub use vesta_core;

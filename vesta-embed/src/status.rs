@@ -1,0 +1,104 @@
+//! What an issuer reports about itself: machine ID, lease state, high-water mark, end of life and
+//! event counters. Read by `status()`, the REST `/healthz` and `/metrics`, and the TCP `info` op.
+
+use std::fmt;
+
+use vesta_core::{Epoch, GenMethod, GeneratorStats, IdType};
+
+/// Where the issuer stands with its machine ID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LeaseState {
+    /// A static machine ID from config: always held.
+    Static,
+    /// Claiming a machine ID or waiting out its start guard; not issuing yet.
+    Acquiring,
+    /// A lease is held and confirmed; issuing.
+    Held,
+    /// The lease could not be confirmed in time; not issuing until it is re-established.
+    Fenced,
+    /// Shut down; the machine ID was released.
+    Released,
+}
+
+impl LeaseState {
+    /// Lower-case name for output and metrics labels.
+    pub const fn name(self) -> &'static str {
+        match self {
+            LeaseState::Static => "static",
+            LeaseState::Acquiring => "acquiring",
+            LeaseState::Held => "held",
+            LeaseState::Fenced => "fenced",
+            LeaseState::Released => "released",
+        }
+    }
+
+    /// True in the states where IDs may be issued.
+    pub const fn can_issue(self) -> bool {
+        matches!(self, LeaseState::Static | LeaseState::Held)
+    }
+}
+
+impl fmt::Display for LeaseState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The lease part of the status, kept up to date by whoever holds the machine ID.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseInfo {
+    /// Current state.
+    pub state: LeaseState,
+    /// Why the issuer is not issuing, when it is not.
+    pub reason: Option<String>,
+    /// When the current lease was taken (ms since the Unix epoch), if one is held.
+    pub held_since_ms: Option<u64>,
+    /// Last confirmed contact with the lease authority (ms since the Unix epoch).
+    pub confirmed_ms: Option<u64>,
+    /// Sessions re-established after a loss.
+    pub reconnects: u64,
+    /// Times issuing was fenced because the lease could not be confirmed.
+    pub fence_events: u64,
+}
+
+impl LeaseInfo {
+    /// The info of a static machine ID.
+    pub fn fixed() -> Self {
+        LeaseInfo {
+            state: LeaseState::Static,
+            reason: None,
+            held_since_ms: None,
+            confirmed_ms: None,
+            reconnects: 0,
+            fence_events: 0,
+        }
+    }
+}
+
+/// A snapshot of an issuer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// The machine ID in use.
+    pub machine: u64,
+    /// Recorded in every ID.
+    pub gen_method: GenMethod,
+    /// The layout in use.
+    pub id_type: IdType,
+    /// The epoch in use.
+    pub epoch: Epoch,
+    /// The lease and its counters.
+    pub lease: LeaseInfo,
+    /// The time value of the last issued ID (or the floor): the high-water mark.
+    pub last_issued_time: u64,
+    /// The layout's last representable instant with this epoch (ms since the Unix epoch).
+    pub end_of_life_ms: u64,
+    /// Clock-rollback and overflow counters.
+    pub generator: GeneratorStats,
+}
+
+impl Status {
+    /// True if IDs may be issued now (the generator may still refuse, e.g. clock behind).
+    pub fn can_issue(&self) -> bool {
+        self.lease.state.can_issue()
+    }
+}
