@@ -47,7 +47,10 @@ pub struct ManualClock {
 impl ManualClock {
     /// A clock reading `now_ms` milliseconds since the Unix epoch.
     pub fn new(now_ms: u64) -> Self {
-        ManualClock { now: AtomicU64::new(now_ms), waits: AtomicU64::new(0) }
+        ManualClock {
+            now: AtomicU64::new(now_ms),
+            waits: AtomicU64::new(0),
+        }
     }
 
     /// Sets the reading, forwards or backwards.

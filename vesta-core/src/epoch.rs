@@ -73,6 +73,30 @@ impl Epoch {
     }
 }
 
+impl std::str::FromStr for Epoch {
+    type Err = FieldError;
+
+    /// Accepts ms since the Unix epoch (`1420041600000`) or an RFC 3339 date-time
+    /// (`2015-01-01T00:00:00+08:00`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        let ms = if t.bytes().all(|b| b.is_ascii_digit()) && !t.is_empty() {
+            t.parse::<u64>().ok()
+        } else {
+            DateTime::parse_from_rfc3339(t)
+                .ok()
+                .and_then(|dt| u64::try_from(dt.timestamp_millis()).ok())
+        };
+        ms.map(Epoch).ok_or_else(|| {
+            FieldError::invalid(
+                "epoch",
+                t,
+                "ms since 1970 or an RFC 3339 date-time after 1970",
+            )
+        })
+    }
+}
+
 impl Default for Epoch {
     fn default() -> Self {
         Epoch::VESTA
@@ -85,17 +109,34 @@ mod tests {
 
     #[test]
     fn vesta_epoch_is_new_year_2015_in_beijing() {
-        assert_eq!(Epoch::rfc3339(Epoch::VESTA.unix_ms()), "2014-12-31T16:00:00.000Z");
+        assert_eq!(
+            Epoch::rfc3339(Epoch::VESTA.unix_ms()),
+            "2014-12-31T16:00:00.000Z"
+        );
+    }
+
+    #[test]
+    fn parses_ms_and_rfc3339() {
+        assert_eq!("1420041600000".parse(), Ok(Epoch::VESTA));
+        assert_eq!("2015-01-01T00:00:00+08:00".parse(), Ok(Epoch::VESTA));
+        assert!("2015-01-01".parse::<Epoch>().is_err());
+        assert!("1969-12-31T23:59:59Z".parse::<Epoch>().is_err());
     }
 
     #[test]
     fn time_at_floors_to_the_unit_and_rejects_out_of_range() {
         let e = Epoch::VESTA;
         assert_eq!(e.time_at(&Layout::MAX_PEAK, e.unix_ms() + 1999), Ok(1));
-        assert_eq!(e.time_at(&Layout::MIN_GRANULARITY, e.unix_ms() + 1999), Ok(1999));
+        assert_eq!(
+            e.time_at(&Layout::MIN_GRANULARITY, e.unix_ms() + 1999),
+            Ok(1999)
+        );
         assert!(e.time_at(&Layout::MAX_PEAK, e.unix_ms() - 1).is_err());
         let end = Layout::MAX_PEAK.end_of_life_ms(e);
-        assert_eq!(e.time_at(&Layout::MAX_PEAK, end), Ok(Layout::MAX_PEAK.max_time()));
+        assert_eq!(
+            e.time_at(&Layout::MAX_PEAK, end),
+            Ok(Layout::MAX_PEAK.max_time())
+        );
         assert!(e.time_at(&Layout::MAX_PEAK, end + 1).is_err());
     }
 }

@@ -36,11 +36,21 @@ pub enum FieldError {
 
 impl FieldError {
     pub(crate) fn out_of_range(field: &'static str, value: u64, min: u64, max: u64) -> Self {
-        FieldError::OutOfRange { field, value, min, max, context: "" }
+        FieldError::OutOfRange {
+            field,
+            value,
+            min,
+            max,
+            context: "",
+        }
     }
 
     pub(crate) fn invalid(field: &'static str, text: &str, expected: &'static str) -> Self {
-        FieldError::Invalid { field, text: text.to_owned(), expected }
+        FieldError::Invalid {
+            field,
+            text: text.to_owned(),
+            expected,
+        }
     }
 
     /// The name of the field at fault.

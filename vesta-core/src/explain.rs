@@ -21,7 +21,11 @@ impl Explanation {
     /// Explains `id`; needs only the epoch (the layout comes from the ID's type bit).
     pub fn new(id: u64, epoch: Epoch) -> Self {
         let fields = IdFields::decode(id);
-        Explanation { id, fields, unix_ms: fields.unix_ms(epoch) }
+        Explanation {
+            id,
+            fields,
+            unix_ms: fields.unix_ms(epoch),
+        }
     }
 
     /// The instant as RFC 3339 UTC text with millisecond precision.
@@ -48,7 +52,11 @@ impl fmt::Display for Explanation {
         writeln!(f, "version    {}", x.version)?;
         writeln!(f, "type       {} ({})", x.id_type.code(), x.id_type)?;
         writeln!(f, "genMethod  {} ({})", x.gen_method.code(), x.gen_method)?;
-        writeln!(f, "time       {} {}s since the epoch", x.time, layout.unit_name)?;
+        writeln!(
+            f,
+            "time       {} {}s since the epoch",
+            x.time, layout.unit_name
+        )?;
         writeln!(f, "timestamp  {}", self.timestamp())?;
         writeln!(f, "seq        {}", x.seq)?;
         writeln!(f, "machine    {}", x.machine)?;

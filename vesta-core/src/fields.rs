@@ -29,8 +29,12 @@ pub enum GenMethod {
 
 impl GenMethod {
     /// All four values, in code order.
-    pub const ALL: [GenMethod; 4] =
-        [GenMethod::Embed, GenMethod::Server, GenMethod::Rest, GenMethod::Reserved];
+    pub const ALL: [GenMethod; 4] = [
+        GenMethod::Embed,
+        GenMethod::Server,
+        GenMethod::Rest,
+        GenMethod::Reserved,
+    ];
 
     /// The field's value.
     pub const fn code(self) -> u64 {
@@ -107,7 +111,11 @@ impl IdFields {
 
     /// Takes an ID apart. Every `u64` is a valid ID: the type bit picks the layout.
     pub const fn decode(id: u64) -> Self {
-        let id_type = if (id >> TYPE_SHIFT) & 1 == 0 { IdType::MaxPeak } else { IdType::MinGranularity };
+        let id_type = if (id >> TYPE_SHIFT) & 1 == 0 {
+            IdType::MaxPeak
+        } else {
+            IdType::MinGranularity
+        };
         let layout = id_type.layout();
         let gen_method = match (id >> GEN_METHOD_SHIFT) & 0b11 {
             0 => GenMethod::Embed,
@@ -132,18 +140,32 @@ impl IdFields {
             IdType::MaxPeak => " for max-peak",
             IdType::MinGranularity => " for min-granularity",
         };
-        let check = |field: &'static str, value: u64, max: u64| {
+        let check = |field: &'static str, value: u64, max: u64, context: &'static str| {
             if value > max {
-                Err(FieldError::OutOfRange { field, value, min: 0, max, context })
+                Err(FieldError::OutOfRange {
+                    field,
+                    value,
+                    min: 0,
+                    max,
+                    context,
+                })
             } else {
                 Ok(value)
             }
         };
-        check("version", u64::from(self.version), u64::from(Self::MAX_VERSION))?;
-        check("time", self.time, layout.max_time())?;
-        check("seq", self.seq, layout.max_seq())?;
-        check("machine", self.machine, MAX_MACHINE)?;
-        Ok(self.header() | self.time << layout.time_shift() | self.seq << MACHINE_BITS | self.machine)
+        check(
+            "version",
+            u64::from(self.version),
+            u64::from(Self::MAX_VERSION),
+            "",
+        )?;
+        check("time", self.time, layout.max_time(), context)?;
+        check("seq", self.seq, layout.max_seq(), context)?;
+        check("machine", self.machine, MAX_MACHINE, "")?;
+        Ok(self.header()
+            | self.time << layout.time_shift()
+            | self.seq << MACHINE_BITS
+            | self.machine)
     }
 
     /// The bits above the time field (version, type, genMethod).
@@ -174,14 +196,24 @@ mod tests {
     use super::*;
 
     fn fields(id_type: IdType, time: u64, seq: u64, machine: u64) -> IdFields {
-        IdFields { version: 0, id_type, gen_method: GenMethod::Embed, time, seq, machine }
+        IdFields {
+            version: 0,
+            id_type,
+            gen_method: GenMethod::Embed,
+            time,
+            seq,
+            machine,
+        }
     }
 
     #[test]
     fn max_peak_field_positions_match_vesta() {
         let id = fields(IdType::MaxPeak, 1, 1, 1).encode().unwrap();
         assert_eq!(id, 1 << 30 | 1 << 10 | 1);
-        let id = IdFields { gen_method: GenMethod::Rest, ..fields(IdType::MaxPeak, 0, 0, 0) };
+        let id = IdFields {
+            gen_method: GenMethod::Rest,
+            ..fields(IdType::MaxPeak, 0, 0, 0)
+        };
         assert_eq!(id.encode().unwrap(), 2 << 60);
     }
 
@@ -193,18 +225,33 @@ mod tests {
 
     #[test]
     fn version_one_sets_the_sign_bit() {
-        let id = IdFields { version: 1, ..fields(IdType::MaxPeak, 0, 0, 0) }.encode().unwrap();
+        let id = IdFields {
+            version: 1,
+            ..fields(IdType::MaxPeak, 0, 0, 0)
+        }
+        .encode()
+        .unwrap();
         assert_eq!(id, 1 << 63);
         assert!((id as i64) < 0);
     }
 
     #[test]
     fn out_of_range_fields_are_named() {
-        let err = fields(IdType::MinGranularity, 0, 1024, 0).encode().unwrap_err();
-        assert_eq!(err.to_string(), "seq 1024 is out of range for min-granularity: allowed 0..=1023");
+        let err = fields(IdType::MinGranularity, 0, 1024, 0)
+            .encode()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "seq 1024 is out of range for min-granularity: allowed 0..=1023"
+        );
         let err = fields(IdType::MaxPeak, 0, 0, 1024).encode().unwrap_err();
         assert_eq!(err.field(), "machine");
-        let err = IdFields { version: 2, ..fields(IdType::MaxPeak, 0, 0, 0) }.encode().unwrap_err();
+        let err = IdFields {
+            version: 2,
+            ..fields(IdType::MaxPeak, 0, 0, 0)
+        }
+        .encode()
+        .unwrap_err();
         assert_eq!(err.field(), "version");
         assert!(fields(IdType::MaxPeak, 1 << 30, 0, 0).encode().is_err());
     }

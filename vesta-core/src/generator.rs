@@ -292,7 +292,10 @@ impl<C: Clock> Generator<C> {
         let mut left = n;
         while left > 0 {
             let (state, count) = self.reserve(left, true)?;
-            runs.push(IdRun { first: self.id_of(state), count });
+            runs.push(IdRun {
+                first: self.id_of(state),
+                count,
+            });
             left -= count;
         }
         Ok(IdBatch { runs, len: n })
@@ -305,7 +308,13 @@ impl<C: Clock> Generator<C> {
             return Ok(IdBatch::default());
         }
         let (state, count) = self.reserve(n, false)?;
-        Ok(IdBatch { runs: vec![IdRun { first: self.id_of(state), count }], len: count })
+        Ok(IdBatch {
+            runs: vec![IdRun {
+                first: self.id_of(state),
+                count,
+            }],
+            len: count,
+        })
     }
 
     /// Stops issuing from the moment the clock reads `deadline_ms`: the owner's permission to
@@ -359,7 +368,12 @@ impl<C: Clock> Generator<C> {
 
     fn check_floor(&self, time: u64) -> Result<(), FieldError> {
         if time > self.layout.max_time() {
-            return Err(FieldError::out_of_range("floor", time, 0, self.layout.max_time()));
+            return Err(FieldError::out_of_range(
+                "floor",
+                time,
+                0,
+                self.layout.max_time(),
+            ));
         }
         Ok(())
     }
@@ -368,7 +382,10 @@ impl<C: Clock> Generator<C> {
         let mut cur = self.state.0.load(Ordering::Acquire);
         loop {
             let next = f(cur);
-            match self.state.0.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
+            match self
+                .state
+                .0
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => return,
                 Err(actual) => cur = actual,
@@ -443,7 +460,11 @@ impl<C: Clock> Generator<C> {
             let count = want.min(max_seq - seq + 1);
             let first = pack(self.layout, time, seq, machine);
             let last = first + ((count - 1) << MACHINE_BITS);
-            match self.state.0.compare_exchange_weak(cur, last, Ordering::AcqRel, Ordering::Acquire) {
+            match self
+                .state
+                .0
+                .compare_exchange_weak(cur, last, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => return Ok((first, count)),
                 Err(actual) => {
                     cur = actual;
@@ -484,12 +505,17 @@ impl<C: Clock> Generator<C> {
 
     #[cold]
     fn before_epoch(&self, now_ms: u64) -> GenError {
-        GenError::BeforeEpoch { now_ms, epoch_ms: self.epoch_ms }
+        GenError::BeforeEpoch {
+            now_ms,
+            epoch_ms: self.epoch_ms,
+        }
     }
 
     #[cold]
     fn time_overflow(&self) -> GenError {
-        GenError::TimeOverflow { end_of_life_ms: self.layout.end_of_life_ms(self.config.epoch) }
+        GenError::TimeOverflow {
+            end_of_life_ms: self.layout.end_of_life_ms(self.config.epoch),
+        }
     }
 
     /// The clock reads before the last issued unit: ride it out within the tolerance.
@@ -500,7 +526,10 @@ impl<C: Clock> Generator<C> {
         let c = &self.counters;
         if behind_ms > self.tolerance_ms {
             c.clock_rollback_refusals.fetch_add(1, Ordering::Relaxed);
-            return Err(GenError::ClockBehind { behind_ms, tolerance_ms: self.tolerance_ms });
+            return Err(GenError::ClockBehind {
+                behind_ms,
+                tolerance_ms: self.tolerance_ms,
+            });
         }
         // Count each episode once, not once per ID issued during it.
         if c.last_rollback_time.swap(last_time + 1, Ordering::Relaxed) != last_time + 1 {

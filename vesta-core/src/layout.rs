@@ -170,12 +170,36 @@ impl Layout {
     /// Every field's bit range, from bit 0 up.
     pub const fn spans(&self) -> [FieldSpan; 6] {
         [
-            FieldSpan { name: "machine", low_bit: 0, bits: MACHINE_BITS },
-            FieldSpan { name: "seq", low_bit: MACHINE_BITS, bits: self.seq_bits },
-            FieldSpan { name: "time", low_bit: self.time_shift(), bits: self.time_bits },
-            FieldSpan { name: "genMethod", low_bit: GEN_METHOD_SHIFT, bits: 2 },
-            FieldSpan { name: "type", low_bit: TYPE_SHIFT, bits: 1 },
-            FieldSpan { name: "version", low_bit: VERSION_SHIFT, bits: 1 },
+            FieldSpan {
+                name: "machine",
+                low_bit: 0,
+                bits: MACHINE_BITS,
+            },
+            FieldSpan {
+                name: "seq",
+                low_bit: MACHINE_BITS,
+                bits: self.seq_bits,
+            },
+            FieldSpan {
+                name: "time",
+                low_bit: self.time_shift(),
+                bits: self.time_bits,
+            },
+            FieldSpan {
+                name: "genMethod",
+                low_bit: GEN_METHOD_SHIFT,
+                bits: 2,
+            },
+            FieldSpan {
+                name: "type",
+                low_bit: TYPE_SHIFT,
+                bits: 1,
+            },
+            FieldSpan {
+                name: "version",
+                low_bit: VERSION_SHIFT,
+                bits: 1,
+            },
         ]
     }
 

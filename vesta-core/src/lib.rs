@@ -35,7 +35,9 @@ pub use epoch::Epoch;
 pub use error::{FieldError, GenError};
 pub use explain::Explanation;
 pub use fields::{GenMethod, IdFields};
-pub use generator::{ConfigError, Generator, GeneratorConfig, GeneratorStats, IdBatch, IdRun, SeqStart};
+pub use generator::{
+    ConfigError, Generator, GeneratorConfig, GeneratorStats, IdBatch, IdRun, SeqStart,
+};
 pub use layout::{FieldSpan, IdType, Layout, MACHINE_BITS};
 pub use parse::{ParseIdError, parse_id};
 pub use pool::{MachinePools, PoolError};

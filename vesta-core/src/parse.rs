@@ -47,9 +47,20 @@ mod tests {
 
     #[test]
     fn rejects_everything_else() {
-        for bad in ["", "abc", "18446744073709551616", "-9223372036854775809", "0x", "0x-1", "0x1g",
-            "0x10000000000000000", "1.5", "+1", "--1", "1e3"]
-        {
+        for bad in [
+            "",
+            "abc",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "0x",
+            "0x-1",
+            "0x1g",
+            "0x10000000000000000",
+            "1.5",
+            "+1",
+            "--1",
+            "1e3",
+        ] {
             let err = parse_id(bad).unwrap_err();
             assert!(err.to_string().starts_with("id `"), "{bad}: {err}");
         }

@@ -87,14 +87,21 @@ impl MachinePools {
         if range.contains(&machine) {
             Ok(())
         } else {
-            Err(PoolError::OutsidePool { machine, pool, range, gen_method })
+            Err(PoolError::OutsidePool {
+                machine,
+                pool,
+                range,
+                gen_method,
+            })
         }
     }
 }
 
 impl Default for MachinePools {
     fn default() -> Self {
-        MachinePools { server_start: Self::DEFAULT_SERVER_START }
+        MachinePools {
+            server_start: Self::DEFAULT_SERVER_START,
+        }
     }
 }
 
@@ -110,9 +117,15 @@ mod tests {
         assert!(p.check(923, GenMethod::Embed).is_ok());
         assert!(p.check(924, GenMethod::Rest).is_ok());
         let err = p.check(924, GenMethod::Embed).unwrap_err().to_string();
-        assert_eq!(err, "machine 924 is outside the embed pool 0..=923 (genMethod embed)");
+        assert_eq!(
+            err,
+            "machine 924 is outside the embed pool 0..=923 (genMethod embed)"
+        );
         assert!(p.check(5, GenMethod::Server).is_err());
-        assert_eq!(p.check(5, GenMethod::Reserved), Err(PoolError::ReservedGenMethod));
+        assert_eq!(
+            p.check(5, GenMethod::Reserved),
+            Err(PoolError::ReservedGenMethod)
+        );
     }
 
     #[test]

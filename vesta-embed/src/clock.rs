@@ -22,7 +22,9 @@ pub struct SystemClock {
 impl SystemClock {
     /// The precise realtime clock.
     pub fn precise() -> Self {
-        SystemClock { id: ClockId::Realtime }
+        SystemClock {
+            id: ClockId::Realtime,
+        }
     }
 
     /// The cheapest clock whose resolution is at most a tenth of the layout's time unit.
@@ -30,7 +32,9 @@ impl SystemClock {
         let res = clock_getres(ClockId::RealtimeCoarse);
         let res_ms = res.tv_sec as u64 * 1000 + (res.tv_nsec as u64).div_ceil(1_000_000);
         if res_ms * 10 <= layout.unit_ms {
-            SystemClock { id: ClockId::RealtimeCoarse }
+            SystemClock {
+                id: ClockId::RealtimeCoarse,
+            }
         } else {
             Self::precise()
         }

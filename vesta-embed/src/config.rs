@@ -16,12 +16,12 @@ use vesta_core::{
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read config {path}: {source}")]
+    #[error("cannot read config {}: {cause}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The TOML is malformed, has an unknown key or a value of the wrong kind.
     #[error("invalid config{}: {message}", path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default())]
@@ -33,20 +33,29 @@ pub enum ConfigError {
     },
     /// A value is out of its allowed range.
     #[error("invalid config: {0}")]
-    Invalid(#[from] CoreConfigError),
+    Invalid(CoreConfigError),
     /// A setting is missing or inconsistent.
     #[error("invalid config: {0}")]
     Inconsistent(String),
 }
 
+impl From<CoreConfigError> for ConfigError {
+    fn from(e: CoreConfigError) -> Self {
+        ConfigError::Invalid(e)
+    }
+}
+
 /// Reads a TOML file into `T`, naming the file in every error.
 pub fn load_toml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
+        path: path.to_owned(),
+        cause,
+    })?;
     parse_toml(&text).map_err(|e| match e {
-        ConfigError::Parse { message, .. } => {
-            ConfigError::Parse { path: Some(path.to_owned()), message }
-        }
+        ConfigError::Parse { message, .. } => ConfigError::Parse {
+            path: Some(path.to_owned()),
+            message,
+        },
         other => other,
     })
 }
@@ -60,7 +69,9 @@ pub fn parse_toml<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, ConfigE
 }
 
 fn location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
-    let Some(span) = span else { return String::new() };
+    let Some(span) = span else {
+        return String::new();
+    };
     let before = &text[..span.start.min(text.len())];
     let line = before.matches('\n').count() + 1;
     format!(" (line {line})")
@@ -119,7 +130,9 @@ impl IssuerConfig {
         let id_type = self.id.id_type;
         let seq_start = match self.clock.seq_start {
             SeqStartKind::Zero => SeqStart::Zero,
-            SeqStartKind::Random => SeqStart::Random { bound: self.clock.seq_start_bound },
+            SeqStartKind::Random => SeqStart::Random {
+                bound: self.clock.seq_start_bound,
+            },
         };
         Ok(GeneratorConfig {
             id_type,
@@ -151,7 +164,11 @@ pub struct IdSection {
 
 impl Default for IdSection {
     fn default() -> Self {
-        IdSection { id_type: IdType::MaxPeak, epoch: Epoch::VESTA, version: 0 }
+        IdSection {
+            id_type: IdType::MaxPeak,
+            epoch: Epoch::VESTA,
+            version: 0,
+        }
     }
 }
 
@@ -217,7 +234,11 @@ pub struct ClockSection {
 
 impl Default for ClockSection {
     fn default() -> Self {
-        ClockSection { rollback_tolerance_ms: None, seq_start: SeqStartKind::Zero, seq_start_bound: 64 }
+        ClockSection {
+            rollback_tolerance_ms: None,
+            seq_start: SeqStartKind::Zero,
+            seq_start_bound: 64,
+        }
     }
 }
 
@@ -284,15 +305,7 @@ fn de_epoch<'de, D: Deserializer<'de>>(d: D) -> Result<Epoch, D::Error> {
     }
     match Raw::deserialize(d)? {
         Raw::Ms(ms) => Ok(Epoch::from_unix_ms(ms)),
-        Raw::Text(t) => chrono::DateTime::parse_from_rfc3339(t.trim())
-            .ok()
-            .and_then(|dt| u64::try_from(dt.timestamp_millis()).ok())
-            .map(Epoch::from_unix_ms)
-            .ok_or_else(|| {
-                serde::de::Error::custom(format!(
-                    "epoch `{t}` is not valid: expected ms since 1970 or an RFC 3339 date-time"
-                ))
-            }),
+        Raw::Text(t) => t.parse().map_err(serde::de::Error::custom),
     }
 }
 
@@ -302,14 +315,21 @@ mod tests {
 
     #[test]
     fn empty_file_is_the_default() {
-        assert_eq!(IssuerConfig::from_toml_str("").unwrap(), IssuerConfig::default());
+        assert_eq!(
+            IssuerConfig::from_toml_str("").unwrap(),
+            IssuerConfig::default()
+        );
     }
 
     #[test]
     fn unknown_keys_are_named() {
-        let err = IssuerConfig::from_toml_str("[id]\ntpye = 1\n").unwrap_err().to_string();
+        let err = IssuerConfig::from_toml_str("[id]\ntpye = 1\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("tpye"), "{err}");
-        let err = IssuerConfig::from_toml_str("[machin]\n").unwrap_err().to_string();
+        let err = IssuerConfig::from_toml_str("[machin]\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("machin"), "{err}");
     }
 
@@ -323,7 +343,9 @@ mod tests {
         assert_eq!(c.id.id_type, IdType::MinGranularity);
         let c = IssuerConfig::from_toml_str("[id]\ntype = 0\nepoch = 1420041600000\n").unwrap();
         assert_eq!(c.id.id_type, IdType::MaxPeak);
-        let err = IssuerConfig::from_toml_str("[id]\ntype = 2\n").unwrap_err().to_string();
+        let err = IssuerConfig::from_toml_str("[id]\ntype = 2\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("type 2 is out of range"), "{err}");
     }
 

@@ -53,7 +53,10 @@ impl IssueError {
     pub fn is_transient(&self) -> bool {
         match self {
             IssueError::Unavailable(_) => true,
-            IssueError::Refused(e) => matches!(e, GenError::ClockBehind { .. } | GenError::WouldBlock { .. }),
+            IssueError::Refused(e) => matches!(
+                e,
+                GenError::ClockBehind { .. } | GenError::WouldBlock { .. }
+            ),
         }
     }
 }

@@ -5,9 +5,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, Utc};
-use vesta_core::{
-    Clock, Epoch, Explanation, FieldError, GenError, Generator, IdBatch, IdFields,
-};
+use vesta_core::{Clock, Epoch, Explanation, FieldError, GenError, Generator, IdBatch, IdFields};
 
 use crate::clock::SystemClock;
 use crate::config::{ConfigError, IssuerConfig, MachineSource};
@@ -52,8 +50,10 @@ impl<C: Clock + 'static> Issuer<C> {
                 let machine = config.static_machine()?;
                 let generator = Generator::new(config.generator_config(machine)?, clock)
                     .map_err(ConfigError::from)?;
-                let shared =
-                    Arc::new(Shared { generator, lease: Mutex::new(LeaseInfo::fixed()) });
+                let shared = Arc::new(Shared {
+                    generator,
+                    lease: Mutex::new(LeaseInfo::fixed()),
+                });
                 Ok(Issuer { shared, config })
             }
             MachineSource::Zookeeper => Err(StartError::Lease(
@@ -65,18 +65,27 @@ impl<C: Clock + 'static> Issuer<C> {
     /// The next ID.
     #[inline]
     pub fn next_id(&self) -> Result<u64, IssueError> {
-        self.shared.generator.next_id().map_err(|e| self.issue_error(e))
+        self.shared
+            .generator
+            .next_id()
+            .map_err(|e| self.issue_error(e))
     }
 
     /// The next ID, or an error instead of waiting for the next time unit.
     #[inline]
     pub fn try_next_id(&self) -> Result<u64, IssueError> {
-        self.shared.generator.try_next_id().map_err(|e| self.issue_error(e))
+        self.shared
+            .generator
+            .try_next_id()
+            .map_err(|e| self.issue_error(e))
     }
 
     /// `n` IDs as contiguous runs; may wait for later time units when `n` is large.
     pub fn next_ids(&self, n: u64) -> Result<IdBatch, IssueError> {
-        self.shared.generator.next_ids(n).map_err(|e| self.issue_error(e))
+        self.shared
+            .generator
+            .next_ids(n)
+            .map_err(|e| self.issue_error(e))
     }
 
     /// Explains any ID with this issuer's epoch.
@@ -153,9 +162,10 @@ impl<C: Clock + 'static> Issuer<C> {
         match e {
             GenError::Fenced { .. } => {
                 let lease = self.shared.lease();
-                let reason = lease.reason.clone().unwrap_or_else(|| {
-                    format!("the machine-ID lease is {}", lease.state)
-                });
+                let reason = lease
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| format!("the machine-ID lease is {}", lease.state));
                 IssueError::Unavailable(reason)
             }
             other => IssueError::Refused(other),
@@ -179,8 +189,14 @@ mod tests {
         assert_eq!(x.fields.machine, 0);
         assert_eq!(x.fields.gen_method, GenMethod::Embed);
         assert_eq!(issuer.make(&x.fields), Ok(id));
-        assert_eq!(issuer.own_fields(x.fields.time, x.fields.seq).encode(), Ok(id));
-        assert_eq!(issuer.trans_time(x.fields.time).unwrap().timestamp_millis() as u64 / 1000, T0 / 1000);
+        assert_eq!(
+            issuer.own_fields(x.fields.time, x.fields.seq).encode(),
+            Ok(id)
+        );
+        assert_eq!(
+            issuer.trans_time(x.fields.time).unwrap().timestamp_millis() as u64 / 1000,
+            T0 / 1000
+        );
         assert!(issuer.status().can_issue());
     }
 
@@ -188,7 +204,12 @@ mod tests {
     fn machine_outside_the_pool_is_refused() {
         let mut config = IssuerConfig::default();
         config.machine.id = Some(924);
-        let err = Issuer::start_with_clock(config, ManualClock::new(T0)).unwrap_err().to_string();
-        assert!(err.contains("machine 924 is outside the embed pool 0..=923"), "{err}");
+        let err = Issuer::start_with_clock(config, ManualClock::new(T0))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("machine 924 is outside the embed pool 0..=923"),
+            "{err}"
+        );
     }
 }

@@ -1,0 +1,85 @@
+//! `vesta gen`: N IDs from an in-process issuer (genMethod embed), one per line, written through
+//! a buffer in batches so the layout's cap, not the CLI, is the limit.
+
+use std::io::{self, BufWriter, IsTerminal, Write};
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use vesta_core::IdType;
+use vesta_embed::{Issuer, IssuerConfig};
+
+use super::common::EpochArgs;
+
+/// Above this many IDs a progress bar is drawn (when stderr is a terminal).
+const PROGRESS_THRESHOLD: u64 = 1_000_000;
+
+/// Arguments of `vesta gen`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// How many IDs
+    #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 1)]
+    count: u64,
+    /// Static machine ID from the embed pool [default: the config's, else 0]
+    #[arg(long)]
+    machine: Option<u64>,
+    /// max-peak, min-granularity, 0 or 1 [default: the config's, else max-peak]
+    #[arg(long = "type", value_name = "TYPE")]
+    id_type: Option<IdType>,
+    #[command(flatten)]
+    epoch: EpochArgs,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut config = args.epoch.issuer_config()?;
+    apply_overrides(&mut config, &args);
+    let issuer = Issuer::start(config).context("starting the issuer")?;
+    write_ids(&issuer, args.count)
+}
+
+fn apply_overrides(config: &mut IssuerConfig, args: &Args) {
+    if let Some(epoch) = args.epoch.epoch {
+        config.id.epoch = epoch;
+    }
+    if let Some(t) = args.id_type {
+        config.id.id_type = t;
+    }
+    if let Some(m) = args.machine {
+        config.machine.id = Some(m);
+    }
+}
+
+/// Issues `count` IDs in per-unit batches and prints them.
+fn write_ids(issuer: &Issuer, count: u64) -> anyhow::Result<()> {
+    let chunk = issuer.generator().layout().capacity_per_unit();
+    let progress = progress_bar(count);
+    let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    let mut left = count;
+    while left > 0 {
+        let batch = issuer.next_ids(left.min(chunk))?;
+        for id in batch.iter() {
+            writeln!(out, "{id}")?;
+        }
+        left -= batch.len();
+        if let Some(p) = &progress {
+            p.inc(batch.len());
+        }
+    }
+    out.flush()?;
+    if let Some(p) = progress {
+        p.finish_and_clear();
+    }
+    Ok(())
+}
+
+fn progress_bar(count: u64) -> Option<ProgressBar> {
+    if count < PROGRESS_THRESHOLD || !io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::new(count);
+    let style =
+        ProgressStyle::with_template("{bar:40} {human_pos}/{human_len} IDs {per_sec} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    Some(bar)
+}

@@ -1,0 +1,45 @@
+//! `vesta`: explain, make and issue vesta-rs IDs from the command line, and run the servers.
+//!
+//! A thin layer over the libraries. Every failure ends as one line on stderr and a non-zero
+//! exit status; no input makes it panic.
+
+mod cmd;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Unique, time-ordered, explainable 64-bit IDs (Vesta-compatible).
+#[derive(Parser)]
+#[command(name = "vesta", version, about, propagate_version = false)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Explain IDs: their fields, type, genMethod, timestamp and layout.
+    Explain(cmd::explain::Args),
+    /// Make an ID from chosen fields (to repair data) and print it.
+    Make(cmd::make::Args),
+    /// Issue IDs from an in-process issuer and print one per line.
+    Gen(cmd::generate::Args),
+    /// Show both bit layouts, their capacity, epoch and end of life.
+    Layout(cmd::layout::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return output::clap_error(e),
+    };
+    let result = match cli.command {
+        Command::Explain(args) => cmd::explain::run(args),
+        Command::Make(args) => cmd::make::run(args),
+        Command::Gen(args) => cmd::generate::run(args),
+        Command::Layout(args) => cmd::layout::run(args),
+    };
+    output::finish(result)
+}
