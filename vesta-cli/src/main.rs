@@ -28,6 +28,15 @@ enum Command {
     Gen(cmd::generate::Args),
     /// Show both bit layouts, their capacity, epoch and end of life.
     Layout(cmd::layout::Args),
+    /// Run a server.
+    #[command(subcommand)]
+    Serve(cmd::serve::Args),
+    /// Inspect machine-ID leases in ZooKeeper.
+    #[command(subcommand)]
+    Zk(cmd::zk::Args),
+    /// Load-test a running server.
+    #[command(subcommand)]
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +49,9 @@ fn main() -> ExitCode {
         Command::Make(args) => cmd::make::run(args),
         Command::Gen(args) => cmd::generate::run(args),
         Command::Layout(args) => cmd::layout::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
+        Command::Zk(args) => cmd::zk::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
     };
     output::finish(result)
 }

@@ -1,0 +1,52 @@
+//! Locates the `vesta` binary of this workspace, building it first (once per test process) so
+//! the tests always run the current code, whichever cargo command started them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The path of a freshly built `vesta` binary (same profile as the running tests).
+pub fn vesta() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(build)
+}
+
+/// A `Command` for `vesta` with the given arguments.
+pub fn vesta_cmd<I, S>(args: I) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut c = Command::new(vesta());
+    c.args(args);
+    c
+}
+
+fn build() -> PathBuf {
+    // target/<profile>/deps/<test-binary> → target/<profile>/vesta
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target profile dir");
+    let release = profile_dir.file_name().is_some_and(|n| n == "release");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--quiet", "-p", "vesta-cli", "--bin", "vesta"]);
+    if release {
+        cmd.arg("--release");
+    }
+    if let Some(target_dir) = profile_dir.parent() {
+        cmd.env("CARGO_TARGET_DIR", target_dir);
+    }
+    let status = cmd
+        .status()
+        .expect("running cargo build for the vesta binary");
+    assert!(
+        status.success(),
+        "cargo build -p vesta-cli --bin vesta failed"
+    );
+    let path = profile_dir.join(format!("vesta{}", std::env::consts::EXE_SUFFIX));
+    assert!(path.exists(), "{} missing after build", path.display());
+    path
+}
