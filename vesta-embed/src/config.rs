@@ -350,6 +350,15 @@ mod tests {
     }
 
     #[test]
+    fn shipped_conf_file_is_the_default() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../conf/vesta.toml");
+        assert_eq!(
+            IssuerConfig::from_file(std::path::Path::new(path)).unwrap(),
+            IssuerConfig::default()
+        );
+    }
+
+    #[test]
     fn static_machine_defaults_to_the_pools_first_id() {
         let mut c = IssuerConfig::default();
         assert_eq!(c.static_machine().unwrap(), 0);

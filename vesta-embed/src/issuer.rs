@@ -10,7 +10,7 @@ use vesta_core::{Clock, Epoch, Explanation, FieldError, GenError, Generator, IdB
 use crate::clock::SystemClock;
 use crate::config::{ConfigError, IssuerConfig, MachineSource};
 use crate::error::{IssueError, StartError};
-use crate::status::{LeaseInfo, Status};
+use crate::status::{LeaseInfo, LeaseState, Status};
 
 /// State shared between the issuer and whatever keeps its machine ID.
 #[derive(Debug)]
@@ -24,6 +24,26 @@ impl<C: Clock> Shared<C> {
     /// The current lease info.
     pub fn lease(&self) -> MutexGuard<'_, LeaseInfo> {
         self.lease.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stops issuing at once and records why (lease lost, start guard pending, shut down).
+    pub fn fence(&self, state: LeaseState, reason: impl Into<String>) {
+        self.generator.fence();
+        let mut lease = self.lease();
+        if state == LeaseState::Fenced && lease.state != LeaseState::Fenced {
+            lease.fence_events += 1;
+        }
+        lease.state = state;
+        lease.reason = Some(reason.into());
+    }
+
+    /// Allows issuing until the clock reads `deadline_ms` (`u64::MAX`: no deadline).
+    pub fn resume(&self, state: LeaseState, deadline_ms: u64) {
+        let mut lease = self.lease();
+        lease.state = state;
+        lease.reason = None;
+        drop(lease);
+        self.generator.set_deadline_ms(deadline_ms);
     }
 }
 
@@ -198,6 +218,21 @@ mod tests {
             T0 / 1000
         );
         assert!(issuer.status().can_issue());
+    }
+
+    #[test]
+    fn fenced_issuer_says_why_and_resumes() {
+        let issuer =
+            Issuer::start_with_clock(IssuerConfig::default(), ManualClock::new(T0)).unwrap();
+        issuer.shared().fence(LeaseState::Fenced, "lease lost");
+        assert_eq!(
+            issuer.next_id(),
+            Err(IssueError::Unavailable("lease lost".into()))
+        );
+        assert!(!issuer.status().can_issue());
+        assert_eq!(issuer.status().lease.fence_events, 1);
+        issuer.shared().resume(LeaseState::Held, u64::MAX);
+        assert!(issuer.next_id().is_ok());
     }
 
     #[test]
