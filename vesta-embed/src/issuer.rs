@@ -108,6 +108,20 @@ impl<C: Clock + 'static> Issuer<C> {
             .map_err(|e| self.issue_error(e))
     }
 
+    /// Up to `n` IDs that the current time unit still has (at least one), without waiting; for
+    /// async servers, which sleep on `WouldBlock` instead of blocking a worker thread.
+    pub fn try_next_ids(&self, n: u64) -> Result<IdBatch, IssueError> {
+        self.shared
+            .generator
+            .try_next_ids(n)
+            .map_err(|e| self.issue_error(e))
+    }
+
+    /// The state shared with the lease keeper (fence, resume, lease info).
+    pub fn shared(&self) -> &Arc<Shared<C>> {
+        &self.shared
+    }
+
     /// Explains any ID with this issuer's epoch.
     pub fn explain(&self, id: u64) -> Explanation {
         Explanation::new(id, self.config.id.epoch)
