@@ -1,0 +1,409 @@
+//! The generator under a manual clock: rollover, sequence overflow, clock rollback inside and
+//! beyond the tolerance, time-field overflow, floors, fencing and machine switches.
+
+use std::collections::HashSet;
+
+use vesta_core::{
+    Clock, Epoch, GenError, GenMethod, Generator, GeneratorConfig, IdFields, IdType, ManualClock,
+    SeqStart,
+};
+
+/// A wall-clock instant well after the epoch, on a second boundary.
+const T0: u64 = 1_700_000_000_000;
+
+fn config(id_type: IdType) -> GeneratorConfig {
+    GeneratorConfig {
+        id_type,
+        machine: 7,
+        ..GeneratorConfig::default()
+    }
+}
+
+fn generator(id_type: IdType, clock: &ManualClock) -> Generator<&ManualClock> {
+    Generator::new(config(id_type), clock).unwrap()
+}
+
+fn unit(id_type: IdType, ms: u64) -> u64 {
+    Epoch::VESTA.time_at(id_type.layout(), ms).unwrap()
+}
+
+#[test]
+fn fields_of_an_issued_id_are_the_configured_ones() {
+    let clock = ManualClock::new(T0 + 123);
+    let g = generator(IdType::MinGranularity, &clock);
+    let f = IdFields::decode(g.next_id().unwrap());
+    assert_eq!(
+        f,
+        IdFields {
+            version: 0,
+            id_type: IdType::MinGranularity,
+            gen_method: GenMethod::Embed,
+            time: unit(IdType::MinGranularity, T0 + 123),
+            seq: 0,
+            machine: 7,
+        }
+    );
+}
+
+#[test]
+fn sequence_counts_up_within_a_unit_and_restarts_in_the_next() {
+    for id_type in IdType::ALL {
+        let clock = ManualClock::new(T0);
+        let g = generator(id_type, &clock);
+        let a = IdFields::decode(g.next_id().unwrap());
+        let b = IdFields::decode(g.next_id().unwrap());
+        assert_eq!((b.time, b.seq), (a.time, 1));
+        clock.advance(id_type.layout().unit_ms);
+        let c = IdFields::decode(g.next_id().unwrap());
+        assert_eq!((c.time, c.seq), (a.time + 1, 0), "{id_type}");
+    }
+}
+
+#[test]
+fn overflow_waits_for_the_next_unit_and_advances_the_stored_time() {
+    let clock = ManualClock::new(T0);
+    let g = generator(IdType::MinGranularity, &clock);
+    let t = unit(IdType::MinGranularity, T0);
+    for _ in 0..1024 {
+        g.next_id().unwrap();
+    }
+    // Vesta's bug: after an overflow the next two calls must not both be (t+1, 0).
+    let a = IdFields::decode(g.next_id().unwrap());
+    let b = IdFields::decode(g.next_id().unwrap());
+    assert_eq!((a.time, a.seq), (t + 1, 0));
+    assert_eq!((b.time, b.seq), (t + 1, 1));
+    assert_eq!(clock.waits(), 1);
+    assert_eq!(g.stats().overflow_waits, 1);
+}
+
+#[test]
+fn overflow_across_many_units_never_duplicates() {
+    for id_type in IdType::ALL {
+        let clock = ManualClock::new(T0);
+        let g = generator(id_type, &clock);
+        let cap = id_type.layout().capacity_per_unit();
+        let units = if id_type == IdType::MaxPeak { 3 } else { 200 };
+        let mut seen = HashSet::new();
+        let mut last = 0;
+        for _ in 0..cap * units {
+            let id = g.next_id().unwrap();
+            assert!(id > last, "not increasing");
+            assert!(seen.insert(id), "duplicate {id}");
+            last = id;
+        }
+        let first = unit(id_type, T0);
+        assert_eq!(IdFields::decode(last).time, first + units - 1);
+        assert_eq!(clock.waits(), units - 1, "{id_type}");
+    }
+}
+
+#[test]
+fn non_blocking_call_reports_the_wait_instead() {
+    let clock = ManualClock::new(T0 + 400);
+    let g = generator(IdType::MaxPeak, &clock);
+    g.next_ids(1 << 20).unwrap();
+    assert_eq!(
+        g.try_next_id(),
+        Err(GenError::WouldBlock {
+            wait_ms: 600,
+            unit: "second"
+        })
+    );
+    assert_eq!(clock.waits(), 0);
+}
+
+#[test]
+fn rollback_within_tolerance_continues_the_last_unit_then_waits() {
+    let clock = ManualClock::new(T0 + 50);
+    let g = generator(IdType::MinGranularity, &clock);
+    let a = IdFields::decode(g.next_id().unwrap());
+    clock.rewind(3); // within the 5 ms default
+    let b = IdFields::decode(g.next_id().unwrap());
+    assert_eq!(
+        (b.time, b.seq),
+        (a.time, 1),
+        "keeps issuing from the last unit"
+    );
+    assert_eq!(g.stats().clock_rollbacks, 1);
+    // Exhaust the unit: the generator must wait for the unit after the last issued one.
+    let rest = g.next_ids(1022).unwrap();
+    assert_eq!(rest.len(), 1022);
+    let c = IdFields::decode(g.next_id().unwrap());
+    assert_eq!((c.time, c.seq), (a.time + 1, 0));
+    assert_eq!(
+        clock.now_ms(),
+        T0 + 51,
+        "waited exactly until the next unit"
+    );
+    assert_eq!(g.stats().clock_rollbacks, 1, "one episode, counted once");
+}
+
+#[test]
+fn rollback_beyond_tolerance_is_refused_with_the_distance() {
+    let clock = ManualClock::new(T0 + 50);
+    let g = generator(IdType::MinGranularity, &clock);
+    let a = g.next_id().unwrap();
+    clock.rewind(10);
+    assert_eq!(
+        g.next_id(),
+        Err(GenError::ClockBehind {
+            behind_ms: 10,
+            tolerance_ms: 5
+        })
+    );
+    assert_eq!(
+        g.next_ids(5),
+        Err(GenError::ClockBehind {
+            behind_ms: 10,
+            tolerance_ms: 5
+        })
+    );
+    assert_eq!(g.stats().clock_rollback_refusals, 2);
+    clock.advance(10);
+    assert!(
+        g.next_id().unwrap() > a,
+        "resumes above the last ID once the clock is back"
+    );
+}
+
+#[test]
+fn max_peak_rides_out_a_sub_second_rollback_across_a_boundary() {
+    let clock = ManualClock::new(T0 + 100);
+    let g = generator(IdType::MaxPeak, &clock);
+    let a = IdFields::decode(g.next_id().unwrap());
+    clock.rewind(600); // into the previous second, within the 1000 ms default
+    let b = IdFields::decode(g.next_id().unwrap());
+    assert_eq!((b.time, b.seq), (a.time, 1));
+    clock.rewind(1000); // now 1500 ms behind
+    assert!(matches!(
+        g.next_id(),
+        Err(GenError::ClockBehind {
+            behind_ms: 1500,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn zero_tolerance_refuses_any_rollback_but_not_concurrent_readings() {
+    let clock = ManualClock::new(T0 + 5);
+    let cfg = GeneratorConfig {
+        rollback_tolerance_ms: Some(0),
+        ..config(IdType::MinGranularity)
+    };
+    let g = Generator::new(cfg, &clock).unwrap();
+    g.next_id().unwrap();
+    g.next_id().unwrap();
+    clock.rewind(1);
+    assert!(matches!(
+        g.next_id(),
+        Err(GenError::ClockBehind {
+            behind_ms: 1,
+            tolerance_ms: 0
+        })
+    ));
+}
+
+#[test]
+fn time_field_overflow_is_an_error_never_a_wrap() {
+    let layout = IdType::MinGranularity.layout();
+    let end = layout.end_of_life_ms(Epoch::VESTA);
+    let clock = ManualClock::new(end);
+    let g = generator(IdType::MinGranularity, &clock);
+    let last = IdFields::decode(g.next_id().unwrap());
+    assert_eq!(last.time, layout.max_time());
+    g.next_ids(1023).unwrap();
+    let err = g.next_id().unwrap_err();
+    assert_eq!(
+        err,
+        GenError::TimeOverflow {
+            end_of_life_ms: end
+        }
+    );
+    assert!(
+        err.to_string().contains("2049-11-03T11:53:47.775Z"),
+        "{err}"
+    );
+    clock.advance(1);
+    assert_eq!(
+        g.next_id(),
+        Err(GenError::TimeOverflow {
+            end_of_life_ms: end
+        })
+    );
+}
+
+#[test]
+fn a_clock_before_the_epoch_is_refused() {
+    let clock = ManualClock::new(Epoch::VESTA.unix_ms() - 1);
+    let g = generator(IdType::MaxPeak, &clock);
+    assert!(matches!(g.next_id(), Err(GenError::BeforeEpoch { .. })));
+}
+
+#[test]
+fn batches_are_contiguous_runs_and_span_units() {
+    let clock = ManualClock::new(T0);
+    let g = generator(IdType::MinGranularity, &clock);
+    for _ in 0..10 {
+        g.next_id().unwrap();
+    }
+    let batch = g.next_ids(3000).unwrap();
+    let counts: Vec<u64> = batch.runs().iter().map(|r| r.count).collect();
+    assert_eq!(counts, vec![1014, 1024, 962]);
+    let ids = batch.to_vec();
+    assert_eq!(ids.len(), 3000);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    let f = IdFields::decode(ids[0]);
+    assert_eq!(f.seq, 10);
+    let next = IdFields::decode(g.next_id().unwrap());
+    assert_eq!(
+        next.seq, 962,
+        "the batch's last run left the state at its end"
+    );
+    assert!(g.next_ids(0).unwrap().is_empty());
+}
+
+#[test]
+fn non_blocking_batch_takes_what_the_unit_has_left() {
+    let clock = ManualClock::new(T0);
+    let g = generator(IdType::MinGranularity, &clock);
+    g.next_ids(1000).unwrap();
+    let b = g.try_next_ids(100).unwrap();
+    assert_eq!(b.len(), 24);
+    assert!(matches!(
+        g.try_next_ids(1),
+        Err(GenError::WouldBlock { .. })
+    ));
+}
+
+#[test]
+fn floor_holds_issuing_above_a_high_water_mark() {
+    let clock = ManualClock::new(T0);
+    let t = unit(IdType::MaxPeak, T0);
+    let cfg = GeneratorConfig {
+        floor: Some(t),
+        ..config(IdType::MaxPeak)
+    };
+    let g = Generator::new(cfg, &clock).unwrap();
+    assert_eq!(g.last_issued_time(), t);
+    let f = IdFields::decode(g.next_id().unwrap());
+    assert_eq!((f.time, f.seq), (t + 1, 0), "waited past the mark");
+    assert_eq!(clock.waits(), 1);
+
+    // A mark far ahead of the clock is a refusal, not a wait.
+    let clock = ManualClock::new(T0);
+    let cfg = GeneratorConfig {
+        floor: Some(t + 10),
+        ..config(IdType::MaxPeak)
+    };
+    let g = Generator::new(cfg, &clock).unwrap();
+    assert!(matches!(g.next_id(), Err(GenError::ClockBehind { .. })));
+}
+
+#[test]
+fn raise_floor_and_switch_machine_never_go_back() {
+    let clock = ManualClock::new(T0);
+    let g = generator(IdType::MinGranularity, &clock);
+    let t = unit(IdType::MinGranularity, T0);
+    let a = g.next_id().unwrap();
+    g.raise_floor(t - 5).unwrap();
+    assert!(g.next_id().unwrap() > a, "a lower floor changes nothing");
+    g.switch_machine(8, t + 2).unwrap();
+    assert_eq!(g.machine(), 8);
+    let f = IdFields::decode(g.next_id().unwrap());
+    assert_eq!((f.machine, f.time, f.seq), (8, t + 3, 0));
+    assert!(
+        g.switch_machine(924, 0).is_err(),
+        "server pool is off limits to embed"
+    );
+}
+
+#[test]
+fn fencing_stops_issuing_until_lifted() {
+    let clock = ManualClock::new(T0);
+    let g = generator(IdType::MaxPeak, &clock);
+    g.set_deadline_ms(T0 + 10);
+    assert!(g.next_id().is_ok());
+    clock.advance(10);
+    assert_eq!(
+        g.next_id(),
+        Err(GenError::Fenced {
+            deadline_ms: T0 + 10
+        })
+    );
+    g.fence();
+    assert_eq!(g.next_ids(3), Err(GenError::Fenced { deadline_ms: 0 }));
+    g.set_deadline_ms(u64::MAX);
+    assert!(g.next_id().is_ok());
+}
+
+#[test]
+fn random_sequence_start_stays_below_its_bound_and_varies() {
+    let clock = ManualClock::new(T0);
+    let cfg = GeneratorConfig {
+        seq_start: SeqStart::Random { bound: 64 },
+        ..config(IdType::MinGranularity)
+    };
+    let g = Generator::new(cfg, &clock).unwrap();
+    let mut starts = HashSet::new();
+    for _ in 0..200 {
+        let f = IdFields::decode(g.next_id().unwrap());
+        assert!(f.seq < 64);
+        starts.insert(f.seq);
+        clock.advance(1);
+    }
+    assert!(starts.len() > 20, "starts barely vary: {starts:?}");
+}
+
+#[test]
+fn invalid_configs_are_refused_with_the_field_named() {
+    let clock = ManualClock::new(T0);
+    let cases = [
+        (
+            GeneratorConfig {
+                machine: 924,
+                ..GeneratorConfig::default()
+            },
+            "machine 924",
+        ),
+        (
+            GeneratorConfig {
+                version: 2,
+                ..GeneratorConfig::default()
+            },
+            "version 2",
+        ),
+        (
+            GeneratorConfig {
+                gen_method: GenMethod::Reserved,
+                ..GeneratorConfig::default()
+            },
+            "reserved",
+        ),
+        (
+            GeneratorConfig {
+                rollback_tolerance_ms: Some(60_001),
+                ..GeneratorConfig::default()
+            },
+            "rollback_tolerance_ms 60001",
+        ),
+        (
+            GeneratorConfig {
+                seq_start: SeqStart::Random { bound: 0 },
+                ..GeneratorConfig::default()
+            },
+            "seq_start_random_bound 0",
+        ),
+        (
+            GeneratorConfig {
+                floor: Some(1 << 30),
+                ..GeneratorConfig::default()
+            },
+            "floor",
+        ),
+    ];
+    for (cfg, needle) in cases {
+        let err = Generator::new(cfg, &clock).unwrap_err().to_string();
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+}
