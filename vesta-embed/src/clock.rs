@@ -2,7 +2,8 @@
 //!
 //! Max-peak IDs count seconds, so the coarse realtime clock (a memory read, ~3 ns, a few ms
 //! resolution) is exact enough; millisecond IDs need the precise one (~25 ns). Waiting sleeps
-//! until just before the target and then yields, so a saturated issuer does not burn a core.
+//! until the target and yields only for the last few microseconds, so a saturated issuer does
+//! not burn a core.
 
 use std::thread;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use rustix::time::{ClockId, Timespec, clock_getres, clock_gettime};
 use vesta_core::{Clock, Layout};
 
 /// How close to a wait's target sleeping stops and yielding starts.
-const SPIN_MARGIN: Duration = Duration::from_micros(200);
+const SPIN_MARGIN: Duration = Duration::from_micros(20);
 
 /// Wall-clock time from the kernel (`CLOCK_REALTIME` or `CLOCK_REALTIME_COARSE`).
 #[derive(Clone, Copy, Debug)]
@@ -64,14 +65,18 @@ impl Clock for SystemClock {
     }
 
     fn wait_until_ms(&self, target_ms: u64) {
+        let target_ns = u128::from(target_ms) * 1_000_000;
         loop {
-            let now = self.now_ms();
-            if now >= target_ms {
+            let ts = clock_gettime(self.id);
+            let now_ns =
+                u128::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + ts.tv_nsec as u128;
+            if now_ns >= target_ns {
                 return;
             }
-            let left = Duration::from_millis(target_ms - now);
+            let left = Duration::from_nanos(u64::try_from(target_ns - now_ns).unwrap_or(u64::MAX));
             if left > SPIN_MARGIN {
-                thread::sleep(left - SPIN_MARGIN);
+                // A coarse clock may lag the real boundary by a tick: the loop sleeps again.
+                thread::sleep(left);
             } else {
                 thread::yield_now();
             }

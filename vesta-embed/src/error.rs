@@ -3,6 +3,7 @@
 use vesta_core::GenError;
 
 use crate::config::ConfigError;
+use crate::lease::zk::LeaseError;
 
 /// Why an issuer did not start.
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +35,16 @@ pub enum StartError {
     /// Obtaining a machine ID from the lease authority failed.
     #[error("{0}")]
     Lease(String),
+    /// ZooKeeper refused or could not be reached (pool exhausted, unreachable, no auth...).
+    #[error(transparent)]
+    ZooKeeper(#[from] LeaseError),
 }
+
+/// Why a shutdown was not clean: the final mark or the release did not reach ZooKeeper (the
+/// claim then expires with the session; no ID can be duplicated because of it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("shutdown was not clean: {0}")]
+pub struct ShutdownError(pub String);
 
 /// Why a call did not get an ID.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -59,6 +59,9 @@ pub struct LeaseInfo {
     pub reconnects: u64,
     /// Times issuing was fenced because the lease could not be confirmed.
     pub fence_events: u64,
+    /// Something unusual while issuing (e.g. issuing from the state file while ZooKeeper is
+    /// unreachable, not yet registered).
+    pub note: Option<String>,
 }
 
 impl LeaseInfo {
@@ -71,7 +74,13 @@ impl LeaseInfo {
             confirmed_ms: None,
             reconnects: 0,
             fence_events: 0,
+            note: None,
         }
+    }
+
+    /// How long the current lease has been held at `now_ms` (ms), if one is held.
+    pub fn age_ms(&self, now_ms: u64) -> Option<u64> {
+        self.held_since_ms.map(|t| now_ms.saturating_sub(t))
     }
 }
 

@@ -1,0 +1,415 @@
+//! The ZooKeeper side of the lease, on the async `zookeeper-client`: connect with a bounded
+//! timeout, claim a machine ID (EPHEMERAL create), read and write its mark (a multi-op guarded by
+//! the claim's and the mark's versions), release, and list everything for `vesta zk ls`.
+
+use std::time::Duration;
+
+use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, MultiWriteError};
+
+use super::znode::{Claim, Mark};
+use super::{LeaseSettings, claim_order};
+
+/// Why a lease operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LeaseError {
+    /// No session could be established in time.
+    #[error(
+        "cannot reach ZooKeeper at {connect} within {timeout_ms} ms \
+         (zookeeper.connect_timeout_ms): {cause}"
+    )]
+    Unreachable {
+        /// The connect string.
+        connect: String,
+        /// The timeout that ran out.
+        timeout_ms: u128,
+        /// The client's last error.
+        cause: String,
+    },
+    /// A ZooKeeper call failed.
+    #[error("ZooKeeper {op} {path}: {cause}")]
+    Op {
+        /// What was attempted.
+        op: &'static str,
+        /// On which znode.
+        path: String,
+        /// The client's error.
+        cause: ZkError,
+    },
+    /// A call got no answer in time.
+    #[error("ZooKeeper {op} {path}: no answer within {timeout_ms} ms")]
+    Timeout {
+        /// What was attempted.
+        op: &'static str,
+        /// On which znode.
+        path: String,
+        /// The timeout.
+        timeout_ms: u128,
+    },
+    /// Every machine ID of the pool is claimed.
+    #[error(
+        "machine-ID pool exhausted: all {count} IDs of the {pool} pool {first}..={last} are held \
+         under {root}/machines; stop an issuer or widen the pool (machine.server_pool_start)"
+    )]
+    PoolExhausted {
+        /// `embed` or `server`.
+        pool: &'static str,
+        /// First ID of the pool.
+        first: u64,
+        /// Last ID of the pool.
+        last: u64,
+        /// How many IDs the pool has.
+        count: u64,
+        /// The lease root.
+        root: String,
+    },
+    /// A znode holds something that is not ours.
+    #[error("{path}: {message}")]
+    Corrupt {
+        /// The znode.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl LeaseError {
+    /// True if the session (and so any claim made in it) is gone for good.
+    pub fn session_lost(&self) -> bool {
+        matches!(
+            self,
+            LeaseError::Op {
+                cause: ZkError::SessionExpired
+                    | ZkError::ClientClosed
+                    | ZkError::SessionMoved
+                    | ZkError::AuthFailed,
+                ..
+            }
+        )
+    }
+
+    /// True if the claim or the mark changed under us: someone else holds the ID now.
+    pub fn lease_taken(&self) -> bool {
+        matches!(
+            self,
+            LeaseError::Op {
+                cause: ZkError::BadVersion | ZkError::NoNode,
+                ..
+            }
+        )
+    }
+}
+
+/// The outcome of writing a mark.
+type Result<T> = std::result::Result<T, LeaseError>;
+
+/// A ZooKeeper session used for leasing under one root.
+#[derive(Debug, Clone)]
+pub(crate) struct ZkLease {
+    pub client: Client,
+    root: String,
+    acls: Acls<'static>,
+    op_timeout: Duration,
+}
+
+/// Connects, bounded by `timeout`, with digest auth when configured.
+pub(crate) async fn connect(s: &LeaseSettings, timeout: Duration) -> Result<ZkLease> {
+    let mut connector = Client::connector().with_session_timeout(s.session_timeout);
+    if let Some(auth) = &s.auth {
+        connector = connector.with_auth("digest", auth.as_bytes());
+    }
+    let unreachable = |cause: String| LeaseError::Unreachable {
+        connect: s.connect.clone(),
+        timeout_ms: timeout.as_millis(),
+        cause,
+    };
+    let client = match tokio::time::timeout(timeout, connector.connect(&s.connect)).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return Err(unreachable(e.to_string())),
+        Err(_) => return Err(unreachable("no session established in time".into())),
+    };
+    let acls = if s.auth.is_some() {
+        Acls::creator_all()
+    } else {
+        Acls::anyone_all()
+    };
+    Ok(ZkLease {
+        op_timeout: client.session_timeout(),
+        client,
+        root: s.root.clone(),
+        acls,
+    })
+}
+
+impl ZkLease {
+    /// The session timeout the server granted.
+    pub fn session_timeout(&self) -> Duration {
+        self.client.session_timeout()
+    }
+
+    fn claim_path(&self, machine: u64) -> String {
+        format!("{}/machines/{machine}", self.root)
+    }
+
+    fn mark_path(&self, machine: u64) -> String {
+        format!("{}/last/{machine}", self.root)
+    }
+
+    async fn call<T>(
+        &self,
+        op: &'static str,
+        path: &str,
+        fut: impl Future<Output = std::result::Result<T, ZkError>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(self.op_timeout, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(cause)) => Err(LeaseError::Op {
+                op,
+                path: path.to_owned(),
+                cause,
+            }),
+            Err(_) => Err(LeaseError::Timeout {
+                op,
+                path: path.to_owned(),
+                timeout_ms: self.op_timeout.as_millis(),
+            }),
+        }
+    }
+
+    /// Creates `<root>/machines` and `<root>/last` (and their parents) if missing.
+    pub async fn ensure_dirs(&self) -> Result<()> {
+        let options = CreateMode::Persistent.with_acls(self.acls);
+        for dir in ["machines", "last"] {
+            let path = format!("{}/{dir}", self.root);
+            self.call("mkdir", &path, self.client.mkdir(&path, &options))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The machine IDs claimed now.
+    pub async fn claimed(&self) -> Result<Vec<u64>> {
+        let path = format!("{}/machines", self.root);
+        let names = self
+            .call("list", &path, self.client.list_children(&path))
+            .await?;
+        Ok(names.iter().filter_map(|n| n.parse().ok()).collect())
+    }
+
+    /// Claims `machine`: `Some(version)` of the new EPHEMERAL node, `None` if already taken.
+    pub async fn try_claim(&self, machine: u64, claim: &Claim) -> Result<Option<i32>> {
+        let path = self.claim_path(machine);
+        let options = CreateMode::Ephemeral.with_acls(self.acls);
+        let data = claim.to_bytes();
+        match self
+            .call("create", &path, self.client.create(&path, &data, &options))
+            .await
+        {
+            Ok((stat, _)) => Ok(Some(stat.version)),
+            Err(LeaseError::Op {
+                cause: ZkError::NodeExists,
+                ..
+            }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Claims the preferred ID if free, else the lowest free one of `pool`.
+    pub async fn claim_any(
+        &self,
+        s: &LeaseSettings,
+        preferred: Option<u64>,
+        claim: &Claim,
+    ) -> Result<(u64, i32)> {
+        self.ensure_dirs().await?;
+        let claimed = self.claimed().await?;
+        for machine in claim_order(&s.pool, preferred, &claimed) {
+            if let Some(version) = self.try_claim(machine, claim).await? {
+                return Ok((machine, version));
+            }
+        }
+        Err(LeaseError::PoolExhausted {
+            pool: s.pool_name,
+            first: *s.pool.start(),
+            last: *s.pool.end(),
+            count: s.pool.end() - s.pool.start() + 1,
+            root: s.root.clone(),
+        })
+    }
+
+    /// The mark of `machine` and its version, if one was ever written.
+    pub async fn read_mark(&self, machine: u64) -> Result<Option<(Mark, i32)>> {
+        let path = self.mark_path(machine);
+        match self
+            .call("get", &path, self.client.get_data(&path))
+            .await
+        {
+            Ok((data, stat)) => Mark::from_bytes(&data)
+                .map(|m| Some((m, stat.version)))
+                .map_err(|message| LeaseError::Corrupt { path, message }),
+            Err(LeaseError::Op {
+                cause: ZkError::NoNode,
+                ..
+            }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes the mark of `machine`: creates it (`mark_version` `None`) or replaces it, in one
+    /// multi-op that also checks our claim is still the node we created and nobody else wrote
+    /// the mark since. Returns the mark's new version.
+    pub async fn write_mark(
+        &self,
+        machine: u64,
+        claim_version: i32,
+        mark_version: Option<i32>,
+        mark: &Mark,
+    ) -> Result<i32> {
+        let claim_path = self.claim_path(machine);
+        let path = self.mark_path(machine);
+        let data = mark.to_bytes();
+        let mut multi = self.client.new_multi_writer();
+        let built = multi
+            .add_check_version(&claim_path, claim_version)
+            .and_then(|()| match mark_version {
+                Some(v) => multi.add_set_data(&path, &data, Some(v)),
+                None => multi.add_create(
+                    &path,
+                    &data,
+                    &CreateMode::Persistent.with_acls(self.acls),
+                ),
+            });
+        if let Err(cause) = built {
+            return Err(LeaseError::Op {
+                op: "write mark",
+                path,
+                cause,
+            });
+        }
+        let results = self
+            .call("write mark", &path, async {
+                multi.commit().await.map_err(|e| match e {
+                    MultiWriteError::RequestFailed { source }
+                    | MultiWriteError::OperationFailed { source, .. } => source,
+                })
+            })
+            .await?;
+        match mark_version {
+            Some(v) => Ok(results
+                .iter()
+                .find_map(|r| match r {
+                    zookeeper_client::MultiWriteResult::SetData { stat } => Some(stat.version),
+                    _ => None,
+                })
+                .unwrap_or(v + 1)),
+            None => Ok(0),
+        }
+    }
+
+    /// Deletes our claim (only the version we created), so the ID is free at once.
+    pub async fn release(&self, machine: u64, claim_version: i32) -> Result<()> {
+        let path = self.claim_path(machine);
+        match self
+            .call(
+                "delete",
+                &path,
+                self.client.delete(&path, Some(claim_version)),
+            )
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(LeaseError::Op {
+                cause: ZkError::NoNode,
+                ..
+            }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every claim and mark under the root, by machine ID.
+    pub async fn list(&self) -> Result<Vec<LeaseRow>> {
+        let mut ids: Vec<u64> = Vec::new();
+        for dir in ["machines", "last"] {
+            let path = format!("{}/{dir}", self.root);
+            match self
+                .call("list", &path, self.client.list_children(&path))
+                .await
+            {
+                Ok(names) => ids.extend(names.iter().filter_map(|n| n.parse::<u64>().ok())),
+                Err(LeaseError::Op {
+                    cause: ZkError::NoNode,
+                    ..
+                }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        let mut rows = Vec::with_capacity(ids.len());
+        for machine in ids {
+            let path = self.claim_path(machine);
+            let (claim, session, claimed_ms) = match self
+                .call("get", &path, self.client.get_data(&path))
+                .await
+            {
+                Ok((data, stat)) => (
+                    Claim::from_bytes(&data).ok(),
+                    Some(format!("{:#x}", stat.ephemeral_owner)),
+                    u64::try_from(stat.ctime).ok(),
+                ),
+                Err(LeaseError::Op {
+                    cause: ZkError::NoNode,
+                    ..
+                }) => (None, None, None),
+                Err(e) => return Err(e),
+            };
+            let mark = match self.read_mark(machine).await {
+                Ok(m) => m.map(|(m, _)| m),
+                Err(LeaseError::Corrupt { .. }) => None,
+                Err(e) => return Err(e),
+            };
+            rows.push(LeaseRow {
+                machine,
+                held: session.is_some(),
+                claim,
+                session,
+                claimed_ms,
+                mark,
+            });
+        }
+        Ok(rows)
+    }
+}
+
+/// One machine ID as `vesta zk ls` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseRow {
+    /// The machine ID.
+    pub machine: u64,
+    /// True if a claim node exists (someone holds it now).
+    pub held: bool,
+    /// Who holds it, if the claim's data could be read.
+    pub claim: Option<Claim>,
+    /// The holder's ZooKeeper session (hex).
+    pub session: Option<String>,
+    /// When the claim node was created, by ZooKeeper's clock (ms since the Unix epoch).
+    pub claimed_ms: Option<u64>,
+    /// Its high-water mark, if one was ever written.
+    pub mark: Option<Mark>,
+}
+
+/// Reads every lease under the root of `settings` (for `vesta zk ls`); runs its own small
+/// runtime, so call it from synchronous code.
+pub fn inspect(settings: &LeaseSettings) -> std::result::Result<Vec<LeaseRow>, LeaseError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| LeaseError::Unreachable {
+            connect: settings.connect.clone(),
+            timeout_ms: 0,
+            cause: format!("cannot start a runtime: {e}"),
+        })?;
+    runtime.block_on(async {
+        let zk = connect(settings, settings.connect_timeout).await?;
+        zk.list().await
+    })
+}

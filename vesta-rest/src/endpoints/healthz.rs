@@ -1,0 +1,37 @@
+//! `/healthz`: 200 while the issuer may issue, 503 with the reason while it is fenced or waiting
+//! on its start guard, so a load balancer takes a fenced instance out of rotation.
+
+use hyper::Response;
+use vesta_core::Clock;
+
+use crate::app::App;
+use crate::error::ApiError;
+use crate::query::Query;
+use crate::response::{self, Body};
+
+/// `GET /healthz`: `{"status":"ok","lease":…,"machine":…,"genMethod":…,"type":…}` or a 503 error.
+pub fn healthz<C: Clock + 'static>(
+    app: &App<C>,
+    query: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    Query::parse(query, "/healthz", &[])?;
+    let s = app.issuer.status();
+    if !s.can_issue() {
+        let reason = s
+            .lease
+            .reason
+            .unwrap_or_else(|| format!("the machine-ID lease is {}", s.lease.state));
+        return Err(ApiError::unavailable(
+            format!("not issuing: {reason}"),
+            Some(1),
+        ));
+    }
+    let body = serde_json::json!({
+        "status": "ok",
+        "lease": s.lease.state.name(),
+        "machine": s.machine,
+        "genMethod": s.gen_method.code(),
+        "type": s.id_type.code(),
+    });
+    Ok(response::json(body.to_string()))
+}

@@ -1,0 +1,153 @@
+//! Errors: why the server did not start ([`RestError`]) and why a request failed ([`ApiError`],
+//! which becomes a JSON `{"error": "..."}` body whose sentence names the parameter at fault).
+
+use std::net::SocketAddr;
+
+use hyper::StatusCode;
+use vesta_embed::config::ConfigError;
+use vesta_embed::{IssueError, StartError};
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RestError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The issuer did not start (machine ID outside the server pool, lease, clock behind mark).
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {cause}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        cause: std::io::Error,
+    },
+    /// Starting the issuer was interrupted (its task panicked or was cancelled).
+    #[error("starting the issuer failed: {0}")]
+    Join(String),
+}
+
+/// The category of a failed request; decides the status code and the metrics label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// 400: missing, malformed or out-of-range parameter.
+    BadRequest,
+    /// 404: unknown path.
+    NotFound,
+    /// 405: a method other than GET on a known path.
+    MethodNotAllowed,
+    /// 414: the request target is longer than `rest.max_uri_bytes`.
+    UriTooLong,
+    /// 500: a bug; the server keeps serving.
+    Internal,
+    /// 503: the issuer may not issue now (fenced, start guard, clock behind, end of life).
+    Unavailable,
+}
+
+impl ErrorKind {
+    /// The HTTP status of this kind.
+    pub const fn status(self) -> StatusCode {
+        match self {
+            ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
+            ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorKind::UriTooLong => StatusCode::URI_TOO_LONG,
+            ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+/// A request that failed: the status and the one sentence the client sees.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    /// Decides the status code.
+    pub kind: ErrorKind,
+    /// The sentence in the JSON body.
+    pub message: String,
+    /// Seconds for a `Retry-After` header (transient 503s).
+    pub retry_after_s: Option<u64>,
+}
+
+impl ApiError {
+    fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ApiError {
+            kind,
+            message: message.into(),
+            retry_after_s: None,
+        }
+    }
+
+    /// 400 with `message`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::BadRequest, message)
+    }
+
+    /// 400 for a parameter whose value was rejected; `why` usually names the field again.
+    pub fn invalid_param(name: &str, why: impl std::fmt::Display) -> Self {
+        Self::bad_request(format!("invalid parameter {name}: {why}"))
+    }
+
+    /// 400 for a required parameter that is absent.
+    pub fn missing_param(name: &str) -> Self {
+        Self::bad_request(format!("missing required parameter {name}"))
+    }
+
+    /// 404 for `path`.
+    pub fn not_found(path: &str) -> Self {
+        Self::new(
+            ErrorKind::NotFound,
+            format!(
+                "no endpoint at {path}: the endpoints are /genid, /genids, /expid, /makeid, \
+                 /transtime, /healthz and /metrics"
+            ),
+        )
+    }
+
+    /// 405 for `method` on `path`.
+    pub fn method_not_allowed(method: &str, path: &str) -> Self {
+        Self::new(
+            ErrorKind::MethodNotAllowed,
+            format!("method {method} is not allowed on {path}: use GET"),
+        )
+    }
+
+    /// 414 for a target of `len` bytes over `max`.
+    pub fn uri_too_long(len: usize, max: usize) -> Self {
+        Self::new(
+            ErrorKind::UriTooLong,
+            format!(
+                "the request target is {len} bytes, over the limit of {max} (rest.max_uri_bytes)"
+            ),
+        )
+    }
+
+    /// 500: something that should not happen; the message says what.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, message)
+    }
+
+    /// 503: not issuing now; `retry_after_s` when waiting is likely to help.
+    pub fn unavailable(message: impl Into<String>, retry_after_s: Option<u64>) -> Self {
+        ApiError {
+            retry_after_s,
+            ..Self::new(ErrorKind::Unavailable, message)
+        }
+    }
+
+    /// The status code.
+    pub fn status(&self) -> StatusCode {
+        self.kind.status()
+    }
+}
+
+/// An issuer refusal as the client sees it: all are 503, the transient ones with `Retry-After`.
+impl From<IssueError> for ApiError {
+    fn from(e: IssueError) -> Self {
+        let retry = e.is_transient().then_some(1);
+        ApiError::unavailable(e.to_string(), retry)
+    }
+}

@@ -1,0 +1,178 @@
+//! The query string of a request, decoded and checked against the parameters an endpoint
+//! accepts: unknown or repeated parameters are rejected, so a typo such as `machin=5` is a 400
+//! naming it instead of a silently ignored value.
+
+use std::borrow::Cow;
+
+use crate::error::ApiError;
+
+/// The decoded parameters of one request.
+#[derive(Debug, Default)]
+pub struct Query<'a> {
+    pairs: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+}
+
+impl<'a> Query<'a> {
+    /// Decodes `raw` (`application/x-www-form-urlencoded`) and accepts only names in `allowed`.
+    /// `endpoint` is named in the error for an unknown parameter.
+    pub fn parse(raw: Option<&'a str>, endpoint: &str, allowed: &[&str]) -> Result<Self, ApiError> {
+        let mut pairs: Vec<(Cow<'a, str>, Cow<'a, str>)> = Vec::new();
+        for part in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (name, value) = part.split_once('=').unwrap_or((part, ""));
+            let name = decode(name)?;
+            let value = decode(value)?;
+            if !allowed.contains(&name.as_ref()) {
+                let accepted = if allowed.is_empty() {
+                    "no parameters".to_owned()
+                } else {
+                    allowed.join(", ")
+                };
+                return Err(ApiError::bad_request(format!(
+                    "unknown parameter {name}: {endpoint} accepts {accepted}"
+                )));
+            }
+            if pairs.iter().any(|(n, _)| *n == name) {
+                return Err(ApiError::bad_request(format!(
+                    "parameter {name} is given more than once"
+                )));
+            }
+            pairs.push((name, value));
+        }
+        Ok(Query { pairs })
+    }
+
+    /// The value of `name`, if given.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_ref())
+    }
+
+    /// The value of `name`, or a 400 saying it is missing.
+    pub fn required(&self, name: &str) -> Result<&str, ApiError> {
+        self.get(name).ok_or_else(|| ApiError::missing_param(name))
+    }
+
+    /// `name` as an unsigned decimal integer, if given.
+    pub fn u64(&self, name: &str) -> Result<Option<u64>, ApiError> {
+        self.get(name).map(|v| parse_u64(name, v)).transpose()
+    }
+
+    /// `name` as an unsigned decimal integer; required.
+    pub fn required_u64(&self, name: &str) -> Result<u64, ApiError> {
+        parse_u64(name, self.required(name)?)
+    }
+}
+
+/// Parses a field value: plain decimal digits only (no sign, no spaces, no hex), so the value a
+/// client meant is never guessed.
+pub fn parse_u64(name: &str, value: &str) -> Result<u64, ApiError> {
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        if let Ok(v) = value.parse::<u64>() {
+            return Ok(v);
+        }
+    }
+    Err(ApiError::invalid_param(
+        name,
+        format_args!(
+            "`{}` is not an unsigned decimal integer up to {}",
+            shorten(value),
+            u64::MAX
+        ),
+    ))
+}
+
+/// At most 64 characters of a rejected value, so an error never echoes a huge input.
+pub fn shorten(value: &str) -> Cow<'_, str> {
+    const MAX: usize = 64;
+    match value.char_indices().nth(MAX) {
+        None => Cow::Borrowed(value),
+        Some((cut, _)) => Cow::Owned(format!("{}...", &value[..cut])),
+    }
+}
+
+/// Percent-decoding with `+` as space; borrows when there is nothing to decode.
+fn decode(s: &str) -> Result<Cow<'_, str>, ApiError> {
+    if !s.bytes().any(|b| b == b'%' || b == b'+') {
+        return Ok(Cow::Borrowed(s));
+    }
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3).and_then(|h| {
+                    std::str::from_utf8(h)
+                        .ok()
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                });
+                match hex {
+                    Some(b) if bytes[i + 1].is_ascii_hexdigit() => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    _ => {
+                        return Err(ApiError::bad_request(format!(
+                            "the query string has an invalid percent-escape in `{}`",
+                            shorten(s)
+                        )));
+                    }
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map(Cow::Owned).map_err(|_| {
+        ApiError::bad_request(format!(
+            "the query string decodes to text that is not UTF-8 in `{}`",
+            shorten(s)
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_and_checks_names() {
+        let q = Query::parse(Some("id=0x1f&time=%31%32+"), "/x", &["id", "time"]).unwrap();
+        assert_eq!(q.get("id"), Some("0x1f"));
+        assert_eq!(q.get("time"), Some("12 "));
+        let e = Query::parse(Some("id=1&ib=2"), "/expid", &["id"]).unwrap_err();
+        assert_eq!(e.message, "unknown parameter ib: /expid accepts id");
+        let e = Query::parse(Some("id=1&id=2"), "/expid", &["id"]).unwrap_err();
+        assert_eq!(e.message, "parameter id is given more than once");
+        assert!(Query::parse(Some("id=%zz"), "/x", &["id"]).is_err());
+        assert!(Query::parse(Some("id=%+1"), "/x", &["id"]).is_err());
+        assert!(Query::parse(Some("id=%4"), "/x", &["id"]).is_err());
+        assert!(Query::parse(Some("id=%ff"), "/x", &["id"]).is_err());
+        let q = Query::parse(None, "/x", &[]).unwrap();
+        assert_eq!(q.get("id"), None);
+        let e = Query::parse(Some("x"), "/genid", &[]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "unknown parameter x: /genid accepts no parameters"
+        );
+    }
+
+    #[test]
+    fn numbers_are_plain_decimals() {
+        assert_eq!(parse_u64("seq", "0"), Ok(0));
+        assert_eq!(parse_u64("seq", "18446744073709551615"), Ok(u64::MAX));
+        for bad in ["", "-1", "+1", " 1", "0x10", "1.0", "18446744073709551616"] {
+            let e = parse_u64("seq", bad).unwrap_err();
+            assert!(
+                e.message.starts_with("invalid parameter seq: `"),
+                "{bad}: {e}"
+            );
+        }
+        let long = "9".repeat(200);
+        let e = parse_u64("seq", &long).unwrap_err();
+        assert!(e.message.len() < 200, "{e}");
+    }
+}

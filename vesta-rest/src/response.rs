@@ -1,0 +1,62 @@
+//! Building responses: text, JSON and the JSON error body. Every response carries
+//! `Cache-Control: no-store`, so no proxy can hand the same issued ID to two clients.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::Response;
+use hyper::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+
+use crate::error::{ApiError, ErrorKind};
+
+/// The body type of every response: the whole body in one buffer.
+pub type Body = Full<Bytes>;
+
+/// `text/plain` with UTF-8.
+pub const TEXT_PLAIN: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
+/// `application/json`.
+pub const APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/json");
+/// The OpenMetrics text format that `prometheus-client` writes (Prometheus scrapes it).
+pub const OPENMETRICS: HeaderValue =
+    HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8");
+const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
+const GET: HeaderValue = HeaderValue::from_static("GET");
+
+/// A 200 response with `body` of type `content_type`.
+pub fn ok(content_type: HeaderValue, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()));
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, content_type);
+    h.insert(CACHE_CONTROL, NO_STORE);
+    r
+}
+
+/// A 200 `text/plain` response.
+pub fn text(body: impl Into<Bytes>) -> Response<Body> {
+    ok(TEXT_PLAIN, body)
+}
+
+/// A 200 JSON response.
+pub fn json(body: impl Into<Bytes>) -> Response<Body> {
+    ok(APPLICATION_JSON, body)
+}
+
+/// The error's status with `{"error": "..."}`, `Allow: GET` on 405 and `Retry-After` when set.
+pub fn error(e: &ApiError) -> Response<Body> {
+    let body = serde_json::json!({ "error": e.message }).to_string();
+    let mut r = ok(APPLICATION_JSON, body);
+    *r.status_mut() = e.status();
+    let h = r.headers_mut();
+    if e.kind == ErrorKind::MethodNotAllowed {
+        h.insert(ALLOW, GET);
+    }
+    if let Some(s) = e.retry_after_s {
+        h.insert(RETRY_AFTER, HeaderValue::from(s));
+    }
+    r
+}
+
+/// An ID as decimal text, the body of `/genid` and `/makeid` (Vesta's: no newline).
+pub fn decimal(id: u64) -> Response<Body> {
+    let mut buf = itoa::Buffer::new();
+    text(Bytes::copy_from_slice(buf.format(id).as_bytes()))
+}

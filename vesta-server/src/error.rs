@@ -1,0 +1,99 @@
+//! Errors of the server (why it did not start or stopped) and of the client (why a call got no
+//! answer). Each message is the one line a user sees, naming what is wrong and what is allowed.
+
+use std::net::SocketAddr;
+
+use crate::proto::ErrorCode;
+
+/// Why a server did not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The configuration is invalid (including a machine ID outside the server pool).
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The issuer did not start (lease, state file, clock).
+    #[error("starting the issuer: {0}")]
+    Start(#[from] vesta_embed::StartError),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A background task failed unexpectedly.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Why a client call got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// The client configuration is unusable.
+    #[error("invalid client config: {0}")]
+    Config(String),
+    /// A server answered with an error that retrying elsewhere would not fix (bad argument,
+    /// field out of range, time exhausted).
+    #[error("server {endpoint} refused: {message} ({code})")]
+    Refused {
+        /// The server that answered.
+        endpoint: String,
+        /// The protocol error code.
+        code: ErrorCode,
+        /// The server's message.
+        message: String,
+    },
+    /// No server answered within the retry budget, and no fallback is configured.
+    #[error("no server answered after {attempts} attempts over {elapsed_ms} ms; last error: {last}")]
+    Unavailable {
+        /// Attempts made.
+        attempts: u32,
+        /// Time spent.
+        elapsed_ms: u64,
+        /// The last failure seen.
+        last: String,
+    },
+    /// The embedded fallback issuer failed too.
+    #[error("fallback issuer: {0}")]
+    Fallback(String),
+    /// The client was closed.
+    #[error("the client is closed")]
+    Closed,
+}
+
+/// Why one attempt on one endpoint failed: the client's retry loop decides from this.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum AttemptError {
+    /// Connecting or the handshake failed: the endpoint is down.
+    #[error("connect: {0}")]
+    Connect(String),
+    /// The connection broke (or the server said GOAWAY) before the answer came.
+    #[error("connection lost: {0}")]
+    Lost(String),
+    /// No answer within the request timeout.
+    #[error("no answer within {0} ms")]
+    Timeout(u64),
+    /// The server answered with an error.
+    #[error("{message} ({code})")]
+    Server {
+        /// The code.
+        code: ErrorCode,
+        /// The message.
+        message: String,
+    },
+    /// The answer did not fit the request (a protocol bug).
+    #[error("unexpected answer: {0}")]
+    Protocol(String),
+}
+
+impl AttemptError {
+    /// True if trying again (here later, or elsewhere) may succeed.
+    pub(crate) fn is_retryable(&self) -> bool {
+        match self {
+            AttemptError::Server { code, .. } => code.is_retryable(),
+            AttemptError::Protocol(_) => false,
+            _ => true,
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The central vesta-rs TCP issuer and its client (being built).

@@ -1,0 +1,96 @@
+//! Shutdown signalling: one [`Trigger`] tells every connection to stop reading and drain, like
+//! mini-redis's `Shutdown`. A watch channel, so a connection that subscribes after the signal
+//! still sees it.
+
+use tokio::sync::watch;
+
+/// Fires the shutdown of everything subscribed to it.
+#[derive(Debug)]
+pub struct Trigger {
+    tx: watch::Sender<bool>,
+}
+
+impl Trigger {
+    /// A new, unfired trigger.
+    pub fn new() -> Self {
+        Trigger {
+            tx: watch::Sender::new(false),
+        }
+    }
+
+    /// A listener for this trigger.
+    pub fn subscribe(&self) -> Shutdown {
+        Shutdown {
+            rx: self.tx.subscribe(),
+        }
+    }
+
+    /// Fires it: every listener's [`Shutdown::recv`] returns.
+    pub fn fire(&self) {
+        self.tx.send_replace(true);
+    }
+}
+
+impl Default for Trigger {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Listens for the shutdown signal.
+#[derive(Debug, Clone)]
+pub struct Shutdown {
+    rx: watch::Receiver<bool>,
+}
+
+impl Shutdown {
+    /// True once the signal fired.
+    pub fn is_shutdown(&self) -> bool {
+        *self.rx.borrow()
+    }
+
+    /// Waits for the signal (returns at once if it already fired, or if the trigger is gone).
+    pub async fn recv(&mut self) {
+        let _ = self.rx.wait_for(|fired| *fired).await;
+    }
+}
+
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM: what `vesta serve tcp` passes as its shutdown.
+pub async fn signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn late_subscribers_see_the_signal() {
+        let t = Trigger::new();
+        let mut early = t.subscribe();
+        assert!(!early.is_shutdown());
+        t.fire();
+        early.recv().await;
+        let mut late = t.subscribe();
+        assert!(late.is_shutdown());
+        late.recv().await;
+    }
+}
