@@ -9,7 +9,9 @@ use vesta_core::{Clock, Epoch, Explanation, FieldError, GenError, Generator, IdB
 
 use crate::clock::SystemClock;
 use crate::config::{ConfigError, IssuerConfig, MachineSource};
-use crate::error::{IssueError, StartError};
+use crate::error::{IssueError, ShutdownError, StartError};
+use crate::lease::LeaseSettings;
+use crate::lease::keeper::KeeperHandle;
 use crate::status::{LeaseInfo, LeaseState, Status};
 
 /// State shared between the issuer and whatever keeps its machine ID.
@@ -52,6 +54,8 @@ impl<C: Clock> Shared<C> {
 pub struct Issuer<C: Clock + 'static = SystemClock> {
     shared: Arc<Shared<C>>,
     config: IssuerConfig,
+    /// The lease keeper thread, if the machine ID is leased; taken by `shutdown`.
+    keeper: Mutex<Option<KeeperHandle>>,
 }
 
 impl Issuer<SystemClock> {
@@ -74,11 +78,58 @@ impl<C: Clock + 'static> Issuer<C> {
                     generator,
                     lease: Mutex::new(LeaseInfo::fixed()),
                 });
-                Ok(Issuer { shared, config })
+                Ok(Issuer {
+                    shared,
+                    config,
+                    keeper: Mutex::new(None),
+                })
             }
-            MachineSource::Zookeeper => Err(StartError::Lease(
-                "machine.source = \"zookeeper\" is not available in this build".into(),
-            )),
+            MachineSource::Zookeeper => Self::start_leased(config, clock),
+        }
+    }
+
+    /// Leases the machine ID from ZooKeeper: the generator starts fenced on a placeholder ID
+    /// and the keeper thread switches it to the claimed one once the start guard has passed.
+    fn start_leased(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
+        let settings = LeaseSettings::from_config(&config)?;
+        let placeholder = *settings.pool.start();
+        let generator = Generator::new(config.generator_config(placeholder)?, clock)
+            .map_err(ConfigError::from)?;
+        generator.fence();
+        let shared = Arc::new(Shared {
+            generator,
+            lease: Mutex::new(LeaseInfo {
+                state: LeaseState::Acquiring,
+                reason: Some("claiming a machine ID from ZooKeeper".into()),
+                ..LeaseInfo::fixed()
+            }),
+        });
+        let keeper = KeeperHandle::spawn(shared.clone(), settings)?;
+        Ok(Issuer {
+            shared,
+            config,
+            keeper: Mutex::new(Some(keeper)),
+        })
+    }
+
+    /// Stops issuing and gives the machine ID back: with a lease, writes the final mark and
+    /// deletes the claim so the ID is free at once. Idempotent; also done on drop. Afterwards
+    /// every call fails with [`IssueError::Unavailable`].
+    pub fn shutdown(&self) -> Result<(), ShutdownError> {
+        let keeper = self
+            .keeper
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match keeper {
+            Some(mut k) => k.stop(),
+            None => {
+                if self.shared.lease().state == LeaseState::Static {
+                    self.shared
+                        .fence(LeaseState::Released, "the issuer was shut down");
+                }
+                Ok(())
+            }
         }
     }
 
@@ -203,6 +254,14 @@ impl<C: Clock + 'static> Issuer<C> {
                 IssueError::Unavailable(reason)
             }
             other => IssueError::Refused(other),
+        }
+    }
+}
+
+impl<C: Clock + 'static> Drop for Issuer<C> {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::warn!(error = %e, "issuer dropped without a clean shutdown");
         }
     }
 }

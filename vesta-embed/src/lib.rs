@@ -8,11 +8,14 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod issuer;
+pub mod lease;
+pub mod state_file;
 pub mod status;
 
 pub use clock::SystemClock;
 pub use config::{IssuerConfig, MachineSource};
-pub use error::{IssueError, StartError};
+pub use error::{IssueError, ShutdownError, StartError};
 pub use issuer::{Issuer, Shared};
+pub use lease::zk::LeaseError;
 pub use status::{LeaseInfo, LeaseState, Status};
 pub use vesta_core;

@@ -45,7 +45,9 @@ pub enum ClientError {
         message: String,
     },
     /// No server answered within the retry budget, and no fallback is configured.
-    #[error("no server answered after {attempts} attempts over {elapsed_ms} ms; last error: {last}")]
+    #[error(
+        "no server answered after {attempts} attempts over {elapsed_ms} ms; last error: {last}"
+    )]
     Unavailable {
         /// Attempts made.
         attempts: u32,

@@ -1,1 +1,27 @@
-//! The central vesta-rs TCP issuer and its client (being built).
+//! The central vesta-rs issuer over TCP (Vesta's Dubbo service, rebuilt) and its client.
+//!
+//! - The wire protocol is in `docs/protocol.md`: length-prefixed frames with a request id each,
+//!   a version handshake, pipelining with answers matched by id.
+//! - [`Server`] wraps an [`Issuer`](vesta_embed::Issuer) with genMethod server and a machine ID
+//!   from the server pool; it never blocks a worker thread, enforces its limits per connection
+//!   and drains gracefully.
+//! - [`Client`] spreads pipelined requests over a few connections, fails over between
+//!   endpoints without losing or duplicating a request, and can prefetch or fall back to an
+//!   embedded issuer.
+//!
+//! Module shape follows tokio-rs/mini-redis: [`frame`] and [`proto`] (codec), [`connection`],
+//! one module per operation (private `cmd`), [`shutdown`], [`server`], [`config`].
+
+mod cmd;
+pub mod config;
+pub mod connection;
+pub mod error;
+pub mod frame;
+pub mod proto;
+pub mod server;
+pub mod shutdown;
+
+pub use config::{ServerConfig, ServerSection};
+pub use error::{ClientError, ServerError};
+pub use proto::{ErrorCode, ServerInfo};
+pub use server::{Server, ServerHandle};

@@ -863,8 +863,7 @@ mod tests {
             }),
             any::<u64>().prop_map(Response::Made),
             any::<u64>().prop_map(Response::Time),
-            (code.clone(), ".{0,60}")
-                .prop_map(|(code, message)| Response::Error { code, message }),
+            (code.clone(), ".{0,60}").prop_map(|(code, message)| Response::Error { code, message }),
             (code, ".{0,60}").prop_map(|(code, message)| Response::GoAway { code, message }),
         ]
     }

@@ -75,9 +75,7 @@ impl<C: Clock + 'static> Server<C> {
     /// The bound address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         // A bound listener always has an address; fall back to the configured one regardless.
-        self.listener
-            .local_addr()
-            .unwrap_or(self.ctx.limits.listen)
+        self.listener.local_addr().unwrap_or(self.ctx.limits.listen)
     }
 
     /// What `INFO` answers now.
@@ -245,7 +243,7 @@ impl<C: Clock + 'static> Handler<C> {
                     }
                     Ok(None) => break,
                     Err(e) => {
-                        self.fatal(0, frame_error_code(&e), &e.to_string());
+                        self.fatal(frame_error_code(&e), &e.to_string());
                         reading = false;
                     }
                 }
@@ -300,8 +298,8 @@ impl<C: Clock + 'static> Handler<C> {
         }
     }
 
-    fn fatal(&mut self, request_id: u32, code: ErrorCode, message: &str) {
-        let _ = request_id;
+    /// A fatal error about the stream itself, sent with request id 0 just before closing.
+    fn fatal(&mut self, code: ErrorCode, message: &str) {
         self.farewell = Some(Response::Error {
             code,
             message: message.to_owned(),
@@ -327,7 +325,8 @@ impl<C: Clock + 'static> Handler<C> {
                     }
                 }
                 _ => {
-                    let msg = "the first frame must be HELLO with magic \"VSTA\" (docs/protocol.md)";
+                    let msg =
+                        "the first frame must be HELLO with magic \"VSTA\" (docs/protocol.md)";
                     Response::encode_error(id, ErrorCode::HandshakeRequired, msg, out);
                     Flow::Close
                 }

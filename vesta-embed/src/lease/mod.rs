@@ -123,7 +123,9 @@ pub fn fence_window(session_timeout: Duration) -> Duration {
 /// How often the mark is written: the configured interval, but at least three times per window
 /// so that one lost write never fences a healthy holder.
 pub fn beat_interval(report_interval: Duration, window: Duration) -> Duration {
-    report_interval.min(window / 3).max(Duration::from_millis(10))
+    report_interval
+        .min(window / 3)
+        .max(Duration::from_millis(10))
 }
 
 /// The end (exclusive, ms since the Unix epoch) of time unit `time`.
@@ -261,7 +263,12 @@ mod tests {
     fn floor_makes_the_next_unit_start_at_or_after_the_mark() {
         for id_type in [IdType::MaxPeak, IdType::MinGranularity] {
             let l = id_type.layout();
-            for mark in [E.unix_ms() + 1, E.unix_ms() + 999, E.unix_ms() + 1000, 1_700_000_000_123] {
+            for mark in [
+                E.unix_ms() + 1,
+                E.unix_ms() + 999,
+                E.unix_ms() + 1000,
+                1_700_000_000_123,
+            ] {
                 let floor = floor_for_mark(l, E, mark);
                 let next = E.unix_ms_of(l, floor + 1);
                 assert!(next >= mark, "{id_type:?} mark {mark} next {next}");
@@ -290,7 +297,10 @@ mod tests {
         assert_eq!(claim_order(&pool, Some(3), &[0]), vec![3, 1, 2, 4, 5]);
         assert_eq!(claim_order(&pool, Some(3), &[3]), vec![0, 1, 2, 4, 5]);
         assert_eq!(claim_order(&pool, Some(9), &[]), vec![0, 1, 2, 3, 4, 5]);
-        assert_eq!(claim_order(&pool, None, &[0, 1, 2, 3, 4, 5]), Vec::<u64>::new());
+        assert_eq!(
+            claim_order(&pool, None, &[0, 1, 2, 3, 4, 5]),
+            Vec::<u64>::new()
+        );
         assert_eq!(claim_order(&(924..=925), None, &[]), vec![924, 925]);
     }
 

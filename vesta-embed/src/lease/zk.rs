@@ -239,10 +239,7 @@ impl ZkLease {
     /// The mark of `machine` and its version, if one was ever written.
     pub async fn read_mark(&self, machine: u64) -> Result<Option<(Mark, i32)>> {
         let path = self.mark_path(machine);
-        match self
-            .call("get", &path, self.client.get_data(&path))
-            .await
-        {
+        match self.call("get", &path, self.client.get_data(&path)).await {
             Ok((data, stat)) => Mark::from_bytes(&data)
                 .map(|m| Some((m, stat.version)))
                 .map_err(|message| LeaseError::Corrupt { path, message }),
@@ -272,11 +269,9 @@ impl ZkLease {
             .add_check_version(&claim_path, claim_version)
             .and_then(|()| match mark_version {
                 Some(v) => multi.add_set_data(&path, &data, Some(v)),
-                None => multi.add_create(
-                    &path,
-                    &data,
-                    &CreateMode::Persistent.with_acls(self.acls),
-                ),
+                None => {
+                    multi.add_create(&path, &data, &CreateMode::Persistent.with_acls(self.acls))
+                }
             });
         if let Err(cause) = built {
             return Err(LeaseError::Op {
@@ -302,6 +297,21 @@ impl ZkLease {
                 })
                 .unwrap_or(v + 1)),
             None => Ok(0),
+        }
+    }
+
+    /// The session that owns the claim on `machine` (`None` if unclaimed): tells whether a
+    /// version conflict on the mark means someone else took the ID or only that a write whose
+    /// answer was lost did go through.
+    pub async fn claim_owner(&self, machine: u64) -> Result<Option<i64>> {
+        let path = self.claim_path(machine);
+        match self.call("get", &path, self.client.get_data(&path)).await {
+            Ok((_, stat)) => Ok(Some(stat.ephemeral_owner)),
+            Err(LeaseError::Op {
+                cause: ZkError::NoNode,
+                ..
+            }) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -347,21 +357,19 @@ impl ZkLease {
         let mut rows = Vec::with_capacity(ids.len());
         for machine in ids {
             let path = self.claim_path(machine);
-            let (claim, session, claimed_ms) = match self
-                .call("get", &path, self.client.get_data(&path))
-                .await
-            {
-                Ok((data, stat)) => (
-                    Claim::from_bytes(&data).ok(),
-                    Some(format!("{:#x}", stat.ephemeral_owner)),
-                    u64::try_from(stat.ctime).ok(),
-                ),
-                Err(LeaseError::Op {
-                    cause: ZkError::NoNode,
-                    ..
-                }) => (None, None, None),
-                Err(e) => return Err(e),
-            };
+            let (claim, session, claimed_ms) =
+                match self.call("get", &path, self.client.get_data(&path)).await {
+                    Ok((data, stat)) => (
+                        Claim::from_bytes(&data).ok(),
+                        Some(format!("{:#x}", stat.ephemeral_owner)),
+                        u64::try_from(stat.ctime).ok(),
+                    ),
+                    Err(LeaseError::Op {
+                        cause: ZkError::NoNode,
+                        ..
+                    }) => (None, None, None),
+                    Err(e) => return Err(e),
+                };
             let mark = match self.read_mark(machine).await {
                 Ok(m) => m.map(|(m, _)| m),
                 Err(LeaseError::Corrupt { .. }) => None,

@@ -83,6 +83,10 @@ mod tests {
             holder: "h:42".into(),
         };
         assert_eq!(Mark::from_bytes(&m.to_bytes()), Ok(m));
-        assert!(Mark::from_bytes(b"{}").unwrap_err().contains("not a vesta mark"));
+        assert!(
+            Mark::from_bytes(b"{}")
+                .unwrap_err()
+                .contains("not a vesta mark")
+        );
     }
 }
