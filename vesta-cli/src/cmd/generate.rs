@@ -17,10 +17,16 @@ const PROGRESS_THRESHOLD: u64 = 1_000_000;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// How many IDs
-    #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 1)]
+    #[arg(
+        short = 'n',
+        long = "count",
+        value_name = "N",
+        default_value_t = 1,
+        allow_negative_numbers = true
+    )]
     count: u64,
     /// Static machine ID from the embed pool [default: the config's, else 0]
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     machine: Option<u64>,
     /// max-peak, min-granularity, 0 or 1 [default: the config's, else max-peak]
     #[arg(long = "type", value_name = "TYPE")]

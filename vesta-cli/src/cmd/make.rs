@@ -9,13 +9,13 @@ use super::common::EpochArgs;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Time: whole units since the epoch, or an RFC 3339 date-time (floored to its unit)
-    #[arg(long, value_name = "UNITS|RFC3339")]
+    #[arg(long, value_name = "UNITS|RFC3339", allow_negative_numbers = true)]
     time: String,
     /// Sequence number within the time unit
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     seq: u64,
     /// Machine ID, 0..=1023
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     machine: u64,
     /// max-peak, min-granularity, 0 or 1 [default: max-peak, or the config's]
     #[arg(long = "type", value_name = "TYPE")]
