@@ -2,3 +2,4 @@
 //! it is never stale) and, for the lease tests, real ZooKeeper servers on loopback ports.
 
 pub mod bin;
+pub mod zk;

@@ -247,10 +247,12 @@ impl<C: Clock + 'static> Issuer<C> {
         match e {
             GenError::Fenced { .. } => {
                 let lease = self.shared.lease();
-                let reason = lease
-                    .reason
-                    .clone()
-                    .unwrap_or_else(|| format!("the machine-ID lease is {}", lease.state));
+                let reason = lease.reason.clone().unwrap_or_else(|| match lease.state {
+                    LeaseState::Held => "the machine-ID lease was not confirmed by ZooKeeper \
+                                         before its deadline; waiting for confirmation"
+                        .into(),
+                    state => format!("the machine-ID lease is {state}"),
+                });
                 IssueError::Unavailable(reason)
             }
             other => IssueError::Refused(other),

@@ -59,12 +59,10 @@ pub enum ClientError {
     /// The embedded fallback issuer failed too.
     #[error("fallback issuer: {0}")]
     Fallback(String),
-    /// The client was closed.
-    #[error("the client is closed")]
-    Closed,
 }
 
-/// Why one attempt on one endpoint failed: the client's retry loop decides from this.
+/// Why one attempt on one endpoint got no answer; every kind is retried on the next endpoint.
+/// (An `ERROR` answer is an answer: the retry loop decides on its code.)
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum AttemptError {
     /// Connecting or the handshake failed: the endpoint is down.
@@ -76,26 +74,4 @@ pub(crate) enum AttemptError {
     /// No answer within the request timeout.
     #[error("no answer within {0} ms")]
     Timeout(u64),
-    /// The server answered with an error.
-    #[error("{message} ({code})")]
-    Server {
-        /// The code.
-        code: ErrorCode,
-        /// The message.
-        message: String,
-    },
-    /// The answer did not fit the request (a protocol bug).
-    #[error("unexpected answer: {0}")]
-    Protocol(String),
-}
-
-impl AttemptError {
-    /// True if trying again (here later, or elsewhere) may succeed.
-    pub(crate) fn is_retryable(&self) -> bool {
-        match self {
-            AttemptError::Server { code, .. } => code.is_retryable(),
-            AttemptError::Protocol(_) => false,
-            _ => true,
-        }
-    }
 }

@@ -12,6 +12,7 @@
 //! Module shape follows tokio-rs/mini-redis: [`frame`] and [`proto`] (codec), [`connection`],
 //! one module per operation (private `cmd`), [`shutdown`], [`server`], [`config`].
 
+pub mod client;
 mod cmd;
 pub mod config;
 pub mod connection;
@@ -21,6 +22,7 @@ pub mod proto;
 pub mod server;
 pub mod shutdown;
 
+pub use client::{Client, ClientConfig, ClientStats};
 pub use config::{ServerConfig, ServerSection};
 pub use error::{ClientError, ServerError};
 pub use proto::{ErrorCode, ServerInfo};

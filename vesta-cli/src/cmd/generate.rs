@@ -31,6 +31,9 @@ pub struct Args {
     /// max-peak, min-granularity, 0 or 1 [default: the config's, else max-peak]
     #[arg(long = "type", value_name = "TYPE")]
     id_type: Option<IdType>,
+    /// Lease the machine ID (embed pool) from ZooKeeper instead; released on exit
+    #[arg(long, value_name = "HOST:PORT[,...]", conflicts_with = "machine")]
+    zk: Option<String>,
     #[command(flatten)]
     epoch: EpochArgs,
 }
@@ -40,7 +43,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut config = args.epoch.issuer_config()?;
     apply_overrides(&mut config, &args);
     let issuer = Issuer::start(config).context("starting the issuer")?;
-    write_ids(&issuer, args.count)
+    write_ids(&issuer, args.count)?;
+    issuer.shutdown().context("releasing the machine ID")
 }
 
 fn apply_overrides(config: &mut IssuerConfig, args: &Args) {
@@ -52,6 +56,10 @@ fn apply_overrides(config: &mut IssuerConfig, args: &Args) {
     }
     if let Some(m) = args.machine {
         config.machine.id = Some(m);
+    }
+    if let Some(zk) = &args.zk {
+        config.machine.source = vesta_embed::MachineSource::Zookeeper;
+        config.zookeeper.connect = zk.clone();
     }
 }
 

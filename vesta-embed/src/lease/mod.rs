@@ -117,7 +117,7 @@ impl LeaseSettings {
 /// negotiated session timeout, so it has stopped well before the server can expire the session
 /// (and delete the claim) even if its clock runs a little slow against the server's.
 pub fn fence_window(session_timeout: Duration) -> Duration {
-    session_timeout * 2 / 3
+    Duration::from_millis((session_timeout.as_millis() * 2 / 3) as u64)
 }
 
 /// How often the mark is written: the configured interval, but at least three times per window

@@ -1,0 +1,222 @@
+//! Leasing machine IDs from a real ZooKeeper: distinct IDs under concurrency, pool exhaustion,
+//! reuse of released IDs, the start guard on a same-unit takeover and on a clock set back, the
+//! digest ACL, and what `zk ls` reads.
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use vesta_core::{Clock, Explanation, ManualClock};
+use vesta_embed::lease::{LeaseSettings, inspect};
+use vesta_embed::{IssueError, Issuer, IssuerConfig, LeaseState, MachineSource, StartError};
+use vesta_tests::zk::ZkServer;
+
+/// A leased-issuer config with test timings: 1.5 s sessions, 300 ms reports.
+fn config(connect: &str, root: &str, pool_size: u64) -> IssuerConfig {
+    let mut c = IssuerConfig::default();
+    c.machine.source = MachineSource::Zookeeper;
+    c.machine.server_pool_start = pool_size;
+    c.zookeeper.connect = connect.into();
+    c.zookeeper.root = root.into();
+    c.zookeeper.session_timeout_ms = 1500;
+    c.zookeeper.connect_timeout_ms = 3000;
+    c.zookeeper.report_interval_ms = 300;
+    c.zookeeper.start_guard_max_wait_ms = 3000;
+    c
+}
+
+fn machine_of(id: u64) -> u64 {
+    Explanation::new(id, vesta_core::Epoch::VESTA)
+        .fields
+        .machine
+}
+
+#[test]
+fn concurrent_leases_are_distinct_the_pool_runs_out_and_a_released_id_is_reused() {
+    let zk = ZkServer::start();
+    let connect = zk.connect();
+    let barrier = Arc::new(Barrier::new(6));
+    let handles: Vec<_> = (0..6)
+        .map(|_| {
+            let (connect, barrier) = (connect.clone(), barrier.clone());
+            thread::spawn(move || {
+                barrier.wait();
+                Issuer::start(config(&connect, "/vesta/concurrent", 4))
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let mut issuers = Vec::new();
+    let mut exhausted = 0;
+    for r in results {
+        match r {
+            Ok(i) => issuers.push(i),
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(msg.contains("pool exhausted"), "{msg}");
+                assert!(msg.contains("embed pool 0..=3"), "{msg}");
+                exhausted += 1;
+            }
+        }
+    }
+    assert_eq!(issuers.len(), 4, "a pool of 4 IDs serves 4 issuers");
+    assert_eq!(exhausted, 2);
+    let mut machines: Vec<u64> = issuers.iter().map(|i| i.status().machine).collect();
+    machines.sort_unstable();
+    assert_eq!(machines, vec![0, 1, 2, 3]);
+    for i in &issuers {
+        assert_eq!(i.status().lease.state, LeaseState::Held);
+        let id = i.next_id().unwrap();
+        assert_eq!(machine_of(id), i.status().machine);
+    }
+
+    // `zk ls` sees four holders, each with a mark.
+    let settings = LeaseSettings::from_config(&config(&connect, "/vesta/concurrent", 4)).unwrap();
+    let rows = inspect(&settings).unwrap();
+    assert_eq!(rows.iter().filter(|r| r.held).count(), 4);
+    assert!(
+        rows.iter()
+            .all(|r| r.mark.as_ref().is_some_and(|m| !m.clean))
+    );
+    let pid = std::process::id();
+    assert!(rows.iter().all(|r| r.claim.as_ref().unwrap().pid == pid));
+
+    // Release machine 2: it is free at once (no session timeout) and the next issuer gets it.
+    let pos = issuers
+        .iter()
+        .position(|i| i.status().machine == 2)
+        .unwrap();
+    let released = issuers.remove(pos);
+    released.shutdown().unwrap();
+    assert_eq!(released.status().lease.state, LeaseState::Released);
+    assert!(matches!(
+        released.next_id(),
+        Err(IssueError::Unavailable(reason)) if reason.contains("shut down")
+    ));
+    let rows = inspect(&settings).unwrap();
+    let row2 = rows.iter().find(|r| r.machine == 2).unwrap();
+    assert!(!row2.held);
+    assert!(row2.mark.as_ref().unwrap().clean, "final mark is clean");
+    let again = Issuer::start(config(&connect, "/vesta/concurrent", 4)).unwrap();
+    assert_eq!(again.status().machine, 2);
+    assert_eq!(machine_of(again.next_id().unwrap()), 2);
+}
+
+#[test]
+fn same_unit_takeover_after_a_clean_release_never_duplicates() {
+    let zk = ZkServer::start();
+    // Pool of one ID: every issuer takes over machine 0 from the previous one.
+    let c = config(&zk.connect(), "/vesta/takeover", 1);
+    let mut last_id = 0;
+    for round in 0..3 {
+        let issuer = Issuer::start(c.clone()).unwrap();
+        assert_eq!(issuer.status().machine, 0);
+        let first = issuer.next_id().unwrap();
+        assert!(
+            first > last_id,
+            "round {round}: first ID {first} not above the previous holder's last {last_id}"
+        );
+        if last_id != 0 {
+            let prev = Explanation::new(last_id, vesta_core::Epoch::VESTA)
+                .fields
+                .time;
+            let now = Explanation::new(first, vesta_core::Epoch::VESTA)
+                .fields
+                .time;
+            assert!(now > prev, "the successor starts in a later second");
+        }
+        // Use up a good part of the current second, then hand over at once.
+        let batch = issuer.next_ids(200_000).unwrap();
+        last_id = batch.iter().last().unwrap();
+        issuer.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn restart_with_the_clock_set_back_waits_or_refuses_never_duplicates() {
+    let zk = ZkServer::start();
+    let t0 = vesta_embed::SystemClock::precise().now_ms();
+    let c = config(&zk.connect(), "/vesta/clockback", 1);
+
+    let clock_a = Arc::new(ManualClock::new(t0));
+    let a = Issuer::start_with_clock(c.clone(), clock_a.clone()).unwrap();
+    let a_ids = a.next_ids(1000).unwrap().to_vec();
+    // Within the lease window (1 s) of the last confirmation, which used this clock.
+    clock_a.advance(900);
+    let a_last = a.next_id().unwrap();
+    a.shutdown().unwrap();
+
+    // 1.4 s behind A's last ID: within the 3 s the guard may wait, so it waits, then issues above.
+    let clock_b = Arc::new(ManualClock::new(t0 - 500));
+    let b = Issuer::start_with_clock(c.clone(), clock_b.clone()).unwrap();
+    assert!(clock_b.waits() >= 1, "the start guard waited for the clock");
+    assert!(clock_b.now_ms() > t0 + 900, "it waited past A's last unit");
+    let b_first = b.next_id().unwrap();
+    assert!(b_first > a_last);
+    assert!(!a_ids.contains(&b_first));
+    let b_last = b.next_ids(10).unwrap().to_vec()[9];
+    let b_now = clock_b.now_ms();
+    b.shutdown().unwrap();
+
+    // A minute behind: refused, naming both times, and the ID is released again.
+    let clock_c = Arc::new(ManualClock::new(b_now - 60_000));
+    let err = Issuer::start_with_clock(c.clone(), clock_c.clone()).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, StartError::ClockBehindMark { machine: 0, .. }),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&vesta_core::Epoch::rfc3339(b_now - 60_000)),
+        "{msg}"
+    );
+    assert!(msg.contains("already issued up to"), "{msg}");
+    assert_eq!(clock_c.waits(), 0, "no waiting when the gap is too large");
+
+    // The refused start left the ID free: a sane clock takes it and issues above B.
+    let d = Issuer::start_with_clock(c, Arc::new(ManualClock::new(b_now))).unwrap();
+    assert!(d.next_id().unwrap() > b_last);
+}
+
+#[test]
+fn digest_acl_keeps_other_clients_out() {
+    let zk = ZkServer::start();
+    let mut c = config(&zk.connect(), "/vesta/acl", 4);
+    c.zookeeper.auth = Some("vesta:s3cret".into());
+    c.zookeeper.instance = Some("acl-test".into());
+    let issuer = Issuer::start(c.clone()).unwrap();
+    issuer.next_id().unwrap();
+
+    let with_auth = LeaseSettings::from_config(&c).unwrap();
+    let rows = inspect(&with_auth).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].claim.as_ref().unwrap().instance.as_deref(),
+        Some("acl-test")
+    );
+
+    let mut wrong = c.clone();
+    wrong.zookeeper.auth = Some("vesta:wrong".into());
+    let err = inspect(&LeaseSettings::from_config(&wrong).unwrap()).unwrap_err();
+    assert!(err.to_string().contains("not authorized"), "{err}");
+
+    // An issuer with the wrong password cannot lease under the protected root.
+    let err = Issuer::start(wrong).unwrap_err().to_string();
+    assert!(err.contains("not authorized"), "{err}");
+}
+
+#[test]
+fn zookeeper_down_at_start_fails_closed_within_the_connect_timeout() {
+    let mut zk = ZkServer::start();
+    let connect = zk.connect();
+    zk.stop();
+    let mut c = config(&connect, "/vesta/down", 4);
+    c.zookeeper.connect_timeout_ms = 1000;
+    let start = Instant::now();
+    let err = Issuer::start(c).unwrap_err().to_string();
+    let took = start.elapsed();
+    assert!(err.contains("cannot reach ZooKeeper"), "{err}");
+    assert!(err.contains(&connect), "{err}");
+    assert!(err.contains("within 1000 ms"), "{err}");
+    assert!(took < Duration::from_millis(2500), "took {took:?}");
+}

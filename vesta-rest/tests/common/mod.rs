@@ -1,0 +1,219 @@
+//! Shared by the integration tests: a real server on an ephemeral loopback port and a real
+//! hyper client (hyper-util's legacy client over HTTP/1.1 keep-alive, or HTTP/2).
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::header::HeaderMap;
+use hyper::{Method, Request};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use vesta_core::{Clock, IdType, ManualClock};
+use vesta_embed::{Issuer, IssuerConfig};
+use vesta_rest::{RestConfig, RestSection, RestServer, ServeReport};
+
+/// 2023-11-14T22:13:20Z, a round second well inside both layouts' lifetimes.
+pub const T0: u64 = 1_700_000_000_000;
+
+/// The default `[rest]` section on an ephemeral loopback port.
+pub fn rest() -> RestSection {
+    RestSection {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..RestSection::default()
+    }
+}
+
+/// The default REST issuer config (genMethod rest, machine 924).
+pub fn issuer_config() -> IssuerConfig {
+    RestConfig::default().issuer_config()
+}
+
+/// An issuer on the system clock with the defaults.
+pub fn system_issuer() -> Issuer {
+    Issuer::start(issuer_config()).unwrap()
+}
+
+/// An issuer on a manual clock reading `T0`, of the given type.
+pub fn manual_issuer(id_type: IdType) -> (Issuer<Arc<ManualClock>>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let mut config = issuer_config();
+    config.id.id_type = id_type;
+    let issuer = Issuer::start_with_clock(config, Arc::clone(&clock)).unwrap();
+    (issuer, clock)
+}
+
+/// A server running on its own task until [`TestServer::stop`].
+pub struct TestServer<C: Clock + 'static> {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its issuer (to fence it, or to watch it being released).
+    pub issuer: Arc<Issuer<C>>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<ServeReport>,
+}
+
+/// Binds and starts serving `issuer` under `rest`.
+pub async fn spawn<C: Clock + 'static>(issuer: Issuer<C>, rest: RestSection) -> TestServer<C> {
+    let server = RestServer::with_issuer(issuer, rest).await.unwrap();
+    let addr = server.local_addr();
+    let issuer = Arc::clone(server.issuer());
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(server.serve(async move {
+        let _ = rx.await;
+    }));
+    TestServer {
+        addr,
+        issuer,
+        stop: Some(tx),
+        task,
+    }
+}
+
+impl<C: Clock + 'static> TestServer<C> {
+    /// A client for this server over HTTP/1.1.
+    pub fn client(&self) -> Client {
+        Client::new(self.addr, false)
+    }
+
+    /// Signals shutdown without waiting for it.
+    pub fn signal_stop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Signals shutdown and waits for `serve` to return.
+    pub async fn stop(mut self) -> ServeReport {
+        self.signal_stop();
+        self.task.await.unwrap()
+    }
+
+    /// Waits for `serve` to return (after [`signal_stop`](Self::signal_stop)).
+    pub async fn join(self) -> ServeReport {
+        self.task.await.unwrap()
+    }
+}
+
+/// A response, fully read.
+#[derive(Debug)]
+pub struct Reply {
+    /// Status code.
+    pub status: u16,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// Body as text.
+    pub body: String,
+}
+
+impl Reply {
+    /// A header's value as text ("" when absent).
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    /// The body parsed as JSON, checking the content type says JSON.
+    pub fn json(&self) -> serde_json::Value {
+        assert_eq!(self.header("content-type"), "application/json", "{self:?}");
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+
+    /// The sentence of a JSON error body, checking it is the only key.
+    pub fn error(&self) -> String {
+        let v = self.json();
+        let obj = v
+            .as_object()
+            .unwrap_or_else(|| panic!("not an object: {v}"));
+        assert_eq!(obj.len(), 1, "error body has other keys: {v}");
+        obj["error"].as_str().unwrap().to_owned()
+    }
+
+    /// The body as a decimal ID.
+    pub fn id(&self) -> u64 {
+        assert_eq!(self.status, 200, "{self:?}");
+        assert_eq!(self.header("content-type"), "text/plain; charset=utf-8");
+        self.body
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+/// A hyper client bound to one server.
+#[derive(Clone)]
+pub struct Client {
+    inner: HyperClient<HttpConnector, Empty<Bytes>>,
+    base: String,
+}
+
+impl Client {
+    /// A client for `addr`; `http2` for prior-knowledge HTTP/2 (h2c).
+    pub fn new(addr: SocketAddr, http2: bool) -> Self {
+        let inner = HyperClient::builder(TokioExecutor::new())
+            .http2_only(http2)
+            .build_http();
+        Client {
+            inner,
+            base: format!("http://{addr}"),
+        }
+    }
+
+    /// `GET path`.
+    pub async fn get(&self, path: &str) -> Reply {
+        self.request(Method::GET, path).await
+    }
+
+    /// `method path`.
+    pub async fn request(&self, method: Method, path: &str) -> Reply {
+        self.try_request(method, path)
+            .await
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    /// `method path`, with transport errors returned.
+    pub async fn try_request(&self, method: Method, path: &str) -> Result<Reply, String> {
+        let req = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .body(Empty::new())
+            .map_err(|e| e.to_string())?;
+        let resp = self
+            .inner
+            .request(req)
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        Ok(Reply {
+            status,
+            headers,
+            body: String::from_utf8(body.to_vec()).map_err(|e| e.to_string())?,
+        })
+    }
+}
+
+/// The value of an unlabelled sample (`name value`) in a metrics text.
+pub fn sample(metrics: &str, name: &str) -> f64 {
+    let prefix = format!("{name} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no sample {name} in:\n{metrics}"))
+        .trim()
+        .parse()
+        .unwrap()
+}

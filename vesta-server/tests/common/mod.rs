@@ -1,0 +1,127 @@
+//! Shared test support: real servers on ephemeral loopback ports, and a raw client that speaks
+//! the protocol byte by byte so tests can send what no well-behaved client would.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+use vesta_server::config::ServerConfig;
+use vesta_server::frame::{self, Frame};
+use vesta_server::proto::{MIN_VERSION, Request, Response, VERSION};
+use vesta_server::{Server, ServerHandle};
+
+/// A server config on an ephemeral loopback port with static machine `machine`.
+pub fn config(machine: u64) -> ServerConfig {
+    let mut c = ServerConfig::default();
+    c.server.listen = "127.0.0.1:0".parse().unwrap();
+    c.machine.id = Some(machine);
+    c
+}
+
+/// Starts a server from `config` on the current runtime.
+pub async fn start(config: ServerConfig) -> ServerHandle {
+    ServerHandle::spawn(Server::start(config).await.unwrap())
+}
+
+/// Starts a server and also returns its issuer, to inspect or fence it.
+pub async fn start_with_issuer(config: ServerConfig) -> (ServerHandle, Arc<vesta_embed::Issuer>) {
+    let server = Server::start(config).await.unwrap();
+    let issuer = server.issuer().clone();
+    (ServerHandle::spawn(server), issuer)
+}
+
+/// A connection that writes raw bytes and reads whole frames.
+pub struct Raw {
+    pub stream: TcpStream,
+    buf: BytesMut,
+}
+
+pub const WAIT: Duration = Duration::from_secs(5);
+
+impl Raw {
+    pub async fn connect(addr: std::net::SocketAddr) -> Raw {
+        let stream = TcpStream::connect(addr).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        Raw {
+            stream,
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// Connects and completes the handshake.
+    pub async fn hello(addr: std::net::SocketAddr) -> Raw {
+        let mut r = Raw::connect(addr).await;
+        r.send(
+            1,
+            &Request::Hello {
+                min_version: MIN_VERSION,
+                max_version: VERSION,
+            },
+        )
+        .await;
+        let (id, resp) = r.recv().await.expect("HELLO_OK");
+        assert_eq!(id, 1);
+        assert!(
+            matches!(resp, Response::HelloOk { version: 1, .. }),
+            "{resp:?}"
+        );
+        r
+    }
+
+    pub async fn write(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.unwrap();
+    }
+
+    pub async fn send(&mut self, id: u32, r: &Request) {
+        let mut b = BytesMut::new();
+        r.encode(id, &mut b);
+        self.write(&b).await;
+    }
+
+    /// The next frame, or `None` at end of stream (or a reset). Panics after [`WAIT`].
+    pub async fn recv_frame(&mut self) -> Option<Frame> {
+        timeout(WAIT, async {
+            loop {
+                if let Some(f) = frame::decode(&mut self.buf, frame::MAX_MAX_FRAME_BYTES).unwrap() {
+                    return Some(f);
+                }
+                match self.stream.read_buf(&mut self.buf).await {
+                    Ok(0) | Err(_) => return None,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await
+        .expect("no frame within 5 s")
+    }
+
+    /// The next answer with its request id, or `None` at end of stream.
+    pub async fn recv(&mut self) -> Option<(u32, Response)> {
+        let f = self.recv_frame().await?;
+        Some((f.request_id, Response::parse(&f).unwrap()))
+    }
+
+    /// True if the server closed the connection (end of stream within [`WAIT`]).
+    pub async fn closed(&mut self) -> bool {
+        self.recv_frame().await.is_none()
+    }
+}
+
+/// A raw frame with any op and payload.
+pub fn raw_frame(op: u8, id: u32, payload: &[u8]) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    frame::encode(
+        &mut b,
+        &Frame {
+            op,
+            request_id: id,
+            payload: payload.to_vec().into(),
+        },
+    );
+    b.to_vec()
+}
