@@ -1,12 +1,13 @@
 //! Prometheus metrics (names prefixed `vesta_`), kept with the official `prometheus-client`.
 //!
-//! Per-request metrics (requests by endpoint and status, latency) are resolved once at start
-//! into arrays of handles, so the hot path does no label hashing or map lookup. Issuer state
+//! Per-request metrics (requests by endpoint and status, latency) are resolved into arrays of
+//! handles (the request counter of a pair on its first use), so the hot path does no label
+//! hashing or map lookup, and only pairs that occurred (plus each endpoint's 200) are exported. Issuer state
 //! (lease, clock rollbacks, end of life) is read from `Issuer::status()` at scrape time by a
 //! collector, so it is never stale and costs nothing between scrapes.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -41,7 +42,8 @@ pub struct Metrics {
     registry: Registry,
     ids_issued: Counter,
     sequence_waits: Counter,
-    requests: Vec<[Counter; STATUSES.len()]>,
+    request_family: Family<Labels2, Counter>,
+    requests: Vec<[OnceLock<Counter>; STATUSES.len()]>,
     latency: Vec<Histogram>,
 }
 
@@ -67,18 +69,14 @@ impl Metrics {
         let mut requests = Vec::with_capacity(Endpoint::ALL.len());
         let mut latency = Vec::with_capacity(Endpoint::ALL.len());
         for endpoint in Endpoint::ALL {
-            let name = endpoint.label();
-            requests.push(STATUSES.map(|s| {
-                request_family
-                    .get_or_create(&[("endpoint", name), ("status", status_label(s))])
-                    .clone()
-            }));
-            latency.push(latency_family.get_or_create(&[("endpoint", name)]).clone());
+            requests.push(std::array::from_fn(|_| OnceLock::new()));
+            let labels = [("endpoint", endpoint.label())];
+            latency.push(latency_family.get_or_create(&labels).clone());
         }
         registry.register(
             "http_requests",
             "HTTP requests by endpoint and status code",
-            request_family,
+            request_family.clone(),
         );
         registry.register(
             "http_request_duration_seconds",
@@ -96,23 +94,46 @@ impl Metrics {
             ]),
         );
         registry.register_collector(Box::new(IssuerCollector { issuer }));
-        Metrics {
+        let metrics = Metrics {
             registry,
             ids_issued,
             sequence_waits,
+            request_family,
             requests,
             latency,
+        };
+        // Export the usual outcomes from the start, so rates work before the first request.
+        for endpoint in Endpoint::ALL {
+            let status = if endpoint == Endpoint::Other {
+                404
+            } else {
+                200
+            };
+            let _ = metrics.request_counter(endpoint, status);
         }
+        metrics
+    }
+
+    /// The counter of (`endpoint`, `status`), registered on first use.
+    fn request_counter(&self, endpoint: Endpoint, status: u16) -> Option<&Counter> {
+        let s = status_index(status)?;
+        let cell = self.requests.get(endpoint as usize)?.get(s)?;
+        Some(cell.get_or_init(|| {
+            let labels = [
+                ("endpoint", endpoint.label()),
+                ("status", status_label(status)),
+            ];
+            self.request_family.get_or_create(&labels).clone()
+        }))
     }
 
     /// Records one finished request.
     #[inline]
     pub fn observe(&self, endpoint: Endpoint, status: u16, elapsed: Duration) {
-        let e = endpoint as usize;
-        if let (Some(row), Some(s)) = (self.requests.get(e), status_index(status)) {
-            row[s].inc();
+        if let Some(c) = self.request_counter(endpoint, status) {
+            c.inc();
         }
-        if let Some(h) = self.latency.get(e) {
+        if let Some(h) = self.latency.get(endpoint as usize) {
             h.observe(elapsed.as_secs_f64());
         }
     }

@@ -35,12 +35,15 @@ pub struct RestServer<C: Clock + 'static = SystemClock> {
 }
 
 /// What happened during [`RestServer::serve`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServeReport {
     /// Connections accepted.
     pub connections: u64,
     /// Connections still open when the shutdown grace period ended, closed without finishing.
     pub forced_closed: usize,
+    /// Why giving the machine ID back was not clean (`None`: released). A leased ID whose
+    /// release failed expires with its ZooKeeper session; no duplicate can result.
+    pub release_error: Option<String>,
 }
 
 impl RestServer<SystemClock> {
@@ -102,8 +105,8 @@ impl<C: Clock + 'static> RestServer<C> {
     }
 
     /// Serves until `shutdown` resolves, then stops accepting, waits up to
-    /// `rest.shutdown_timeout_ms` for requests in flight, closes what is left and drops the
-    /// issuer (releasing a leased machine ID) before returning.
+    /// `rest.shutdown_timeout_ms` for requests in flight, closes what is left and shuts the
+    /// issuer down (giving a leased machine ID back) before returning.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> ServeReport {
         let RestServer {
             listener,
@@ -177,11 +180,23 @@ impl<C: Clock + 'static> RestServer<C> {
         // Connections still waiting for their first bytes are not watched: close them too.
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
-        drop(app); // the last handle: the issuer is dropped here, releasing its machine ID
-        tracing::info!("stopped");
+        // Release the machine ID now, even if the caller still holds the issuer; it may talk to
+        // ZooKeeper, so off the async workers.
+        let issuer = Arc::clone(&app.issuer);
+        drop(app);
+        let release_error = match tokio::task::spawn_blocking(move || issuer.shutdown()).await {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(e) => Some(format!("releasing the machine ID failed: {e}")),
+        };
+        match &release_error {
+            None => tracing::info!("stopped; machine ID released"),
+            Some(e) => tracing::warn!("stopped; {e}"),
+        }
         ServeReport {
             connections,
             forced_closed,
+            release_error,
         }
     }
 }

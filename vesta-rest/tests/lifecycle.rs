@@ -137,6 +137,20 @@ async fn graceful_shutdown_finishes_requests_in_flight_then_releases_the_issuer(
 }
 
 #[tokio::test]
+async fn shutdown_releases_the_machine_id_even_while_the_issuer_is_shared() {
+    let server = spawn(system_issuer(), rest()).await;
+    let issuer = Arc::clone(&server.issuer);
+    server.client().get("/genid").await.id();
+    let report = server.stop().await;
+    assert_eq!(report.release_error, None);
+    assert_eq!(issuer.status().lease.state, LeaseState::Released);
+    assert!(matches!(
+        issuer.next_id(),
+        Err(vesta_embed::IssueError::Unavailable(_))
+    ));
+}
+
+#[tokio::test]
 async fn shutdown_gives_up_on_stuck_requests_after_the_grace_period() {
     let (issuer, _clock) = manual_issuer(IdType::MinGranularity);
     let mut server = spawn(

@@ -55,7 +55,14 @@ pub enum ConfigError {
     },
     /// The static machine ID is not in the server pool.
     #[error("invalid config: {0}")]
-    Pool(#[from] vesta_core::PoolError),
+    Pool(vesta_core::PoolError),
+}
+
+// By hand rather than `#[from]`, so the cause is printed once, not again as a `source`.
+impl From<vesta_core::PoolError> for ConfigError {
+    fn from(e: vesta_core::PoolError) -> Self {
+        ConfigError::Pool(e)
+    }
 }
 
 /// Everything `vesta serve tcp` needs. `Default` equals `conf/server.toml`: max-peak, Vesta's

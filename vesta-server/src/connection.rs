@@ -12,6 +12,10 @@ use crate::frame::{self, Frame, FrameError};
 
 /// Bytes asked of each read: a few hundred pipelined requests.
 const READ_CHUNK: usize = 16 << 10;
+/// How long a closing connection keeps draining the peer's input.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(500);
+/// The most input a closing connection drains.
+const LINGER_MAX_BYTES: usize = 1 << 20;
 
 /// A framed TCP connection.
 #[derive(Debug)]
@@ -72,9 +76,23 @@ impl Connection {
         Ok(())
     }
 
-    /// Flushes, then closes the write side so the peer sees end-of-stream.
+    /// Flushes, closes the write side so the peer sees end-of-stream, then reads and discards
+    /// for a short while ("lingering close"): closing a socket with unread input sends a reset,
+    /// which could destroy the last frames (an error or `GOAWAY`) before the peer reads them.
     pub async fn close(&mut self) -> io::Result<()> {
         self.flush().await?;
-        self.stream.shutdown().await
+        self.stream.shutdown().await?;
+        let linger = async {
+            let mut discarded = 0usize;
+            while discarded < LINGER_MAX_BYTES {
+                self.rbuf.clear();
+                match self.stream.read_buf(&mut self.rbuf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => discarded += n,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(LINGER, linger).await;
+        Ok(())
     }
 }

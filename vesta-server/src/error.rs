@@ -13,18 +13,28 @@ pub enum ServerError {
     Config(#[from] crate::config::ConfigError),
     /// The issuer did not start (lease, state file, clock).
     #[error("starting the issuer: {0}")]
-    Start(#[from] vesta_embed::StartError),
+    Start(vesta_embed::StartError),
     /// The listen address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {cause}")]
     Bind {
         /// The address.
         addr: SocketAddr,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
+    /// The machine ID could not be released cleanly at shutdown.
+    #[error("releasing the machine ID: {0}")]
+    Release(String),
     /// A background task failed unexpectedly.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+// By hand rather than `#[from]`, so the cause is printed once, not again as a `source`.
+impl From<vesta_embed::StartError> for ServerError {
+    fn from(e: vesta_embed::StartError) -> Self {
+        ServerError::Start(e)
+    }
 }
 
 /// Why a client call got no answer.

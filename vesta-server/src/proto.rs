@@ -610,7 +610,7 @@ impl Response {
             Response::Id(id) => Self::encode_id(request_id, *id, out),
             Response::Ids(runs) => Self::encode_ids(request_id, runs, out),
             Response::Explained(x) => {
-                frame::put_header(out, op::EXPLAIN | op::ANSWER, request_id, 41);
+                frame::put_header(out, op::EXPLAIN | op::ANSWER, request_id, 33);
                 out.put_u64(x.id);
                 out.put_u8(x.version);
                 out.put_u8(x.id_type);
@@ -720,7 +720,7 @@ impl Response {
                 Response::Ids(runs)
             }
             x if x == op::EXPLAIN | op::ANSWER => {
-                expect_len("EXPLAINED", p, 41)?;
+                expect_len("EXPLAINED", p, 33)?;
                 Response::Explained(WireExplanation {
                     id: b.get_u64(),
                     version: b.get_u8(),

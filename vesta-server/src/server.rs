@@ -20,7 +20,7 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tracing::{debug, info, warn};
 use vesta_core::Clock;
-use vesta_embed::{Issuer, LeaseState, SystemClock};
+use vesta_embed::{Issuer, SystemClock};
 
 use crate::cmd::{self, Ctx, Outcome, Waiting};
 use crate::config::{ServerConfig, ServerSection};
@@ -60,7 +60,7 @@ impl<C: Clock + 'static> Server<C> {
         let addr = limits.listen;
         let listener = TcpListener::bind(addr)
             .await
-            .map_err(|source| ServerError::Bind { addr, source })?;
+            .map_err(|cause| ServerError::Bind { addr, cause })?;
         Ok(Server {
             listener,
             ctx: Arc::new(Ctx {
@@ -87,8 +87,8 @@ impl<C: Clock + 'static> Server<C> {
         &self.ctx.issuer
     }
 
-    /// Serves until `shutdown` resolves, then drains and releases the machine ID (the issuer is
-    /// fenced as released and dropped here if this server held the last reference).
+    /// Serves until `shutdown` resolves, then drains and releases the machine ID
+    /// ([`Issuer::shutdown`]); after that the issuer issues nothing, even through other handles.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
         let Server { listener, ctx } = self;
         let trigger = Trigger::new();
@@ -144,19 +144,25 @@ impl<C: Clock + 'static> Server<C> {
             );
             tasks.shutdown().await;
         }
-        release(ctx).await;
-        Ok(())
+        release(ctx).await
     }
 }
 
-/// Fences the issuer as released and drops it off the async workers (a lease release may wait
-/// on ZooKeeper).
-async fn release<C: Clock + 'static>(ctx: Arc<Ctx<C>>) {
-    ctx.issuer
-        .shared()
-        .fence(LeaseState::Released, "the server shut down");
-    let _ = tokio::task::spawn_blocking(move || drop(ctx)).await;
-    info!("machine ID released");
+/// Gives the machine ID back ([`Issuer::shutdown`]: a leased ID is released in ZooKeeper, a
+/// static one fenced as released), off the async workers since it may wait on ZooKeeper.
+async fn release<C: Clock + 'static>(ctx: Arc<Ctx<C>>) -> Result<(), ServerError> {
+    let issuer = ctx.issuer.clone();
+    drop(ctx);
+    let released = tokio::task::spawn_blocking(move || issuer.shutdown())
+        .await
+        .map_err(|e| ServerError::Internal(e.to_string()))?;
+    match released {
+        Ok(()) => {
+            info!("machine ID released");
+            Ok(())
+        }
+        Err(e) => Err(ServerError::Release(e.to_string())),
+    }
 }
 
 /// Tells a connection beyond the limit why it is closed, without waiting long on it.

@@ -34,12 +34,18 @@ pub struct Args {
     /// Lease the machine ID (embed pool) from ZooKeeper instead; released on exit
     #[arg(long, value_name = "HOST:PORT[,...]", conflicts_with = "machine")]
     zk: Option<String>,
+    /// Fetch the IDs from central TCP servers instead (genMethod server; tried in order, with failover)
+    #[arg(long, value_name = "HOST:PORT[,...]", conflicts_with_all = ["machine", "id_type", "zk"])]
+    server: Option<String>,
     #[command(flatten)]
     epoch: EpochArgs,
 }
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(servers) = &args.server {
+        return super::gen_server::run(servers, args.count);
+    }
     let mut config = args.epoch.issuer_config()?;
     apply_overrides(&mut config, &args);
     let issuer = Issuer::start(config).context("starting the issuer")?;

@@ -1,8 +1,10 @@
 //! One module per subcommand, plus the arguments they share.
 
 pub mod bench;
+pub mod bench_tcp;
 pub mod common;
 pub mod explain;
+pub mod gen_server;
 pub mod generate;
 pub mod layout;
 pub mod make;

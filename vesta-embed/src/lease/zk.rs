@@ -122,10 +122,27 @@ pub(crate) async fn connect(s: &LeaseSettings, timeout: Duration) -> Result<ZkLe
         timeout_ms: timeout.as_millis(),
         cause,
     };
-    let client = match tokio::time::timeout(timeout, connector.connect(&s.connect)).await {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => return Err(unreachable(e.to_string())),
-        Err(_) => return Err(unreachable("no session established in time".into())),
+    // Fail fast per round (all hosts tried once), retry until the timeout, keep the last error.
+    let connector = connector.with_fail_eagerly();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut last = "no session established in time".to_owned();
+    let client = loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Err(unreachable(last));
+        }
+        match tokio::time::timeout(left, connector.clone().connect(&s.connect)).await {
+            Ok(Ok(c)) => break c,
+            Ok(Err(ZkError::NoHosts)) => {
+                last = "no server accepted a connection".into();
+                tokio::time::sleep(left.min(Duration::from_millis(100))).await;
+            }
+            Ok(Err(e)) => {
+                last = e.to_string();
+                tokio::time::sleep(left.min(Duration::from_millis(100))).await;
+            }
+            Err(_) => return Err(unreachable(last)),
+        }
     };
     let acls = if s.auth.is_some() {
         Acls::creator_all()

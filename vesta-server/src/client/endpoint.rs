@@ -67,16 +67,20 @@ impl Endpoint {
         self.healthy.swap(healthy, Ordering::Relaxed) != healthy
     }
 
-    /// A usable connection, round-robin over the slots, connecting if needed.
-    pub(crate) async fn conn(&self, config: &ClientConfig) -> Result<Arc<Conn>, AttemptError> {
+    /// A usable connection, round-robin over the slots, connecting if needed; true if it was
+    /// connected just now.
+    pub(crate) async fn conn(
+        &self,
+        config: &ClientConfig,
+    ) -> Result<(Arc<Conn>, bool), AttemptError> {
         let slot = &self.slots[self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len()];
         if let Some(c) = slot.usable() {
-            return Ok(c);
+            return Ok((c, false));
         }
         let asked = Instant::now();
         let _guard = slot.connecting.lock().await;
         if let Some(c) = slot.usable() {
-            return Ok(c);
+            return Ok((c, false));
         }
         if let Some((at, e)) = &*slot.failed.lock().unwrap_or_else(PoisonError::into_inner)
             && *at >= asked
@@ -93,7 +97,7 @@ impl Endpoint {
             Ok(c) => {
                 let c = Arc::new(c);
                 slot.set(c.clone());
-                Ok(c)
+                Ok((c, true))
             }
             Err(e) => {
                 *slot.failed.lock().unwrap_or_else(PoisonError::into_inner) =

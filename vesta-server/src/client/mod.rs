@@ -414,9 +414,6 @@ impl Client {
                     }
                     Ok(answer) => {
                         inner.counters.served.fetch_add(1, Ordering::Relaxed);
-                        if inner.endpoints[i].set_healthy(true) {
-                            inner.counters.revived.fetch_add(1, Ordering::Relaxed);
-                        }
                         return Ok((Source::Server(answer), i));
                     }
                     Err(e) => {
@@ -450,7 +447,12 @@ impl Client {
     async fn attempt(&self, i: usize, request: &Request) -> Result<Response, AttemptError> {
         let inner = &*self.inner;
         let ep = &inner.endpoints[i];
-        let conn = ep.conn(&inner.config).await?;
+        let (conn, fresh) = ep.conn(&inner.config).await?;
+        // A new connection and handshake is a sign of life (an answer on an old one is not:
+        // it may have been sent just before the server died).
+        if fresh && ep.set_healthy(true) {
+            inner.counters.revived.fetch_add(1, Ordering::Relaxed);
+        }
         inner
             .max_batch
             .fetch_min(conn.hello().max_batch, Ordering::Relaxed);

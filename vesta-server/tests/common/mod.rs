@@ -53,6 +53,17 @@ impl Raw {
         }
     }
 
+    /// Connects with a tiny receive buffer, for a client that reads slowly or not at all.
+    pub async fn connect_small_window(addr: std::net::SocketAddr) -> Raw {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let stream = socket.connect(addr).await.unwrap();
+        Raw {
+            stream,
+            buf: BytesMut::new(),
+        }
+    }
+
     /// Connects and completes the handshake.
     pub async fn hello(addr: std::net::SocketAddr) -> Raw {
         let mut r = Raw::connect(addr).await;

@@ -1,0 +1,231 @@
+//! The real `vesta` binary as a TCP server and client: `serve tcp`, `gen --server`, `bench tcp`,
+//! a SIGTERM that drains and releases, a SIGKILL under load that `gen --server` rides out with
+//! failover (no duplicate, no missing ID), and a server leasing its machine ID from a real
+//! ZooKeeper.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use vesta_core::{GenMethod, IdFields};
+use vesta_tests::bin::{vesta, vesta_cmd};
+use vesta_tests::zk::ZkServer;
+
+/// A `vesta serve tcp` child process, killed on drop if still running.
+struct TcpServer {
+    child: Child,
+    addr: String,
+    /// The rest of its stderr, line by line.
+    stderr: mpsc::Receiver<String>,
+}
+
+impl TcpServer {
+    fn start(args: &[&str]) -> TcpServer {
+        let mut child = Command::new(vesta())
+            .args(["serve", "tcp", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn vesta serve tcp");
+        let (tx, rx) = mpsc::channel();
+        let stderr = child.stderr.take().expect("stderr");
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("no startup line from vesta serve tcp");
+        let addr = line
+            .strip_prefix("vesta-tcp listening on ")
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("unexpected startup line: {line}"))
+            .to_owned();
+        TcpServer {
+            child,
+            addr,
+            stderr: rx,
+        }
+    }
+
+    /// SIGTERM, then the exit status and what it printed after the startup line.
+    fn terminate(mut self) -> (std::process::ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(ok.success());
+        let status = self.child.wait().unwrap();
+        let rest: Vec<String> = self.stderr.try_iter().collect();
+        (status, rest.join("\n"))
+    }
+}
+
+impl Drop for TcpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn gen_ids(servers: &str, n: u64) -> Vec<u64> {
+    let out = vesta_cmd(["gen", "--server", servers, "-n", &n.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn serve_gen_bench_and_a_clean_sigterm() {
+    let server = TcpServer::start(&["--machine", "931"]);
+    let ids = gen_ids(&server.addr, 5000);
+    assert_eq!(ids.len(), 5000);
+    assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 5000);
+    for &id in &ids {
+        let f = IdFields::decode(id);
+        assert_eq!((f.machine, f.gen_method), (931, GenMethod::Server));
+    }
+
+    let out = vesta_cmd([
+        "bench",
+        "tcp",
+        "--server",
+        &server.addr,
+        "-c",
+        "2",
+        "-p",
+        "8",
+        "-d",
+        "500ms",
+    ])
+    .output()
+    .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        report.contains("target     ") && report.contains("machine 931"),
+        "{report}"
+    );
+    assert!(report.contains("errors     0"), "{report}");
+    let line = report.lines().find(|l| l.starts_with("latency")).unwrap();
+    assert!(
+        line.contains("p50") && line.contains("p99.9") && line.contains("max"),
+        "{line}"
+    );
+
+    let (status, rest) = server.terminate();
+    assert!(status.success(), "{status:?}: {rest}");
+    assert!(
+        rest.contains("vesta-tcp stopped; machine 931 released"),
+        "{rest}"
+    );
+}
+
+#[test]
+fn gen_rides_out_a_killed_server_without_duplicates() {
+    let a = TcpServer::start(&["--machine", "940"]);
+    let b = TcpServer::start(&["--machine", "941"]);
+    let servers = format!("{},{}", a.addr, b.addr);
+    // 3M IDs take about 3 s at one server's cap (2^20 per second): time to kill A midway.
+    let n = 3_000_000u64;
+    let mut child = Command::new(vesta())
+        .args(["gen", "--server", &servers, "-n", &n.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut ids = Vec::with_capacity(n as usize);
+    let mut a = Some(a);
+    for line in BufReader::new(stdout).lines() {
+        ids.push(line.unwrap().parse::<u64>().unwrap());
+        if ids.len() == 500_000
+            && let Some(mut a) = a.take()
+        {
+            a.child.kill().unwrap(); // SIGKILL: no GOAWAY, connections just die
+            a.child.wait().unwrap();
+        }
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success(), "gen failed after the kill");
+    assert_eq!(ids.len() as u64, n);
+    assert_eq!(
+        ids.iter().collect::<HashSet<_>>().len() as u64,
+        n,
+        "duplicates"
+    );
+    let machines: HashSet<u64> = ids.iter().map(|&id| IdFields::decode(id).machine).collect();
+    assert_eq!(machines, HashSet::from([940, 941]));
+    drop(b);
+}
+
+#[test]
+fn a_server_leases_its_machine_id_from_zookeeper_and_gives_it_back() {
+    let zk = ZkServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("server.toml");
+    std::fs::write(
+        &conf,
+        "[zookeeper]\nroot = \"/vesta/tcp-test\"\nsession_timeout_ms = 2000\n\
+         report_interval_ms = 300\nstart_guard_max_wait_ms = 3000\n",
+    )
+    .unwrap();
+    let server = TcpServer::start(&["--config", conf.to_str().unwrap(), "--zk", &zk.connect()]);
+    // The lease may still be settling (start guard): the client retries UNAVAILABLE answers.
+    let ids = gen_ids(&server.addr, 1000);
+    let machine = IdFields::decode(ids[0]).machine;
+    assert!((924..=1023).contains(&machine), "{machine}");
+    assert!(
+        ids.iter()
+            .all(|&id| IdFields::decode(id).machine == machine)
+    );
+
+    let ls = |what: &str| {
+        let out = vesta_cmd([
+            "zk",
+            "ls",
+            "--zk",
+            &zk.connect(),
+            "--root",
+            "/vesta/tcp-test",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|row| row["machine"] == machine)
+            .unwrap_or_else(|| panic!("{what}: machine {machine} not listed"))
+    };
+    assert_eq!(ls("while serving")["held"], true);
+    let (status, rest) = server.terminate();
+    assert!(status.success(), "{status:?}: {rest}");
+    assert_eq!(
+        ls("after SIGTERM")["held"],
+        false,
+        "the lease was not released"
+    );
+}

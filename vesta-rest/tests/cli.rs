@@ -1,0 +1,130 @@
+//! `vesta serve rest` as a user runs it: the real binary, its startup line, a request, SIGTERM
+//! and a clean exit; and the one-line startup errors.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use vesta_core::{GenMethod, IdFields};
+use vesta_tests::bin::vesta_cmd;
+
+fn http_get(addr: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+fn wait_with_timeout(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("vesta serve rest did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn serve_rest_starts_serves_and_stops_on_sigterm() {
+    let mut child = vesta_cmd([
+        "serve",
+        "rest",
+        "--listen",
+        "127.0.0.1:0",
+        "--machine",
+        "1000",
+    ])
+    .stderr(Stdio::piped())
+    .stdout(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr = line
+        .strip_prefix("vesta-rest listening on http://")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+        .to_owned();
+    assert!(
+        line.ends_with("(machine 1000, genMethod rest, type max-peak, lease static)\n"),
+        "{line:?}"
+    );
+    let reply = http_get(&addr, "/genid");
+    assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
+    let id: u64 = reply.rsplit("\r\n\r\n").next().unwrap().parse().unwrap();
+    let f = IdFields::decode(id);
+    assert_eq!((f.machine, f.gen_method), (1000, GenMethod::Rest));
+    let reply = http_get(&addr, "/expid?id=abc");
+    assert!(reply.starts_with("HTTP/1.1 400 Bad Request"), "{reply}");
+    assert!(
+        reply.contains(r#"{"error":"invalid parameter id: `abc` is not an ID"#),
+        "{reply}"
+    );
+
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = wait_with_timeout(&mut child, Duration::from_secs(15));
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    assert!(status.success(), "exit {status}: {rest}");
+    assert!(rest.contains("machine 1000 released"), "{rest}");
+    assert!(
+        TcpStream::connect(&addr).is_err(),
+        "still listening after exit"
+    );
+}
+
+#[test]
+fn startup_errors_are_one_line() {
+    let out = vesta_cmd(["serve", "rest", "--listen", "127.0.0.1:0", "--machine", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("machine 5 is outside the server pool 924..=1023 (genMethod rest)"),
+        "{err}"
+    );
+
+    let out = vesta_cmd([
+        "serve",
+        "rest",
+        "--machine",
+        "930",
+        "--zk",
+        "127.0.0.1:2181",
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("--machine") && err.contains("--zk"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rest.toml");
+    std::fs::write(&path, "[rest]\nmax_conections = 5\n").unwrap();
+    let out = vesta_cmd(["serve", "rest", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("error: --config: invalid config"), "{err}");
+    assert!(err.contains("max_conections"), "{err}");
+}

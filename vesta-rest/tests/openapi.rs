@@ -1,0 +1,401 @@
+//! Keeps docs/openapi.yaml honest against a live server:
+//! - the spec's paths are exactly the server's endpoints, each with GET only;
+//! - the spec's query parameters of each path are exactly those the server accepts (read from
+//!   the server's own "unknown parameter" error) and the required ones are required;
+//! - every documented status of every path is produced by a real request (and nothing
+//!   undocumented is), with the documented content type, headers and a body that validates
+//!   against the documented schema.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::{Client, Reply, rest, spawn, system_issuer};
+use hyper::Method;
+use serde_json::Value;
+use vesta_embed::LeaseState;
+use vesta_rest::{Endpoint, RestSection};
+use yaml_rust2::{Yaml, YamlLoader};
+
+fn spec() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let docs = YamlLoader::load_from_str(&text).unwrap();
+    assert_eq!(docs.len(), 1);
+    to_json(&docs[0])
+}
+
+fn to_json(y: &Yaml) -> Value {
+    match y {
+        Yaml::Real(r) => serde_json::from_str(r).unwrap_or_else(|_| Value::String(r.clone())),
+        Yaml::Integer(i) => Value::from(*i),
+        Yaml::String(s) => Value::String(s.clone()),
+        Yaml::Boolean(b) => Value::Bool(*b),
+        Yaml::Array(a) => Value::Array(a.iter().map(to_json).collect()),
+        Yaml::Hash(h) => Value::Object(
+            h.iter()
+                .map(|(k, v)| {
+                    let key = match k {
+                        Yaml::String(s) => s.clone(),
+                        Yaml::Integer(i) => i.to_string(),
+                        other => panic!("unsupported key {other:?}"),
+                    };
+                    (key, to_json(v))
+                })
+                .collect(),
+        ),
+        Yaml::Null => Value::Null,
+        other => panic!("unsupported YAML node {other:?}"),
+    }
+}
+
+/// Follows a local `$ref` (`#/components/...`).
+fn resolve<'a>(spec: &'a Value, node: &'a Value) -> &'a Value {
+    match node.get("$ref").and_then(Value::as_str) {
+        Some(r) => {
+            let pointer = r.strip_prefix('#').expect("local refs only");
+            resolve(
+                spec,
+                spec.pointer(pointer)
+                    .unwrap_or_else(|| panic!("dangling {r}")),
+            )
+        }
+        None => node,
+    }
+}
+
+/// Validates `v` against `schema`; refuses keywords it does not implement rather than passing
+/// them silently.
+fn validate(spec: &Value, schema: &Value, v: &Value, at: &str) {
+    let schema = resolve(spec, schema);
+    let obj = schema.as_object().unwrap();
+    for key in obj.keys() {
+        assert!(
+            [
+                "type",
+                "required",
+                "properties",
+                "additionalProperties",
+                "items",
+                "enum",
+                "minimum",
+                "maximum",
+                "pattern",
+                "format",
+                "description",
+                "example",
+            ]
+            .contains(&key.as_str()),
+            "{at}: schema keyword {key} is not checked by this test"
+        );
+    }
+    if let Some(t) = obj.get("type").and_then(Value::as_str) {
+        let ok = match t {
+            "object" => v.is_object(),
+            "array" => v.is_array(),
+            "string" => v.is_string(),
+            "integer" => v.is_u64() || v.is_i64(),
+            other => panic!("{at}: type {other} not supported"),
+        };
+        assert!(ok, "{at}: {v} is not {t}");
+    }
+    if let Some(e) = obj.get("enum").and_then(Value::as_array) {
+        assert!(e.contains(v), "{at}: {v} not in {e:?}");
+    }
+    if let Some(min) = obj.get("minimum").and_then(Value::as_u64) {
+        assert!(v.as_u64().is_some_and(|x| x >= min), "{at}: {v} < {min}");
+    }
+    if let Some(max) = obj.get("maximum").and_then(Value::as_u64) {
+        assert!(v.as_u64().is_some_and(|x| x <= max), "{at}: {v} > {max}");
+    }
+    if let Some(p) = obj.get("pattern").and_then(Value::as_str) {
+        assert_eq!(
+            p, "^[0-9]{1,20}$",
+            "{at}: only the DecimalId pattern is implemented"
+        );
+        let s = v.as_str().unwrap();
+        assert!(
+            (1..=20).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit()),
+            "{at}: {s:?} is not a decimal ID"
+        );
+        assert!(s.parse::<u64>().is_ok(), "{at}: {s} overflows u64");
+    }
+    if let Some(f) = obj.get("format").and_then(Value::as_str) {
+        assert_eq!(f, "date-time", "{at}: format {f} not supported");
+        let s = v.as_str().unwrap();
+        let t =
+            chrono::DateTime::parse_from_rfc3339(s).unwrap_or_else(|e| panic!("{at}: {s}: {e}"));
+        assert_eq!(t.offset().local_minus_utc(), 0, "{at}: {s} is not UTC");
+    }
+    if let Some(req) = obj.get("required").and_then(Value::as_array) {
+        for k in req {
+            let k = k.as_str().unwrap();
+            assert!(v.get(k).is_some(), "{at}: missing required {k} in {v}");
+        }
+    }
+    if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+        let o = v.as_object().unwrap();
+        for (k, val) in o {
+            match props.get(k) {
+                Some(s) => validate(spec, s, val, &format!("{at}.{k}")),
+                None => assert_ne!(
+                    obj.get("additionalProperties"),
+                    Some(&Value::Bool(false)),
+                    "{at}: undocumented property {k}"
+                ),
+            }
+        }
+    }
+    if let Some(items) = obj.get("items") {
+        for (i, x) in v.as_array().unwrap().iter().enumerate() {
+            validate(spec, items, x, &format!("{at}[{i}]"));
+        }
+    }
+}
+
+/// How to provoke each documented status: (path, status, server, method, target).
+#[derive(Clone, Copy, PartialEq)]
+enum Setup {
+    Normal,
+    Fenced,
+}
+
+const CASES: &[(&str, u16, Setup, &str, &str)] = &[
+    ("/genid", 200, Setup::Normal, "GET", "/genid"),
+    ("/genid", 400, Setup::Normal, "GET", "/genid?x=1"),
+    ("/genid", 405, Setup::Normal, "POST", "/genid"),
+    ("/genid", 414, Setup::Normal, "GET", "/genid?LONG"),
+    ("/genid", 503, Setup::Fenced, "GET", "/genid"),
+    ("/genids", 200, Setup::Normal, "GET", "/genids?count=25"),
+    ("/genids", 400, Setup::Normal, "GET", "/genids?count=0"),
+    ("/genids", 405, Setup::Normal, "DELETE", "/genids?count=1"),
+    ("/genids", 414, Setup::Normal, "GET", "/genids?LONG"),
+    ("/genids", 503, Setup::Fenced, "GET", "/genids?count=2"),
+    (
+        "/expid",
+        200,
+        Setup::Normal,
+        "GET",
+        "/expid?id=0x259776244000079c",
+    ),
+    ("/expid", 200, Setup::Normal, "GET", "/expid?id=-1"),
+    ("/expid", 400, Setup::Normal, "GET", "/expid?id=x"),
+    ("/expid", 405, Setup::Normal, "PUT", "/expid?id=1"),
+    ("/expid", 414, Setup::Normal, "GET", "/expid?LONG"),
+    (
+        "/makeid",
+        200,
+        Setup::Normal,
+        "GET",
+        "/makeid?time=5&seq=6&machine=7&genMethod=rest&type=1&version=1",
+    ),
+    ("/makeid", 400, Setup::Normal, "GET", "/makeid?time=5"),
+    (
+        "/makeid",
+        405,
+        Setup::Normal,
+        "PATCH",
+        "/makeid?time=5&seq=6",
+    ),
+    ("/makeid", 414, Setup::Normal, "GET", "/makeid?LONG"),
+    (
+        "/transtime",
+        200,
+        Setup::Normal,
+        "GET",
+        "/transtime?time=1000",
+    ),
+    (
+        "/transtime",
+        400,
+        Setup::Normal,
+        "GET",
+        "/transtime?time=1073741824",
+    ),
+    (
+        "/transtime",
+        405,
+        Setup::Normal,
+        "POST",
+        "/transtime?time=1",
+    ),
+    ("/transtime", 414, Setup::Normal, "GET", "/transtime?LONG"),
+    ("/healthz", 200, Setup::Normal, "GET", "/healthz"),
+    ("/healthz", 400, Setup::Normal, "GET", "/healthz?deep=1"),
+    ("/healthz", 405, Setup::Normal, "POST", "/healthz"),
+    ("/healthz", 414, Setup::Normal, "GET", "/healthz?LONG"),
+    ("/healthz", 503, Setup::Fenced, "GET", "/healthz"),
+    ("/metrics", 200, Setup::Normal, "GET", "/metrics"),
+    ("/metrics", 200, Setup::Fenced, "GET", "/metrics"),
+    (
+        "/metrics",
+        400,
+        Setup::Normal,
+        "GET",
+        "/metrics?format=json",
+    ),
+    ("/metrics", 405, Setup::Normal, "POST", "/metrics"),
+    ("/metrics", 414, Setup::Normal, "GET", "/metrics?LONG"),
+];
+
+fn check_reply(spec: &Value, path: &str, status: u16, r: &Reply) {
+    let at = format!("{path} {status}");
+    assert_eq!(r.status, status, "{at}: {r:?}");
+    let responses = &spec["paths"][path]["get"]["responses"];
+    let doc = resolve(spec, &responses[status.to_string()]);
+    assert!(doc.is_object(), "{at}: status not documented");
+    let content = doc["content"].as_object().expect("content documented");
+    assert_eq!(content.len(), 1, "{at}: one media type per response");
+    let (media, body_doc) = content.iter().next().unwrap();
+    let ct = r.header("content-type");
+    assert!(
+        ct == media || ct.starts_with(&format!("{media};")),
+        "{at}: content-type {ct} is not {media}"
+    );
+    if let Some(headers) = doc.get("headers").and_then(Value::as_object) {
+        for (name, h) in headers {
+            let h = resolve(spec, h);
+            let value = r.header(name);
+            assert!(!value.is_empty(), "{at}: documented header {name} missing");
+            let v = match h["schema"]["type"].as_str() {
+                Some("integer") => Value::from(value.parse::<u64>().unwrap()),
+                _ => Value::String(value.to_owned()),
+            };
+            validate(spec, &h["schema"], &v, &format!("{at} header {name}"));
+        }
+    }
+    let body = if media == "application/json" {
+        serde_json::from_str(&r.body).unwrap()
+    } else {
+        Value::String(r.body.clone())
+    };
+    validate(spec, &body_doc["schema"], &body, &at);
+}
+
+#[tokio::test]
+async fn spec_paths_are_the_servers_endpoints() {
+    let spec = spec();
+    let documented: BTreeSet<&str> = spec["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let served: BTreeSet<&str> = Endpoint::ALL.iter().filter_map(|e| e.path()).collect();
+    assert_eq!(documented, served);
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        let methods: Vec<&String> = item.as_object().unwrap().keys().collect();
+        assert_eq!(methods, ["get"], "{path}: GET only");
+    }
+}
+
+#[tokio::test]
+async fn spec_parameters_are_the_servers_parameters() {
+    let spec = spec();
+    let server = spawn(system_issuer(), rest()).await;
+    let c = server.client();
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        let params: Vec<(String, bool)> = item["get"]["parameters"]
+            .as_array()
+            .map(|ps| {
+                ps.iter()
+                    .map(|p| {
+                        assert_eq!(p["in"], "query");
+                        (
+                            p["name"].as_str().unwrap().to_owned(),
+                            p["required"] == true,
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        // The server lists what it accepts when given an unknown parameter.
+        let r = c.get(&format!("{path}?zzz=1")).await;
+        assert_eq!(r.status, 400);
+        let msg = r.error();
+        let accepted = msg
+            .split_once(" accepts ")
+            .unwrap_or_else(|| panic!("{msg}"))
+            .1;
+        let served: BTreeSet<&str> = if accepted == "no parameters" {
+            BTreeSet::new()
+        } else {
+            accepted.split(", ").collect()
+        };
+        let documented: BTreeSet<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(documented, served, "{path}");
+        // Required means required: leaving one out is a 400 naming it.
+        for (name, required) in &params {
+            let others: Vec<String> = params
+                .iter()
+                .filter(|(n, req)| n != name && *req)
+                .map(|(n, _)| format!("{n}=1"))
+                .collect();
+            let r = c.get(&format!("{path}?{}", others.join("&"))).await;
+            if *required {
+                assert_eq!(r.status, 400, "{path} without {name}");
+                assert_eq!(r.error(), format!("missing required parameter {name}"));
+            } else {
+                assert_eq!(r.status, 200, "{path} without optional {name}: {}", r.body);
+            }
+        }
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn every_documented_response_is_what_the_server_sends() {
+    let spec = spec();
+    let mut documented: BTreeMap<(String, u16), bool> = BTreeMap::new();
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for status in item["get"]["responses"].as_object().unwrap().keys() {
+            documented.insert((path.clone(), status.parse().unwrap()), false);
+        }
+    }
+    let limits = RestSection {
+        max_uri_bytes: 256,
+        ..rest()
+    };
+    let normal = spawn(system_issuer(), limits.clone()).await;
+    let fenced = spawn(system_issuer(), limits).await;
+    fenced
+        .issuer
+        .shared()
+        .fence(LeaseState::Fenced, "the machine-ID lease was lost");
+    for &(path, status, setup, method, target) in CASES {
+        let covered = documented
+            .get_mut(&(path.to_owned(), status))
+            .unwrap_or_else(|| panic!("{path} {status} is sent but not documented"));
+        *covered = true;
+        let target = target.replace("LONG", &format!("x={}", "1".repeat(300)));
+        let c: Client = match setup {
+            Setup::Normal => normal.client(),
+            Setup::Fenced => fenced.client(),
+        };
+        let r = c
+            .request(Method::from_bytes(method.as_bytes()).unwrap(), &target)
+            .await;
+        check_reply(&spec, path, status, &r);
+    }
+    let missing: Vec<_> = documented
+        .iter()
+        .filter(|(_, c)| !**c)
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "documented but never provoked: {missing:?}"
+    );
+    // Unknown paths: the components' NotFound response.
+    let r = normal.client().get("/v2/genid").await;
+    assert_eq!(r.status, 404);
+    let nf = &spec["components"]["responses"]["NotFound"]["content"]["application/json"];
+    validate(
+        &spec,
+        &nf["schema"],
+        &serde_json::from_str(&r.body).unwrap(),
+        "404",
+    );
+    normal.stop().await;
+    fenced.stop().await;
+}
