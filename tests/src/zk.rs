@@ -88,6 +88,27 @@ pub fn mode(port: u16) -> Option<String> {
         .map(|m| m.trim().to_owned())
 }
 
+/// Runs one `zkCli` command (e.g. `delete /vesta/x/machines/0`) against `connect` with
+/// ZooKeeper's own Java client; returns its combined output. For tests that tamper with znodes.
+pub fn zk_cli(connect: &str, command: &str) -> String {
+    require_zookeeper();
+    let out = Command::new("java")
+        .args([
+            "-Xmx64m",
+            "-XX:TieredStopAtLevel=1",
+            "-cp",
+            &format!("{CONF_DIR}:{JAR}"),
+            "org.apache.zookeeper.ZooKeeperMain",
+            "-server",
+            connect,
+        ])
+        .args(command.split_whitespace())
+        .stdin(Stdio::null())
+        .output()
+        .expect("running ZooKeeper's CLI");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
 /// One ZooKeeper JVM: its config, data dir and process.
 #[derive(Debug)]
 struct Node {

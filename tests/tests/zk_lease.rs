@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use vesta_core::{Clock, Explanation, ManualClock};
 use vesta_embed::lease::{LeaseSettings, inspect};
 use vesta_embed::{IssueError, Issuer, IssuerConfig, LeaseState, MachineSource, StartError};
-use vesta_tests::zk::ZkServer;
+use vesta_tests::zk::{ZkServer, zk_cli};
 
 /// A leased-issuer config with test timings: 1.5 s sessions, 300 ms reports.
 fn config(connect: &str, root: &str, pool_size: u64) -> IssuerConfig {
@@ -219,4 +219,37 @@ fn zookeeper_down_at_start_fails_closed_within_the_connect_timeout() {
     assert!(err.contains(&connect), "{err}");
     assert!(err.contains("within 1000 ms"), "{err}");
     assert!(took < Duration::from_millis(2500), "took {took:?}");
+}
+
+#[test]
+fn a_claim_deleted_by_hand_fences_and_re_leases() {
+    let zk = ZkServer::start();
+    let issuer = Issuer::start(config(&zk.connect(), "/vesta/manual", 4)).unwrap();
+    assert_eq!(issuer.status().machine, 0);
+    let before = issuer.next_id().unwrap();
+    let out = zk_cli(&zk.connect(), "delete /vesta/manual/machines/0");
+    assert!(!out.contains("Node does not exist"), "{out}");
+    let start = Instant::now();
+    while issuer.status().lease.reconnects == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            issuer.status().lease
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let status = issuer.status();
+    assert_eq!(status.lease.state, LeaseState::Held);
+    assert_eq!(
+        status.lease.fence_events, 1,
+        "it stopped issuing while re-leasing"
+    );
+    let after = issuer.next_id().unwrap();
+    assert!(after > before);
+    // It holds a real claim again, in a new session.
+    let rows =
+        inspect(&LeaseSettings::from_config(&config(&zk.connect(), "/vesta/manual", 4)).unwrap())
+            .unwrap();
+    let row = rows.iter().find(|r| r.machine == status.machine).unwrap();
+    assert!(row.held);
 }

@@ -193,7 +193,8 @@ pub struct MachineSection {
     pub id: Option<u64>,
     /// First machine ID of the server pool; embedded issuers use the IDs below it.
     pub server_pool_start: u64,
-    /// A local file keeping the high-water mark (last issued time) across restarts.
+    /// A local file keeping the machine ID and its high-water mark across restarts (for both
+    /// sources; see docs/zookeeper.md).
     pub state_file: Option<PathBuf>,
 }
 
@@ -254,9 +255,10 @@ pub struct ZooKeeperSection {
     pub session_timeout_ms: u64,
     /// How long to try connecting at start before failing.
     pub connect_timeout_ms: u64,
-    /// How often the high-water mark is written.
+    /// How often the high-water mark is written (also the static source's state file).
     pub report_interval_ms: u64,
-    /// The longest the start guard waits for the clock to pass the mark; further is an error.
+    /// The longest the start guard waits for the clock to pass the mark; further is an error
+    /// (also the static source's state file).
     pub start_guard_max_wait_ms: u64,
     /// Start from the local state file when ZooKeeper is unreachable (off: fail closed).
     pub start_without_zookeeper: bool,

@@ -3,6 +3,7 @@
 //! lease, runs on a background thread owned by the issuer and stopped when it is dropped.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use vesta_core::{Clock, Epoch, Explanation, FieldError, GenError, Generator, IdBatch, IdFields};
@@ -12,6 +13,7 @@ use crate::config::{ConfigError, IssuerConfig, MachineSource};
 use crate::error::{IssueError, ShutdownError, StartError};
 use crate::lease::LeaseSettings;
 use crate::lease::keeper::KeeperHandle;
+use crate::static_state::{self, StateKeeper};
 use crate::status::{LeaseInfo, LeaseState, Status};
 
 /// State shared between the issuer and whatever keeps its machine ID.
@@ -54,8 +56,17 @@ impl<C: Clock> Shared<C> {
 pub struct Issuer<C: Clock + 'static = SystemClock> {
     shared: Arc<Shared<C>>,
     config: IssuerConfig,
-    /// The lease keeper thread, if the machine ID is leased; taken by `shutdown`.
-    keeper: Mutex<Option<KeeperHandle>>,
+    /// The background thread (lease keeper or state-file writer), if any; taken by `shutdown`.
+    keeper: Mutex<Option<Background>>,
+}
+
+/// The issuer's background work.
+#[derive(Debug)]
+enum Background {
+    /// Keeps a ZooKeeper lease.
+    Lease(KeeperHandle),
+    /// Keeps the state file of a static machine ID.
+    StateFile(StateKeeper),
 }
 
 impl Issuer<SystemClock> {
@@ -70,22 +81,47 @@ impl<C: Clock + 'static> Issuer<C> {
     /// Starts an issuer reading time from `clock` (tests pass a manual clock).
     pub fn start_with_clock(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
         match config.machine.source {
-            MachineSource::Static => {
-                let machine = config.static_machine()?;
-                let generator = Generator::new(config.generator_config(machine)?, clock)
-                    .map_err(ConfigError::from)?;
-                let shared = Arc::new(Shared {
-                    generator,
-                    lease: Mutex::new(LeaseInfo::fixed()),
-                });
-                Ok(Issuer {
-                    shared,
-                    config,
-                    keeper: Mutex::new(None),
-                })
-            }
+            MachineSource::Static => Self::start_static(config, clock),
             MachineSource::Zookeeper => Self::start_leased(config, clock),
         }
+    }
+
+    /// A static machine ID; with `machine.state_file`, the file's mark is the floor, the start
+    /// guard waits the clock past it, and a thread keeps the file current.
+    fn start_static(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
+        let machine = config.static_machine()?;
+        let mut gen_config = config.generator_config(machine)?;
+        let layout = gen_config.id_type.layout();
+        let inherited = match &config.machine.state_file {
+            Some(path) => static_state::inherited(path, machine, layout, gen_config.epoch)?,
+            None => None,
+        };
+        if let Some(inherited) = inherited {
+            let max_wait = Duration::from_millis(config.zookeeper.start_guard_max_wait_ms);
+            static_state::pass_guard(&clock, machine, inherited.target_ms, max_wait)?;
+            gen_config.floor = Some(inherited.floor);
+        }
+        let generator = Generator::new(gen_config, clock).map_err(ConfigError::from)?;
+        let shared = Arc::new(Shared {
+            generator,
+            lease: Mutex::new(LeaseInfo::fixed()),
+        });
+        let keeper = match &config.machine.state_file {
+            Some(path) => {
+                let interval = Duration::from_millis(config.zookeeper.report_interval_ms.max(10));
+                Some(Background::StateFile(StateKeeper::start(
+                    shared.clone(),
+                    path.clone(),
+                    interval,
+                )?))
+            }
+            None => None,
+        };
+        Ok(Issuer {
+            shared,
+            config,
+            keeper: Mutex::new(keeper),
+        })
     }
 
     /// Leases the machine ID from ZooKeeper: the generator starts fenced on a placeholder ID
@@ -108,7 +144,7 @@ impl<C: Clock + 'static> Issuer<C> {
         Ok(Issuer {
             shared,
             config,
-            keeper: Mutex::new(Some(keeper)),
+            keeper: Mutex::new(Some(Background::Lease(keeper))),
         })
     }
 
@@ -122,7 +158,8 @@ impl<C: Clock + 'static> Issuer<C> {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         match keeper {
-            Some(mut k) => k.stop(),
+            Some(Background::Lease(mut k)) => k.stop(),
+            Some(Background::StateFile(mut k)) => k.stop(),
             None => {
                 if self.shared.lease().state == LeaseState::Static {
                     self.shared
@@ -215,12 +252,18 @@ impl<C: Clock + 'static> Issuer<C> {
     pub fn status(&self) -> Status {
         let g = &self.shared.generator;
         let c = g.config();
+        let mut lease = self.shared.lease().clone();
+        // The generator's deadline may pass a moment before the keeper's watchdog records it.
+        if lease.state.can_issue() && g.clock().now_ms() >= g.deadline_ms() {
+            lease.reason = Some(unconfirmed_reason(lease.state));
+            lease.state = LeaseState::Fenced;
+        }
         Status {
             machine: g.machine(),
             gen_method: c.gen_method,
             id_type: c.id_type,
             epoch: c.epoch,
-            lease: self.shared.lease().clone(),
+            lease,
             last_issued_time: g.last_issued_time(),
             end_of_life_ms: g.layout().end_of_life_ms(c.epoch),
             generator: g.stats(),
@@ -247,16 +290,27 @@ impl<C: Clock + 'static> Issuer<C> {
         match e {
             GenError::Fenced { .. } => {
                 let lease = self.shared.lease();
-                let reason = lease.reason.clone().unwrap_or_else(|| match lease.state {
-                    LeaseState::Held => "the machine-ID lease was not confirmed by ZooKeeper \
-                                         before its deadline; waiting for confirmation"
-                        .into(),
-                    state => format!("the machine-ID lease is {state}"),
-                });
+                let reason = lease
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| unconfirmed_reason(lease.state));
                 IssueError::Unavailable(reason)
             }
             other => IssueError::Refused(other),
         }
+    }
+}
+
+/// Why issuing stopped when the generator's deadline passed before anyone recorded a reason.
+fn unconfirmed_reason(state: LeaseState) -> String {
+    match state {
+        LeaseState::Held => "the machine-ID lease was not confirmed by ZooKeeper before its \
+                             deadline; waiting for confirmation"
+            .into(),
+        LeaseState::Static => {
+            "the state file was not renewed before its deadline; waiting for the next write".into()
+        }
+        state => format!("the machine-ID lease is {state}"),
     }
 }
 
@@ -320,6 +374,69 @@ mod tests {
         assert!(
             err.contains("machine 924 is outside the embed pool 0..=923"),
             "{err}"
+        );
+    }
+    #[test]
+    fn static_state_file_floors_a_restart_and_guards_the_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("static.state");
+        let mut c = IssuerConfig::default();
+        c.machine.state_file = Some(path.clone());
+        c.zookeeper.report_interval_ms = 50;
+        let a = Issuer::start_with_clock(c.clone(), Arc::new(ManualClock::new(T0))).unwrap();
+        let a_last = a.next_ids(1000).unwrap().to_vec()[999];
+        a.shutdown().unwrap();
+        assert_eq!(a.status().lease.state, LeaseState::Released);
+        let rec = crate::state_file::read(&path).unwrap().unwrap();
+        assert!(rec.clean);
+        assert_eq!((rec.machine, rec.source.as_str()), (0, "static"));
+        assert_eq!(rec.mark_ms, T0 + 1000, "the end of the last issued second");
+
+        // The clock 2 s back: the guard waits (within 5 s), then issues above A.
+        let clock = Arc::new(ManualClock::new(T0 - 2000));
+        let b = Issuer::start_with_clock(c.clone(), clock.clone()).unwrap();
+        assert!(clock.waits() >= 1);
+        assert!(b.next_id().unwrap() > a_last);
+        drop(b);
+
+        // A minute back: refused, naming both times.
+        let err = Issuer::start_with_clock(c, ManualClock::new(T0 - 60_000)).unwrap_err();
+        assert!(
+            matches!(err, StartError::ClockBehindMark { machine: 0, .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn static_state_file_left_by_a_crash_covers_what_was_promised() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("static.state");
+        let mut c = IssuerConfig::default();
+        c.id.id_type = vesta_core::IdType::MinGranularity;
+        c.machine.state_file = Some(path.clone());
+        c.zookeeper.report_interval_ms = 50;
+        let a = Issuer::start_with_clock(c.clone(), Arc::new(ManualClock::new(T0))).unwrap();
+        let a_ids = a.next_ids(5000).unwrap().to_vec();
+        // What a kill -9 would leave behind: the running issuer's last (unclean) record.
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let crashed = crate::state_file::read(&path).unwrap().unwrap();
+        assert!(!crashed.clean);
+        assert!(
+            crashed.mark_ms >= T0 + 150,
+            "the promise reaches three intervals ahead"
+        );
+        drop(a);
+        crate::state_file::write(&path, &crashed).unwrap();
+
+        let clock = Arc::new(ManualClock::new(T0));
+        let b = Issuer::start_with_clock(c, clock.clone()).unwrap();
+        assert!(clock.waits() >= 1, "waited out the promise");
+        let first = b.next_id().unwrap();
+        assert!(first > *a_ids.last().unwrap());
+        let first_ms = Epoch::VESTA.unix_ms() + b.explain(first).fields.time;
+        assert!(
+            first_ms >= crashed.mark_ms,
+            "issued inside the crashed holder's promise"
         );
     }
 }

@@ -10,6 +10,7 @@ pub mod error;
 pub mod issuer;
 pub mod lease;
 pub mod state_file;
+mod static_state;
 pub mod status;
 
 pub use clock::SystemClock;

@@ -1,6 +1,11 @@
 //! Routing: path to endpoint, the method and URI-length checks, and the per-request metrics.
 //! Every request ends in a response here; nothing a client sends can make it panic.
 
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use hyper::{Method, Request, Response};
@@ -88,46 +93,98 @@ impl Endpoint {
     }
 }
 
+/// The response future handed to hyper: ready at once for almost every request; a task
+/// holding the app only for a request that must wait for the next time unit. The fast path
+/// clones no `Arc` (its count would bounce between cores on every request).
+pub enum Reply {
+    /// Answered synchronously (taken on the first poll).
+    Now(Option<Response<Body>>),
+    /// Waiting for sequence space (`/genid` with the unit used up, every `/genids`).
+    Later(Pin<Box<dyn Future<Output = Response<Body>> + Send>>),
+}
+
+impl Future for Reply {
+    type Output = Result<Response<Body>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Reply::Now(r) => Poll::Ready(Ok(r.take().unwrap_or_else(|| {
+                response::error(&ApiError::internal(
+                    "a response was polled after completion",
+                ))
+            }))),
+            Reply::Later(f) => f.as_mut().poll(cx).map(Ok),
+        }
+    }
+}
+
 /// Answers one request and records it in the metrics.
-pub async fn handle<B, C: Clock + 'static>(app: &App<C>, req: Request<B>) -> Response<Body> {
+pub fn respond<B, C>(app: &Arc<App<C>>, req: Request<B>) -> Reply
+where
+    B: Send + 'static,
+    C: Clock + 'static,
+{
     let start = Instant::now();
     let endpoint = Endpoint::from_path(req.uri().path());
-    let resp = match dispatch(app, endpoint, &req).await {
-        Ok(r) => r,
-        Err(e) => response::error(&e),
-    };
+    match dispatch_now(app, endpoint, &req) {
+        Some(result) => Reply::Now(Some(finish(app, endpoint, start, result))),
+        None => {
+            let app = Arc::clone(app);
+            Reply::Later(Box::pin(async move {
+                let query = req.uri().query();
+                let result = match endpoint {
+                    Endpoint::Genids => endpoints::issue::genids(&app, query).await,
+                    _ => endpoints::issue::genid(&app, query).await,
+                };
+                finish(&app, endpoint, start, result)
+            }))
+        }
+    }
+}
+
+fn finish<C: Clock + 'static>(
+    app: &App<C>,
+    endpoint: Endpoint,
+    start: Instant,
+    result: Result<Response<Body>, ApiError>,
+) -> Response<Body> {
+    let resp = result.unwrap_or_else(|e| response::error(&e));
     app.metrics
         .observe(endpoint, resp.status().as_u16(), start.elapsed());
     resp
 }
 
-async fn dispatch<B, C: Clock + 'static>(
+/// The answer if it needs no waiting; `None` sends the request down the async path.
+fn dispatch_now<B, C: Clock + 'static>(
     app: &App<C>,
     endpoint: Endpoint,
     req: &Request<B>,
-) -> Result<Response<Body>, ApiError> {
+) -> Option<Result<Response<Body>, ApiError>> {
     let uri = req.uri();
     let target_len = uri.path_and_query().map_or(0, |pq| pq.as_str().len());
     if target_len > app.max_uri_bytes {
-        return Err(ApiError::uri_too_long(target_len, app.max_uri_bytes));
+        return Some(Err(ApiError::uri_too_long(target_len, app.max_uri_bytes)));
     }
     let Some(path) = endpoint.path() else {
-        return Err(ApiError::not_found(&crate::query::shorten(uri.path())));
+        return Some(Err(ApiError::not_found(&crate::query::shorten(uri.path()))));
     };
     if req.method() != Method::GET {
-        return Err(ApiError::method_not_allowed(req.method().as_str(), path));
+        return Some(Err(ApiError::method_not_allowed(
+            req.method().as_str(),
+            path,
+        )));
     }
     let query = uri.query();
-    match endpoint {
-        Endpoint::Genid => endpoints::issue::genid(app, query).await,
-        Endpoint::Genids => endpoints::issue::genids(app, query).await,
+    Some(match endpoint {
+        Endpoint::Genid => return endpoints::issue::genid_now(app, query),
+        Endpoint::Genids => return None,
         Endpoint::Expid => endpoints::expid::expid(app, query),
         Endpoint::Makeid => endpoints::makeid::makeid(app, query),
         Endpoint::Transtime => endpoints::transtime::transtime(app, query),
         Endpoint::Healthz => endpoints::healthz::healthz(app, query),
         Endpoint::Metrics => endpoints::metrics::metrics(app, query),
         Endpoint::Other => Err(ApiError::not_found(path)),
-    }
+    })
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! (hyper-util's auto builder) with a header read timeout, and shuts down gracefully: stop
 //! accepting, let requests in flight finish (bounded), then drop the issuer to release its lease.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -153,10 +152,7 @@ impl<C: Clock + 'static> RestServer<C> {
                     tracing::debug!(%peer, "closed: no request within the header read timeout");
                     return;
                 }
-                let service = service_fn(move |req| {
-                    let app = Arc::clone(&app);
-                    async move { Ok::<_, Infallible>(router::handle(&app, req).await) }
-                });
+                let service = service_fn(move |req| router::respond(&app, req));
                 let conn = builder.serve_connection(TokioIo::new(stream), service);
                 if let Err(e) = watcher.watch(conn).await {
                     tracing::debug!(%peer, "connection ended: {e}");

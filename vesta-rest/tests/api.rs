@@ -101,6 +101,32 @@ async fn genids_waits_for_later_units_without_blocking() {
     server.stop().await;
 }
 
+/// `/genid` when the unit's sequence is used up: the request waits (on the async path) for the
+/// next unit instead of failing or blocking a worker.
+#[tokio::test]
+async fn genid_waits_for_the_next_unit_when_the_sequence_is_used_up() {
+    let (issuer, clock) = manual_issuer(IdType::MinGranularity);
+    let server = spawn(issuer, rest()).await;
+    let c = server.client();
+    let v = c.get("/genids?count=1024").await.json();
+    let last: u64 = v["ids"][1023].as_str().unwrap().parse().unwrap();
+    assert_eq!(decode(last).seq, 1023, "the whole unit is used");
+    let waiting = tokio::spawn({
+        let c = c.clone();
+        async move { c.get("/genid").await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished());
+    assert_eq!(c.get("/healthz").await.status, 200, "workers stay free");
+    clock.advance(1);
+    let id = waiting.await.unwrap().id();
+    assert_eq!(decode(id).time, decode(last).time + 1);
+    assert_eq!(decode(id).seq, 0);
+    let m = c.get("/metrics").await.body;
+    assert!(sample(&m, "vesta_sequence_waits_total") >= 1.0);
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn expid_explains_with_vestas_keys_in_every_id_form() {
     let server = spawn(system_issuer(), rest()).await;

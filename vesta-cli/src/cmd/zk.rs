@@ -104,8 +104,8 @@ fn write_table(
     }
     writeln!(
         out,
-        "{:<8} {:<6} {:<32} {:<34} {:<25} {}",
-        "MACHINE", "STATE", "HOLDER", "SINCE", "MARK", "HOLDER STATUS"
+        "{:<8} {:<6} {:<32} {:<34} {:<25} HOLDER STATUS",
+        "MACHINE", "STATE", "HOLDER", "SINCE", "MARK"
     )?;
     for row in rows {
         let holder = match &row.claim {

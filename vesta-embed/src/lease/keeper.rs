@@ -252,7 +252,13 @@ impl<C: Clock + 'static> Keeper<C> {
                     ));
                 }
                 Event::Lapsed => self.lapse(),
-                Event::Beat => self.tick().await,
+                // A stop cancels a slow re-lease or write; the session then closes on drop,
+                // which deletes any claim it made.
+                Event::Beat => tokio::select! {
+                    biased;
+                    _ = &mut stop => break,
+                    () = self.tick() => {}
+                },
             }
         }
         self.shutdown().await
@@ -464,6 +470,13 @@ impl<C: Clock + 'static> Keeper<C> {
         match zk.claim_owner(machine).await {
             Ok(Some(owner)) if owner == session => {
                 if let Ok(Some((mark, version))) = zk.read_mark(machine).await {
+                    // A mark by someone else (not our own write whose answer was lost): keep
+                    // below the floor whatever it says was issued (our own is a promise ahead
+                    // of the clock, which must not stall issuing).
+                    if mark.holder != self.mark(0, 0, false, 0).holder {
+                        let floor = floor_for_mark(self.layout, self.epoch, mark.mark_ms);
+                        let _ = self.shared.generator.raise_floor(floor);
+                    }
                     self.mark_ms = self.mark_ms.max(mark.mark_ms);
                     if let Some(h) = &mut self.held {
                         h.mark_version = version;
@@ -690,9 +703,9 @@ impl<C: Clock + 'static> Keeper<C> {
                 ),
             }
             drop(h);
-            // Let the session task send its close request before the runtime goes.
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        // Let the session tasks send their close requests before the runtime goes.
+        tokio::time::sleep(Duration::from_millis(20)).await;
         if let Some(machine) = self.machine {
             self.save_state(machine, &mark);
         }

@@ -16,7 +16,29 @@ use crate::response::{self, Body};
 /// The longest one request waits for sequence space before answering 503.
 pub const MAX_WAIT: Duration = Duration::from_secs(3);
 
-/// `GET /genid`: the next ID as decimal text.
+/// `GET /genid` without waiting: the answer, or `None` when the current unit's sequence is used
+/// up (then [`genid`] waits for the next unit on the async path; nothing was issued).
+#[inline]
+pub fn genid_now<C: Clock + 'static>(
+    app: &App<C>,
+    query: Option<&str>,
+) -> Option<Result<Response<Body>, ApiError>> {
+    if query.is_some_and(|q| !q.is_empty()) {
+        if let Err(e) = Query::parse(query, "/genid", &[]) {
+            return Some(Err(e));
+        }
+    }
+    match app.issuer.try_next_id() {
+        Ok(id) => {
+            app.metrics.issued(1);
+            Some(Ok(response::decimal(id)))
+        }
+        Err(IssueError::Refused(GenError::WouldBlock { .. })) => None,
+        Err(e) => Some(Err(e.into())),
+    }
+}
+
+/// `GET /genid`: the next ID as decimal text, waiting for the next unit if need be.
 pub async fn genid<C: Clock + 'static>(
     app: &App<C>,
     query: Option<&str>,
