@@ -96,8 +96,8 @@ pub struct LoadReport {
     pub elapsed: Duration,
     /// Latency of every answer in nanoseconds (from the intended send time with a rate).
     pub latency: Histogram<u64>,
-    /// IDs received per time value (of the server's layout).
-    pub per_unit: BTreeMap<u64, u64>,
+    /// IDs received per (machine ID, time value): how full each server's time units were.
+    pub per_unit: BTreeMap<(u64, u64), u64>,
 }
 
 impl LoadReport {
@@ -119,20 +119,22 @@ impl LoadReport {
             .layout()
     }
 
-    /// How full the time units strictly inside the run were, as a fraction of the layout's
-    /// capacity per unit (the first and last unit are partial by construction). `None` with
-    /// fewer than three units.
+    /// How full each server's time units strictly inside the run were, as a fraction of the
+    /// layout's capacity per unit (a server's first and last unit are partial by construction),
+    /// and over how many units. `None` when no server had three units or more.
     pub fn unit_fill(&self) -> Option<(f64, usize)> {
-        if self.per_unit.len() < 3 {
+        let mut by_machine: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        for (&(machine, _), &n) in &self.per_unit {
+            by_machine.entry(machine).or_default().push(n);
+        }
+        let inner: Vec<u64> = by_machine
+            .values()
+            .filter(|units| units.len() >= 3)
+            .flat_map(|units| units[1..units.len() - 1].iter().copied())
+            .collect();
+        if inner.is_empty() {
             return None;
         }
-        let inner: Vec<u64> = self
-            .per_unit
-            .values()
-            .skip(1)
-            .take(self.per_unit.len() - 2)
-            .copied()
-            .collect();
         let cap = self.layout().capacity_per_unit() as f64;
         let mean = inner.iter().sum::<u64>() as f64 / inner.len() as f64;
         Some((mean / cap, inner.len()))
@@ -201,7 +203,7 @@ struct Live {
 /// What one connection measured.
 struct ConnResult {
     latency: Histogram<u64>,
-    per_unit: BTreeMap<u64, u64>,
+    per_unit: BTreeMap<(u64, u64), u64>,
     last_answer: Instant,
 }
 
@@ -349,16 +351,20 @@ fn read_some(s: &mut TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
 }
 
 /// Accounts one answer: IDs per unit, counters. Returns (ids, is_error).
-fn account(answer: &Response, per_unit: &mut BTreeMap<u64, u64>) -> (u64, bool) {
+fn account(answer: &Response, per_unit: &mut BTreeMap<(u64, u64), u64>) -> (u64, bool) {
+    let unit = |id: u64| {
+        let f = IdFields::decode(id);
+        (f.machine, f.time)
+    };
     match answer {
         Response::Id(id) => {
-            *per_unit.entry(IdFields::decode(*id).time).or_insert(0) += 1;
+            *per_unit.entry(unit(*id)).or_insert(0) += 1;
             (1, false)
         }
         Response::Ids(runs) => {
             let mut n = 0;
             for IdRun { first, count } in runs {
-                *per_unit.entry(IdFields::decode(*first).time).or_insert(0) += count;
+                *per_unit.entry(unit(*first)).or_insert(0) += count;
                 n += count;
             }
             (n, false)
@@ -535,6 +541,10 @@ fn send_open(
                 if due > now || due >= deadline {
                     break;
                 }
+                if slots.free.is_empty() && !out.is_empty() {
+                    // Send what is encoded before waiting: its answers are what frees slots.
+                    break;
+                }
                 while slots.free.is_empty() {
                     if shared.failed.load(Ordering::Acquire) {
                         return Err("the reader failed".into());
@@ -663,7 +673,7 @@ fn read_open(
 mod tests {
     use super::*;
 
-    fn report(per_unit: &[(u64, u64)]) -> LoadReport {
+    fn report(per_unit: &[((u64, u64), u64)]) -> LoadReport {
         LoadReport {
             config: LoadConfig {
                 endpoints: vec!["x:1".into()],
@@ -703,11 +713,20 @@ mod tests {
     #[test]
     fn unit_fill_ignores_the_partial_first_and_last_units() {
         let cap = 1 << 20;
-        let r = report(&[(10, 5), (11, cap), (12, cap / 2), (13, 7)]);
+        let r = report(&[
+            ((924, 10), 5),
+            ((924, 11), cap),
+            ((924, 12), cap / 2),
+            ((924, 13), 7),
+            // A second server, counted on its own: its partial ends are dropped too.
+            ((925, 11), 3),
+            ((925, 12), cap),
+            ((925, 13), 9),
+        ]);
         let (fill, units) = r.unit_fill().unwrap();
-        assert_eq!(units, 2);
-        assert!((fill - 0.75).abs() < 1e-9, "{fill}");
-        assert!(report(&[(1, 1), (2, 2)]).unit_fill().is_none());
+        assert_eq!(units, 3);
+        assert!((fill - 2.5 / 3.0).abs() < 1e-9, "{fill}");
+        assert!(report(&[((924, 1), 1), ((924, 2), 2)]).unit_fill().is_none());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use vesta_core::{Epoch, GenMethod, Layout};
+use vesta_core::{Epoch, Layout};
 
 use crate::config::{ConfigError, IssuerConfig};
 
@@ -209,18 +209,10 @@ pub(crate) fn host_name() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// The pool of `gen_method` with the default split, for callers without a config.
-pub fn default_pool(gen_method: GenMethod) -> Option<RangeInclusive<u64>> {
-    vesta_core::MachinePools::default()
-        .for_gen_method(gen_method)
-        .ok()
-        .map(|(_, r)| r)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vesta_core::IdType;
+    use vesta_core::{GenMethod, IdType};
 
     const E: Epoch = Epoch::VESTA;
 
