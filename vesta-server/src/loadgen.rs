@@ -96,6 +96,9 @@ pub struct LoadReport {
     pub elapsed: Duration,
     /// Latency of every answer in nanoseconds (from the intended send time with a rate).
     pub latency: Histogram<u64>,
+    /// With a rate: latency from the moment the request was actually written, in nanoseconds.
+    /// The difference to `latency` is the generator's own lateness (pacing, full pipeline).
+    pub service: Option<Histogram<u64>>,
     /// IDs received per (machine ID, time value): how full each server's time units were.
     pub per_unit: BTreeMap<(u64, u64), u64>,
 }
@@ -203,6 +206,7 @@ struct Live {
 /// What one connection measured.
 struct ConnResult {
     latency: Histogram<u64>,
+    service: Option<Histogram<u64>>,
     per_unit: BTreeMap<(u64, u64), u64>,
     last_answer: Instant,
 }
@@ -270,6 +274,10 @@ pub fn run(
         }
     }
     let mut latency = histogram().map_err(LoadError::Config)?;
+    let mut service = match config.rate {
+        Some(_) => Some(histogram().map_err(LoadError::Config)?),
+        None => None,
+    };
     let mut per_unit = BTreeMap::new();
     let mut last = start;
     for h in handles {
@@ -277,6 +285,9 @@ pub fn run(
             .join()
             .map_err(|_| LoadError::Config("a load thread panicked".into()))??;
         let _ = latency.add(&r.latency);
+        if let (Some(all), Some(one)) = (service.as_mut(), r.service.as_ref()) {
+            let _ = all.add(one);
+        }
         for (t, n) in r.per_unit {
             *per_unit.entry(t).or_insert(0) += n;
         }
@@ -290,6 +301,7 @@ pub fn run(
         errors: live.errors.load(Ordering::Relaxed),
         elapsed: last.saturating_duration_since(start),
         latency,
+        service,
         per_unit,
     })
 }
@@ -327,27 +339,32 @@ fn connect(endpoint: &str) -> Result<TcpStream, String> {
 }
 
 fn read_answer(s: &mut TcpStream, buf: &mut BytesMut) -> Result<Response, String> {
+    let mut scratch = Scratch::new();
     loop {
         if let Some(f) = frame::decode(buf, MAX_MAX_FRAME_BYTES).map_err(|e| e.to_string())? {
             return Response::parse(&f).map_err(|e| e.to_string());
         }
-        if read_some(s, buf).map_err(|e| e.to_string())? == 0 {
+        if scratch.read_some(s, buf).map_err(|e| e.to_string())? == 0 {
             return Err("closed by the server".into());
         }
     }
 }
 
-fn read_some(s: &mut TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
-    if buf.capacity() - buf.len() < 16 << 10 {
-        buf.reserve(256 << 10);
+/// A reusable read buffer: reads copy only what arrived into the frame buffer, never
+/// zero-filling spare capacity on the hot path.
+struct Scratch(Vec<u8>);
+
+impl Scratch {
+    fn new() -> Self {
+        Scratch(vec![0; 64 << 10])
     }
-    let len = buf.len();
-    let cap = buf.capacity();
-    buf.resize(cap, 0);
-    let r = s.read(&mut buf[len..]);
-    let n = *r.as_ref().unwrap_or(&0);
-    buf.truncate(len + n);
-    r
+
+    /// Appends what `s` has available to `buf`; `Ok(0)` at end of stream.
+    fn read_some(&mut self, s: &mut TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
+        let n = s.read(&mut self.0)?;
+        buf.extend_from_slice(&self.0[..n]);
+        Ok(n)
+    }
 }
 
 /// Accounts one answer: IDs per unit, counters. Returns (ids, is_error).
@@ -387,6 +404,7 @@ fn closed_loop(
     let mut free: Vec<u32> = (1..=p as u32).rev().collect();
     let mut out = BytesMut::with_capacity(p * 16);
     let mut buf = BytesMut::with_capacity(256 << 10);
+    let mut scratch = Scratch::new();
     let mut latency = histogram()?;
     let mut per_unit = BTreeMap::new();
     let mut last_answer = Instant::now();
@@ -411,7 +429,11 @@ fn closed_loop(
                 p - free.len()
             ));
         }
-        if read_some(&mut s, &mut buf).map_err(|e| format!("read: {e}"))? == 0 {
+        if scratch
+            .read_some(&mut s, &mut buf)
+            .map_err(|e| format!("read: {e}"))?
+            == 0
+        {
             return Err("closed by the server".into());
         }
         now = Instant::now();
@@ -443,6 +465,7 @@ fn closed_loop(
     }
     Ok(ConnResult {
         latency,
+        service: None,
         per_unit,
         last_answer,
     })
@@ -451,6 +474,8 @@ fn closed_loop(
 /// Slots shared by the sender and the reader of one open-loop connection.
 struct Slots {
     intended: Vec<Instant>,
+    /// When each request was actually sent (encoded for the write that follows at once).
+    written: Vec<Instant>,
     free: Vec<u32>,
 }
 
@@ -479,6 +504,7 @@ fn open_loop(
     let shared = OpenShared {
         slots: Mutex::new(Slots {
             intended: vec![start; p],
+            written: vec![start; p],
             free: (1..=p as u32).rev().collect(),
         }),
         freed: Condvar::new(),
@@ -557,6 +583,8 @@ fn send_open(
                 }
                 if let Some(id) = slots.free.pop() {
                     slots.intended[id as usize - 1] = due;
+                    // The actual send: the write right below, microseconds later.
+                    slots.written[id as usize - 1] = Instant::now();
                     request.encode(id, &mut out);
                     k += 1;
                 }
@@ -585,7 +613,9 @@ fn read_open(
         .intended
         .len();
     let mut buf = BytesMut::with_capacity(256 << 10);
+    let mut scratch = Scratch::new();
     let mut latency = histogram()?;
+    let mut service = histogram()?;
     let mut per_unit = BTreeMap::new();
     let mut last_answer = Instant::now();
     let fail = |m: String| {
@@ -609,7 +639,7 @@ fn read_open(
         if Instant::now() > deadline + DRAIN {
             return fail(format!("{outstanding} answers missing after the drain"));
         }
-        match read_some(r, &mut buf) {
+        match scratch.read_some(r, &mut buf) {
             Ok(0) => return fail("closed by the server".into()),
             Ok(_) => {}
             Err(e)
@@ -647,6 +677,7 @@ fn read_open(
                 return fail(format!("unexpected answer {answer:?}"));
             }
             latency.saturating_record(now.duration_since(slots.intended[slot]).as_nanos() as u64);
+            service.saturating_record(now.duration_since(slots.written[slot]).as_nanos() as u64);
             slots.free.push(f.request_id);
             let (n, err) = account(&answer, &mut per_unit);
             answers += 1;
@@ -664,6 +695,7 @@ fn read_open(
     }
     Ok(ConnResult {
         latency,
+        service: Some(service),
         per_unit,
         last_answer,
     })
@@ -706,6 +738,7 @@ mod tests {
             errors: 0,
             elapsed: Duration::from_secs(1),
             latency: histogram().unwrap(),
+            service: None,
             per_unit: per_unit.iter().copied().collect(),
         }
     }
@@ -726,7 +759,11 @@ mod tests {
         let (fill, units) = r.unit_fill().unwrap();
         assert_eq!(units, 3);
         assert!((fill - 2.5 / 3.0).abs() < 1e-9, "{fill}");
-        assert!(report(&[((924, 1), 1), ((924, 2), 2)]).unit_fill().is_none());
+        assert!(
+            report(&[((924, 1), 1), ((924, 2), 2)])
+                .unit_fill()
+                .is_none()
+        );
     }
 
     #[test]

@@ -95,6 +95,25 @@ async fn every_operation_through_the_client() {
     let info = client.info().await.unwrap();
     assert_eq!((info.machine, info.lease_state_name()), (950, "static"));
     assert!(info.connections >= 1);
+    let each = client.info_each().await;
+    assert_eq!(each.len(), 1);
+    assert_eq!(each[0].0, server.addr().to_string());
+    assert_eq!(each[0].1.as_ref().unwrap().machine, 950);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_server_with_a_smaller_batch_cap_is_asked_in_smaller_chunks() {
+    let mut cfg = config(951);
+    cfg.server.max_batch = 1000;
+    let server = start(cfg).await;
+    let client = Client::connect(client_config(&[server.addr()]))
+        .await
+        .unwrap();
+    let batch = client.next_ids(5500).await.unwrap();
+    assert_eq!(batch.len(), 5500);
+    assert_distinct(&batch.to_vec());
+    assert!(batch.runs().iter().all(|r| r.count <= 1000));
     server.shutdown().await.unwrap();
 }
 

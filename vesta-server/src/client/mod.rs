@@ -253,6 +253,14 @@ impl Client {
                 count: chunk as u32,
             };
             match self.request(&request).await? {
+                // The first handshake may reveal a smaller cap than assumed: ask again with it.
+                (
+                    Source::Server(Response::Error {
+                        code: crate::proto::ErrorCode::InvalidArgument,
+                        ..
+                    }),
+                    _,
+                ) if chunk > u64::from(self.inner.max_batch.load(Ordering::Relaxed)) => continue,
                 (Source::Server(Response::Ids(got)), ep) => {
                     let sum: u64 = got.iter().map(|r| r.count).sum();
                     if sum != chunk {
