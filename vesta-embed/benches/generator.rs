@@ -10,7 +10,10 @@ use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{
+    BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
+};
 use vesta_core::{Clock, Generator, GeneratorConfig, IdType};
 use vesta_embed::SystemClock;
 
@@ -71,99 +74,112 @@ fn bursts_2t<G: Sync>(iters: u64, fresh: impl Fn() -> G, call: impl Fn(&G) + Syn
     total
 }
 
+/// Registers one contender, timed with one thread or two sharing each fresh generator.
+fn contender<G: Sync>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    threads: usize,
+    name: &str,
+    fresh: impl Fn() -> G + Copy,
+    call: impl Fn(&G) + Sync + Copy,
+) {
+    group.bench_function(name, |b| {
+        b.iter_custom(|n| {
+            if threads == 1 {
+                bursts(n, fresh, call)
+            } else {
+                bursts_2t(n, fresh, call)
+            }
+        })
+    });
+}
+
+/// The contenders that are `Sync` (or wrapped in a lock), for 1 and 2 threads.
+fn shared_contenders(group: &mut BenchmarkGroup<'_, WallTime>, threads: usize) {
+    let coarse = SystemClock::for_layout(IdType::MaxPeak.layout());
+    let precise = SystemClock::precise();
+    contender(
+        group,
+        threads,
+        "vesta max-peak (coarse clock, default)",
+        move || ours(IdType::MaxPeak, coarse),
+        |g| {
+            black_box(g.next_id().ok());
+        },
+    );
+    contender(
+        group,
+        threads,
+        "vesta max-peak (precise clock)",
+        move || ours(IdType::MaxPeak, precise),
+        |g| {
+            black_box(g.next_id().ok());
+        },
+    );
+    contender(
+        group,
+        threads,
+        "vesta min-granularity (precise clock, default)",
+        move || ours(IdType::MinGranularity, precise),
+        |g| {
+            black_box(g.next_id().ok());
+        },
+    );
+    contender(
+        group,
+        threads,
+        "snowflaked sync::Generator",
+        || snowflaked::sync::Generator::new(1),
+        |g| {
+            black_box(g.generate::<u64>());
+        },
+    );
+    contender(
+        group,
+        threads,
+        "rs-snowflake real_time_generate (Mutex)",
+        || Mutex::new(snowflake::SnowflakeIdGenerator::new(1, 1)),
+        |g| {
+            black_box(g.lock().expect("lock").real_time_generate());
+        },
+    );
+}
+
+/// Times `n` calls of an `&mut self` generator in fresh bursts (single thread only).
+fn bursts_mut<G>(n: u64, fresh: impl Fn() -> G, call: impl Fn(&mut G)) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(BURST);
+        let mut g = fresh();
+        let start = Instant::now();
+        for _ in 0..k {
+            call(&mut g);
+        }
+        total += start.elapsed();
+        left -= k;
+    }
+    total
+}
+
 fn single_thread(c: &mut Criterion) {
     let mut group = c.benchmark_group("next_id/1-thread");
     group.throughput(Throughput::Elements(1));
-    let coarse = SystemClock::for_layout(IdType::MaxPeak.layout());
-    group.bench_function("vesta max-peak (coarse clock, default)", |b| {
-        b.iter_custom(|n| {
-            bursts(
-                n,
-                || ours(IdType::MaxPeak, coarse),
-                |g| {
-                    black_box(g.next_id().ok());
-                },
-            )
-        })
-    });
-    group.bench_function("vesta max-peak (precise clock)", |b| {
-        b.iter_custom(|n| {
-            bursts(
-                n,
-                || ours(IdType::MaxPeak, SystemClock::precise()),
-                |g| {
-                    black_box(g.next_id().ok());
-                },
-            )
-        })
-    });
-    group.bench_function("vesta min-granularity (precise clock, default)", |b| {
-        b.iter_custom(|n| {
-            bursts(
-                n,
-                || ours(IdType::MinGranularity, SystemClock::precise()),
-                |g| {
-                    black_box(g.next_id().ok());
-                },
-            )
-        })
-    });
-    group.bench_function("snowflaked sync::Generator", |b| {
-        b.iter_custom(|n| {
-            bursts(
-                n,
-                || snowflaked::sync::Generator::new(1),
-                |g| {
-                    black_box(g.generate::<u64>());
-                },
-            )
-        })
-    });
-    group.bench_function("rs-snowflake real_time_generate", |b| {
-        b.iter_custom(|n| {
-            bursts(
-                n,
-                || Mutex::new(snowflake::SnowflakeIdGenerator::new(1, 1)),
-                |g| {
-                    black_box(g.lock().expect("lock").real_time_generate());
-                },
-            )
-        })
-    });
+    shared_contenders(&mut group, 1);
+    let fresh = || snowflake::SnowflakeIdGenerator::new(1, 1);
     group.bench_function("rs-snowflake real_time_generate (no lock, &mut)", |b| {
         b.iter_custom(|n| {
-            let mut total = Duration::ZERO;
-            let mut left = n;
-            while left > 0 {
-                let k = left.min(BURST);
-                let mut g = snowflake::SnowflakeIdGenerator::new(1, 1);
-                let start = Instant::now();
-                for _ in 0..k {
-                    black_box(g.real_time_generate());
-                }
-                total += start.elapsed();
-                left -= k;
-            }
-            total
+            bursts_mut(n, fresh, |g| {
+                black_box(g.real_time_generate());
+            })
         })
     });
     group.bench_function(
         "rs-snowflake generate (clock every 4096 IDs: not equal conditions)",
         |b| {
             b.iter_custom(|n| {
-                let mut total = Duration::ZERO;
-                let mut left = n;
-                while left > 0 {
-                    let k = left.min(BURST);
-                    let mut g = snowflake::SnowflakeIdGenerator::new(1, 1);
-                    let start = Instant::now();
-                    for _ in 0..k {
-                        black_box(g.generate());
-                    }
-                    total += start.elapsed();
-                    left -= k;
-                }
-                total
+                bursts_mut(n, fresh, |g| {
+                    black_box(g.generate());
+                })
             })
         },
     );
@@ -173,51 +189,7 @@ fn single_thread(c: &mut Criterion) {
 fn two_threads(c: &mut Criterion) {
     let mut group = c.benchmark_group("next_id/2-threads");
     group.throughput(Throughput::Elements(1));
-    let coarse = SystemClock::for_layout(IdType::MaxPeak.layout());
-    group.bench_function("vesta max-peak (coarse clock, default)", |b| {
-        b.iter_custom(|n| {
-            bursts_2t(
-                n,
-                || ours(IdType::MaxPeak, coarse),
-                |g| {
-                    black_box(g.next_id().ok());
-                },
-            )
-        })
-    });
-    group.bench_function("vesta min-granularity (precise clock, default)", |b| {
-        b.iter_custom(|n| {
-            bursts_2t(
-                n,
-                || ours(IdType::MinGranularity, SystemClock::precise()),
-                |g| {
-                    black_box(g.next_id().ok());
-                },
-            )
-        })
-    });
-    group.bench_function("snowflaked sync::Generator", |b| {
-        b.iter_custom(|n| {
-            bursts_2t(
-                n,
-                || snowflaked::sync::Generator::new(1),
-                |g| {
-                    black_box(g.generate::<u64>());
-                },
-            )
-        })
-    });
-    group.bench_function("rs-snowflake real_time_generate (Mutex)", |b| {
-        b.iter_custom(|n| {
-            bursts_2t(
-                n,
-                || Mutex::new(snowflake::SnowflakeIdGenerator::new(1, 1)),
-                |g| {
-                    black_box(g.lock().expect("lock").real_time_generate());
-                },
-            )
-        })
-    });
+    shared_contenders(&mut group, 2);
     group.finish();
 }
 

@@ -2,8 +2,9 @@
 //! `TCP_NODELAY` as vesta-rest) whose only handler returns an incrementing counter as text.
 //! `/genid` is measured against it in the same run (docs/bench/rest.md).
 //!
-//! `cargo run --release -p vesta-rest --example bare_hyper -- [ADDR] [SECONDS]`
-//! (default 127.0.0.1:18081, exits by itself after 120 s).
+//! `cargo run --release -p vesta-rest --example bare_hyper -- [ADDR] [SECONDS] [timer]`
+//! (default 127.0.0.1:18081, exits by itself after 120 s). With `timer`, HTTP/1 gets the same
+//! 5 s header read timeout as vesta-rest (a tokio timer per request), to tell that cost apart.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -16,7 +17,7 @@ use http_body_util::Full;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
@@ -28,10 +29,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| "127.0.0.1:18081".into())
         .parse()?;
     let seconds: u64 = args.next().map_or(Ok(120), |s| s.parse())?;
+    let timer = args.next().is_some_and(|a| a == "timer");
     let listener = TcpListener::bind(addr).await?;
     println!("bare-hyper listening on http://{}", listener.local_addr()?);
     let counter = Arc::new(AtomicU64::new(0));
-    let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    if timer {
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(Duration::from_secs(5));
+    }
+    let builder = Arc::new(builder);
     let serve = async {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
