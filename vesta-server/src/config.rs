@@ -252,7 +252,7 @@ mod tests {
             .to_string();
         assert_eq!(
             err,
-            "invalid config: server.max_frame_bytes 100 is out of range: allowed 256..=16777216"
+            "invalid config: server.max_frame_bytes 100 is out of range: allowed 2048..=16777216"
         );
         let err = ServerConfig::from_toml_str("[server]\nmax_batch = 0\n")
             .unwrap_err()

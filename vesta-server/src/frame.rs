@@ -8,8 +8,9 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 pub const LENGTH_BYTES: usize = 4;
 /// Bytes after the length field that every frame has: op and request id.
 pub const HEADER_BYTES: usize = 5;
-/// The smallest `max_frame_bytes` a server accepts in its config.
-pub const MIN_MAX_FRAME_BYTES: u32 = 256;
+/// The smallest `max_frame_bytes` a server accepts in its config: room for the longest `INFO`
+/// or error answer (messages are cut to 1024 bytes), so no answer can exceed the limit.
+pub const MIN_MAX_FRAME_BYTES: u32 = 2048;
 /// The largest `max_frame_bytes` a server accepts in its config (16 MiB).
 pub const MAX_MAX_FRAME_BYTES: u32 = 16 << 20;
 /// The default `max_frame_bytes`.

@@ -205,7 +205,7 @@ async fn the_first_frame_must_be_a_valid_hello() {
 #[tokio::test]
 async fn bad_frames_close_only_their_connection() {
     let mut cfg = config(924);
-    cfg.server.max_frame_bytes = 1024;
+    cfg.server.max_frame_bytes = 2048;
     let server = start(cfg).await;
     let addr = server.addr();
     let mut bystander = Raw::hello(addr).await;
@@ -213,7 +213,7 @@ async fn bad_frames_close_only_their_connection() {
     // Oversize: the length alone is enough to refuse; requests before it are still answered.
     let mut c = Raw::hello(addr).await;
     let mut wire = raw_frame(op::PING, 2, b"");
-    wire.extend_from_slice(&1025u32.to_be_bytes());
+    wire.extend_from_slice(&2049u32.to_be_bytes());
     wire.extend_from_slice(&[op::PING, 0, 0, 0, 3]);
     c.write(&wire).await;
     assert_eq!(c.recv().await.unwrap(), (2, Response::Pong));
@@ -222,7 +222,7 @@ async fn bad_frames_close_only_their_connection() {
         panic!("{r:?}")
     };
     assert_eq!((id, code), (0, ErrorCode::FrameTooLarge));
-    assert_eq!(message, "frame length 1025 is too large: allowed 5..=1024");
+    assert_eq!(message, "frame length 2049 is too large: allowed 5..=2048");
     assert!(c.closed().await);
 
     // A length below the header.
@@ -236,7 +236,7 @@ async fn bad_frames_close_only_their_connection() {
 
     // A frame exactly at the limit is fine (it is an unknown op, answered and survived).
     let mut c = Raw::hello(addr).await;
-    c.write(&raw_frame(0x42, 9, &[0u8; 1019])).await;
+    c.write(&raw_frame(0x42, 9, &[0u8; 2043])).await;
     assert_eq!((9, ErrorCode::UnknownOp), {
         let (id, r) = c.recv().await.unwrap();
         (id, error_code(&r))
