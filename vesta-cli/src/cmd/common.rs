@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use vesta_core::Epoch;
-use vesta_embed::IssuerConfig;
+use vesta_embed::config::{MachineSection, ZooKeeperSection};
+use vesta_embed::{IssuerConfig, MachineSource};
 
 /// Where the epoch comes from: `--epoch`, else `--config`, else Vesta's.
 #[derive(clap::Args, Debug, Clone)]
@@ -33,4 +34,37 @@ impl EpochArgs {
             None => Ok(self.issuer_config()?.id.epoch),
         }
     }
+}
+
+/// Applies `--machine N` (a static ID) or `--zk CONNECT` (a leased one) to a config's sections.
+pub fn apply_machine_flags(
+    machine: Option<u64>,
+    zk: Option<&str>,
+    section: &mut MachineSection,
+    zookeeper: &mut ZooKeeperSection,
+) {
+    if let Some(id) = machine {
+        section.source = MachineSource::Static;
+        section.id = Some(id);
+    }
+    if let Some(connect) = zk {
+        section.source = MachineSource::Zookeeper;
+        zookeeper.connect = connect.to_owned();
+    }
+}
+
+/// Runs a server's future on a multi-threaded runtime, library warnings logged to stderr
+/// (`RUST_LOG` overrides).
+pub fn run_server(server: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(server)
 }

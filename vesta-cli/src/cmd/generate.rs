@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use vesta_core::IdType;
 use vesta_embed::{Issuer, IssuerConfig};
 
-use super::common::EpochArgs;
+use super::common::{EpochArgs, apply_machine_flags};
 
 /// Above this many IDs a progress bar is drawn (when stderr is a terminal).
 const PROGRESS_THRESHOLD: u64 = 1_000_000;
@@ -60,13 +60,8 @@ fn apply_overrides(config: &mut IssuerConfig, args: &Args) {
     if let Some(t) = args.id_type {
         config.id.id_type = t;
     }
-    if let Some(m) = args.machine {
-        config.machine.id = Some(m);
-    }
-    if let Some(zk) = &args.zk {
-        config.machine.source = vesta_embed::MachineSource::Zookeeper;
-        config.zookeeper.connect = zk.clone();
-    }
+    let zk = args.zk.as_deref();
+    apply_machine_flags(args.machine, zk, &mut config.machine, &mut config.zookeeper);
 }
 
 /// Issues `count` IDs in per-unit batches and prints them.

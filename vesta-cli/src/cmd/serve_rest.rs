@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use vesta_embed::{MachineSource, Status};
+
+use super::common::{apply_machine_flags, run_server};
+use vesta_embed::Status;
 use vesta_rest::{RestConfig, RestServer, shutdown};
 
 /// Arguments of `vesta serve rest`.
@@ -38,14 +40,8 @@ impl Args {
         if let Some(addr) = self.listen {
             config.rest.listen = addr;
         }
-        if let Some(machine) = self.machine {
-            config.machine.source = MachineSource::Static;
-            config.machine.id = Some(machine);
-        }
-        if let Some(connect) = &self.zk {
-            config.machine.source = MachineSource::Zookeeper;
-            config.zookeeper.connect = connect.clone();
-        }
+        let (machine, zk) = (self.machine, self.zk.as_deref());
+        apply_machine_flags(machine, zk, &mut config.machine, &mut config.zookeeper);
         Ok(config)
     }
 }
@@ -53,12 +49,7 @@ impl Args {
 /// Runs the server until SIGTERM or ctrl-c, then releases the machine ID and exits 0.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = args.config()?;
-    init_logging();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(async {
+    run_server(async {
         let server = RestServer::start(config).await?;
         let issuer = Arc::clone(server.issuer());
         // One stable line for people and scripts (the port is real even with --listen :0).
@@ -104,20 +95,11 @@ fn describe(s: &Status) -> String {
     )
 }
 
-/// Library logs (warnings by default) to stderr; `RUST_LOG` overrides.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::Parser;
+    use vesta_embed::MachineSource;
 
     #[derive(Parser)]
     struct Cli {

@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use vesta_embed::MachineSource;
+
+use super::common::{apply_machine_flags, run_server};
 use vesta_server::{Server, ServerConfig, shutdown};
 
 /// Arguments of `vesta serve tcp`.
@@ -36,14 +37,8 @@ impl Args {
         if let Some(addr) = self.listen {
             config.server.listen = addr;
         }
-        if let Some(machine) = self.machine {
-            config.machine.source = MachineSource::Static;
-            config.machine.id = Some(machine);
-        }
-        if let Some(connect) = &self.zk {
-            config.machine.source = MachineSource::Zookeeper;
-            config.zookeeper.connect = connect.clone();
-        }
+        let (machine, zk) = (self.machine, self.zk.as_deref());
+        apply_machine_flags(machine, zk, &mut config.machine, &mut config.zookeeper);
         config.validate()?;
         Ok(config)
     }
@@ -52,12 +47,7 @@ impl Args {
 /// Serves until SIGTERM or Ctrl-C, answers what is in flight, releases the machine ID, exits 0.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = args.config()?;
-    init_logging();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(async {
+    run_server(async {
         let server = Server::start(config).await?;
         let info = server.info();
         // One stable line for people and scripts (the port is real even with --listen :0).
@@ -74,20 +64,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     })
 }
 
-/// Library logs (warnings by default) to stderr; `RUST_LOG` overrides.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::Parser;
+    use vesta_embed::MachineSource;
 
     #[derive(Parser)]
     struct Cli {
