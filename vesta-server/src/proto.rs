@@ -3,7 +3,7 @@
 //! never panics; encoding appends to a caller's buffer so a whole pipeline goes out in one write.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use vesta_core::{GenMethod, IdFields, IdRun, IdType};
+use vesta_core::{Explanation, GenMethod, IdFields, IdRun, IdType};
 use vesta_embed::LeaseState;
 
 use crate::frame::{self, Frame};
@@ -253,6 +253,23 @@ pub struct WireExplanation {
     pub machine: u16,
     /// Start of the ID's time unit, ms since 1970 (server's epoch).
     pub unix_ms: u64,
+}
+
+impl From<Explanation> for WireExplanation {
+    /// The fields fit their wire widths: decoding never yields a wider value.
+    fn from(x: Explanation) -> Self {
+        let f = x.fields;
+        WireExplanation {
+            id: x.id,
+            version: f.version,
+            id_type: f.id_type.code() as u8,
+            gen_method: f.gen_method.code() as u8,
+            time: f.time,
+            seq: f.seq as u32,
+            machine: f.machine as u16,
+            unix_ms: x.unix_ms,
+        }
+    }
 }
 
 /// The server's description, answered to `INFO`.
@@ -882,17 +899,7 @@ mod tests {
         /// Explanations round-trip for any ID (the encoder writes what `decode` produced).
         #[test]
         fn explanations_round_trip(id in any::<u64>(), ms in any::<u64>()) {
-            let f = IdFields::decode(id);
-            let x = WireExplanation {
-                id,
-                version: f.version,
-                id_type: f.id_type.code() as u8,
-                gen_method: f.gen_method.code() as u8,
-                time: f.time,
-                seq: f.seq as u32,
-                machine: f.machine as u16,
-                unix_ms: ms,
-            };
+            let x = WireExplanation::from(Explanation { id, fields: IdFields::decode(id), unix_ms: ms });
             prop_assert_eq!(round_trip_response(&Response::Explained(x), 1), Response::Explained(x));
         }
 
