@@ -5,12 +5,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Wall-clock time for a generator.
+///
+/// The wait is bounded by contract: a wall clock can be stepped back by an hour in the middle of
+/// a wait (NTP, a VM restore, `date -s`), and a wait that only ended once the clock caught up
+/// would hang its caller for that hour. So a wait ends when the clock reaches the target *or*
+/// when as much real time has passed as the distance seen at its start, whichever comes first;
+/// the generator then reads the clock again and decides: an ID, another bounded wait, or
+/// `ClockBehind`.
 pub trait Clock: Send + Sync {
     /// Milliseconds since the Unix epoch. May go backwards; the generator copes.
     fn now_ms(&self) -> u64;
 
-    /// Returns once `now_ms() >= target_ms`, or as soon after as the clock allows. Called only
-    /// when a time unit's sequence is used up or the clock is behind, never per ID.
+    /// Waits until `now_ms() >= target_ms`, but never much longer in real (monotonic) time than
+    /// `target_ms - now_ms()` as read when the wait began: a clock stepped back during the wait
+    /// returns early with `now_ms() < target_ms`. Called only when a time unit's sequence is
+    /// used up or a start guard waits, never per ID.
     fn wait_until_ms(&self, target_ms: u64);
 }
 

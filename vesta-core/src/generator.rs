@@ -366,6 +366,12 @@ impl<C: Clock> Generator<C> {
         self.state.0.load(Ordering::Acquire) >> self.layout.time_shift()
     }
 
+    /// When the unit after the last issued one starts (ms since the Unix epoch): where a waiter
+    /// for fresh sequence space sleeps until.
+    pub fn next_unit_start_ms(&self) -> u64 {
+        self.unit_start_ms(self.last_issued_time().saturating_add(1))
+    }
+
     fn check_floor(&self, time: u64) -> Result<(), FieldError> {
         if time > self.layout.max_time() {
             return Err(FieldError::out_of_range(
@@ -539,6 +545,11 @@ impl<C: Clock> Generator<C> {
     }
 
     /// The unit's sequence is used up: wait for `next_time` to start (or say how long).
+    ///
+    /// The wait is bounded by the distance seen now (the [`Clock`] contract), so a clock stepped
+    /// back meanwhile sends the caller round `reserve` again, which reads the clock afresh: within
+    /// the tolerance it waits once more (the remaining distance is at most the tolerance plus a
+    /// unit), beyond it the caller gets `ClockBehind`. No blocking call outlives a clock step.
     #[cold]
     #[inline(never)]
     fn wait_for(&self, next_time: u64, now_ms: u64, block: bool) -> Result<(), GenError> {

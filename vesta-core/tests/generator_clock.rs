@@ -407,3 +407,106 @@ fn invalid_configs_are_refused_with_the_field_named() {
         assert!(err.contains(needle), "{needle}: {err}");
     }
 }
+
+/// A clock whose waits keep the `Clock` contract the way the system clock does, and which can
+/// be stepped back in the middle of its next wait. It counts the real time its waits took.
+#[derive(Default)]
+struct SteppingClock {
+    now: std::sync::atomic::AtomicU64,
+    step_back_in_next_wait: std::sync::atomic::AtomicU64,
+    waited_ms: std::sync::atomic::AtomicU64,
+}
+
+impl SteppingClock {
+    fn new(now_ms: u64) -> Self {
+        let c = SteppingClock::default();
+        c.now.store(now_ms, SeqCst);
+        c
+    }
+
+    fn step_back_during_next_wait(&self, ms: u64) {
+        self.step_back_in_next_wait.store(ms, SeqCst);
+    }
+}
+
+use std::sync::atomic::Ordering::SeqCst;
+
+impl Clock for SteppingClock {
+    fn now_ms(&self) -> u64 {
+        self.now.load(SeqCst)
+    }
+
+    /// Real time passes for the distance seen at the start; a step back during it leaves the
+    /// wall clock that far short of the target when the bounded wait ends.
+    fn wait_until_ms(&self, target_ms: u64) {
+        let now = self.now.load(SeqCst);
+        let distance = target_ms.saturating_sub(now);
+        self.waited_ms.fetch_add(distance, SeqCst);
+        let step = self.step_back_in_next_wait.swap(0, SeqCst);
+        self.now.store(now + distance - step, SeqCst);
+    }
+}
+
+/// Uses up the unit the clock is in.
+fn use_up_unit(g: &Generator<&SteppingClock>) -> u64 {
+    let cap = g.layout().capacity_per_unit();
+    g.try_next_ids(cap).unwrap().iter().last().unwrap()
+}
+
+#[test]
+fn a_step_back_during_an_overflow_wait_is_refused_after_one_bounded_wait() {
+    for id_type in IdType::ALL {
+        let clock = SteppingClock::new(T0 + 10);
+        let cfg = config(id_type);
+        let g = Generator::new(cfg, &clock).unwrap();
+        use_up_unit(&g);
+        clock.step_back_during_next_wait(3_600_000);
+        let r = g.next_id();
+        assert!(
+            matches!(r, Err(GenError::ClockBehind { behind_ms, .. }) if behind_ms >= 3_599_000),
+            "{id_type}: {r:?}"
+        );
+        let unit = id_type.layout().unit_ms;
+        assert!(
+            clock.waited_ms.load(SeqCst) <= unit,
+            "{id_type}: waited past one unit"
+        );
+    }
+}
+
+#[test]
+fn a_step_back_within_the_tolerance_costs_at_most_the_step_and_a_unit() {
+    for (id_type, step) in [(IdType::MaxPeak, 700), (IdType::MinGranularity, 4)] {
+        let clock = SteppingClock::new(T0 + 10);
+        let g = Generator::new(config(id_type), &clock).unwrap();
+        let last = use_up_unit(&g);
+        clock.step_back_during_next_wait(step);
+        let id = g.next_id().unwrap();
+        assert_eq!(IdFields::decode(id).time, IdFields::decode(last).time + 1);
+        let bound = id_type.layout().unit_ms + g.config().rollback_tolerance_ms();
+        let waited = clock.waited_ms.load(SeqCst);
+        assert!(
+            waited <= bound,
+            "{id_type}: waited {waited} ms > {bound} ms"
+        );
+    }
+}
+
+#[test]
+fn a_batch_spanning_units_survives_a_small_step_and_refuses_a_large_one() {
+    let clock = SteppingClock::new(T0 + 10);
+    let g = Generator::new(config(IdType::MinGranularity), &clock).unwrap();
+    clock.step_back_during_next_wait(3);
+    let batch = g.next_ids(5_000).unwrap();
+    let ids = batch.to_vec();
+    assert_eq!(ids.len(), 5_000);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "increasing, no repeat");
+    // The same batch with an hour's step in its first wait: an error, not a hang, and nothing
+    // issued after it is below what the batch already took.
+    let before = g.next_id().unwrap();
+    clock.step_back_during_next_wait(3_600_000);
+    let r = g.next_ids(5_000);
+    assert!(matches!(r, Err(GenError::ClockBehind { .. })), "{r:?}");
+    clock.now.fetch_add(3_600_000, SeqCst);
+    assert!(g.next_id().unwrap() > before);
+}

@@ -5,14 +5,19 @@
 //! until the target and yields only for the last few microseconds, so a saturated issuer does
 //! not burn a core.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::time::{ClockId, Timespec, clock_getres, clock_gettime};
 use vesta_core::{Clock, Layout};
 
 /// How close to a wait's target sleeping stops and yielding starts.
 const SPIN_MARGIN: Duration = Duration::from_micros(20);
+
+/// How much longer than the distance seen at its start a wait may last: room for a coarse
+/// clock's tick, so a wait on an unstepped clock ends at the boundary, not a tick before it.
+const WAIT_SLACK: Duration = Duration::from_millis(5);
 
 /// Wall-clock time from the kernel (`CLOCK_REALTIME` or `CLOCK_REALTIME_COARSE`).
 #[derive(Clone, Copy, Debug)]
@@ -65,21 +70,84 @@ impl Clock for SystemClock {
     }
 
     fn wait_until_ms(&self, target_ms: u64) {
-        let target_ns = u128::from(target_ms) * 1_000_000;
-        loop {
-            let ts = clock_gettime(self.id);
-            let now_ns =
-                u128::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + ts.tv_nsec as u128;
-            if now_ns >= target_ns {
-                return;
-            }
-            let left = Duration::from_nanos(u64::try_from(target_ns - now_ns).unwrap_or(u64::MAX));
-            if left > SPIN_MARGIN {
-                // A coarse clock may lag the real boundary by a tick: the loop sleeps again.
-                thread::sleep(left);
-            } else {
-                thread::yield_now();
-            }
+        wait_bounded(target_ms, || wall_ns(clock_gettime(self.id)));
+    }
+}
+
+/// The system clock moved by an offset that can be stepped while issuers run: an NTP step or a
+/// VM restore on demand, for fault-injection tests and the soak. Its waits keep the [`Clock`]
+/// contract exactly as [`SystemClock`]'s do.
+#[derive(Debug)]
+pub struct ShiftedClock {
+    base: SystemClock,
+    offset_ms: AtomicI64,
+}
+
+impl ShiftedClock {
+    /// `base` with no offset yet.
+    pub fn new(base: SystemClock) -> Self {
+        ShiftedClock {
+            base,
+            offset_ms: AtomicI64::new(0),
+        }
+    }
+
+    /// Steps the clock by `delta_ms`: negative is back in time, like `date -s` to the past.
+    pub fn step_ms(&self, delta_ms: i64) {
+        self.offset_ms.fetch_add(delta_ms, Ordering::SeqCst);
+    }
+
+    /// The offset in force, ms.
+    pub fn offset_ms(&self) -> i64 {
+        self.offset_ms.load(Ordering::SeqCst)
+    }
+
+    fn shifted_ns(&self) -> u128 {
+        let base = wall_ns(clock_gettime(self.base.id)) as i128;
+        let shifted = base + i128::from(self.offset_ms()) * 1_000_000;
+        u128::try_from(shifted).unwrap_or(0)
+    }
+}
+
+impl Clock for ShiftedClock {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.shifted_ns() / 1_000_000).unwrap_or(u64::MAX)
+    }
+
+    fn wait_until_ms(&self, target_ms: u64) {
+        wait_bounded(target_ms, || self.shifted_ns());
+    }
+}
+
+fn wall_ns(ts: Timespec) -> u128 {
+    u128::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + ts.tv_nsec as u128
+}
+
+/// Sleeps until the wall clock (`read_wall_ns`) reaches `target_ms`, but no longer in monotonic
+/// time than the distance seen at the start (plus [`WAIT_SLACK`]): a wall clock stepped back
+/// during the wait ends it at about the time it would have ended, as the [`Clock`] contract
+/// requires. Sleeps until near the target and yields only for the last microseconds.
+fn wait_bounded(target_ms: u64, read_wall_ns: impl Fn() -> u128) {
+    let target_ns = u128::from(target_ms) * 1_000_000;
+    let start = read_wall_ns();
+    let Some(distance) = target_ns.checked_sub(start).filter(|d| *d > 0) else {
+        return;
+    };
+    let distance = Duration::from_nanos(u64::try_from(distance).unwrap_or(u64::MAX));
+    let give_up = Instant::now() + distance + WAIT_SLACK;
+    loop {
+        let now_ns = read_wall_ns();
+        let now = Instant::now();
+        if now_ns >= target_ns || now >= give_up {
+            return;
+        }
+        let wall_left = Duration::from_nanos(u64::try_from(target_ns - now_ns).unwrap_or(u64::MAX));
+        let left = wall_left.min(give_up - now);
+        if left > SPIN_MARGIN {
+            // A coarse clock may lag the real boundary by a tick: the loop sleeps again.
+            thread::sleep(left);
+        } else {
+            thread::yield_now();
         }
     }
 }
@@ -102,5 +170,33 @@ mod tests {
         let target = c.now_ms() + 30;
         c.wait_until_ms(target);
         assert!(c.now_ms() >= target);
+    }
+
+    /// The wall clock steps back an hour just after the wait starts: the wait still ends after
+    /// about the distance it saw (here 200 ms), not an hour later.
+    #[test]
+    fn a_clock_stepped_back_during_a_wait_does_not_stretch_it() {
+        let real = SystemClock::precise();
+        let start_ns = wall_ns(clock_gettime(ClockId::Realtime));
+        let target_ms = (start_ns / 1_000_000) as u64 + 200;
+        let reads = std::sync::atomic::AtomicU32::new(0);
+        let hour_ns = 3_600_000_000_000u128;
+        let began = Instant::now();
+        wait_bounded(target_ms, || {
+            let now = wall_ns(clock_gettime(ClockId::Realtime));
+            // The first reading is before the step, every later one after it.
+            if reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
+                now
+            } else {
+                now - hour_ns
+            }
+        });
+        let took = began.elapsed();
+        assert!(took >= Duration::from_millis(190), "ended early: {took:?}");
+        assert!(
+            took < Duration::from_secs(3),
+            "stretched by the step: {took:?}"
+        );
+        assert!(real.now_ms() >= target_ms - 10);
     }
 }

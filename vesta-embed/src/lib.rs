@@ -13,7 +13,7 @@ pub mod state_file;
 mod static_state;
 pub mod status;
 
-pub use clock::SystemClock;
+pub use clock::{ShiftedClock, SystemClock};
 pub use config::{IssuerConfig, MachineSource};
 pub use error::{IssueError, ShutdownError, StartError};
 pub use issuer::{Issuer, Shared};
