@@ -56,13 +56,23 @@ pub enum IssueError {
     /// The generator refused: clock behind beyond tolerance, time field full, would block.
     #[error(transparent)]
     Refused(GenError),
+    /// An async call waited the longest allowed for sequence space: the issuer is saturated
+    /// (more IDs asked per unit than the layout has). Retry later or elsewhere.
+    #[error(
+        "waited {waited_ms} ms for sequence space, the longest allowed: the issuer is \
+         saturated; retry later"
+    )]
+    Saturated {
+        /// How long the call waited.
+        waited_ms: u64,
+    },
 }
 
 impl IssueError {
     /// True if the same call may succeed later without intervention.
     pub fn is_transient(&self) -> bool {
         match self {
-            IssueError::Unavailable(_) => true,
+            IssueError::Unavailable(_) | IssueError::Saturated { .. } => true,
             IssueError::Refused(e) => matches!(
                 e,
                 GenError::ClockBehind { .. } | GenError::WouldBlock { .. }

@@ -12,6 +12,7 @@ pub mod lease;
 pub mod state_file;
 mod static_state;
 pub mod status;
+mod waiting;
 
 pub use clock::{ShiftedClock, SystemClock};
 pub use config::{IssuerConfig, MachineSource};
@@ -20,3 +21,4 @@ pub use issuer::{Issuer, Shared};
 pub use lease::zk::LeaseError;
 pub use status::{LeaseInfo, LeaseState, Status};
 pub use vesta_core;
+pub use waiting::{AsyncIssuer, DEFAULT_MAX_WAIT, Flow, Issue, WaitStats};

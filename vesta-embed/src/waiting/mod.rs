@@ -1,0 +1,351 @@
+//! Issuing for async callers (the servers, the client's fallback, tokio services): a call never
+//! blocks a runtime worker. While the current time unit has sequence left a call is answered at
+//! once, as `try_next_ids` would; once it is used up the call parks on a waiting list and one
+//! clock thread per issuer, sleeping precisely to each unit boundary, hands the new unit out to
+//! the parked calls — by flow (one per connection) in turns, so a greedy client cannot starve a
+//! polite one, and each flow's calls in arrival order.
+//!
+//! Why a thread and not the async timer: tokio's timer has millisecond granularity and a wake-up
+//! that lands a tick late skips a whole millisecond unit; a thread that sleeps to the boundary and
+//! yields for the last microseconds (the [`Clock`] wait) fills every unit without burning a core.
+//! Every wait is bounded: by the [`Clock`] contract at the boundary, and by `max_wait` in all
+//! (then [`IssueError::Saturated`]).
+
+mod queue;
+mod unit_clock;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+use vesta_core::{Clock, GenError, IdBatch};
+
+use crate::error::IssueError;
+use crate::issuer::Issuer;
+use queue::{WaitQueue, Waiter};
+
+/// How long a call may wait for sequence space by default before [`IssueError::Saturated`].
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(3);
+
+/// The flow of calls made through [`AsyncIssuer`] itself rather than through a [`Flow`].
+const SHARED_FLOW: u64 = 0;
+
+/// Counters of the waiting list, for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitStats {
+    /// Calls parked now.
+    pub parked: u64,
+    /// Calls that had to park, since start.
+    pub parked_total: u64,
+    /// Calls answered [`IssueError::Saturated`] after `max_wait`, since start.
+    pub expired_total: u64,
+}
+
+/// State shared by the handles and the clock thread.
+struct Shared<C: Clock + 'static> {
+    issuer: Arc<Issuer<C>>,
+    max_wait: Duration,
+    queue: Mutex<Parked>,
+    /// Wakes the clock thread when the first call parks (or on stop).
+    wake: Condvar,
+    /// `queue.len()`, readable without the lock: calls take the fast path only when it is 0, so
+    /// nobody overtakes the parked calls at a boundary.
+    parked: AtomicUsize,
+    parked_total: AtomicU64,
+    expired_total: AtomicU64,
+    next_flow: AtomicU64,
+}
+
+/// The waiting list and the clock thread's state, under one lock.
+#[derive(Default)]
+struct Parked {
+    queue: WaitQueue,
+    idle: bool,
+    stop: bool,
+}
+
+impl<C: Clock + 'static> Shared<C> {
+    fn lock(&self) -> MutexGuard<'_, Parked> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Stops the clock thread when the last handle goes.
+struct Owner<C: Clock + 'static> {
+    shared: Arc<Shared<C>>,
+}
+
+impl<C: Clock + 'static> Drop for Owner<C> {
+    fn drop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.wake.notify_all();
+    }
+}
+
+/// An issuer for async code: `next_id().await` and `next_ids(n).await` never block a runtime
+/// worker, and waiting calls are served fairly across [`Flow`]s. Cheap to clone.
+pub struct AsyncIssuer<C: Clock + 'static = crate::SystemClock> {
+    owner: Arc<Owner<C>>,
+}
+
+impl<C: Clock + 'static> Clone for AsyncIssuer<C> {
+    fn clone(&self) -> Self {
+        AsyncIssuer {
+            owner: self.owner.clone(),
+        }
+    }
+}
+
+impl<C: Clock + 'static> std::fmt::Debug for AsyncIssuer<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncIssuer")
+            .field("max_wait", &self.shared().max_wait)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Clock + 'static> AsyncIssuer<C> {
+    /// Wraps `issuer`; a call waits at most `max_wait` for sequence space. Starts the clock
+    /// thread (it sleeps until a call parks).
+    pub fn new(issuer: Arc<Issuer<C>>, max_wait: Duration) -> Result<Self, std::io::Error> {
+        let shared = Arc::new(Shared {
+            issuer,
+            max_wait,
+            queue: Mutex::new(Parked::default()),
+            wake: Condvar::new(),
+            parked: AtomicUsize::new(0),
+            parked_total: AtomicU64::new(0),
+            expired_total: AtomicU64::new(0),
+            next_flow: AtomicU64::new(SHARED_FLOW + 1),
+        });
+        unit_clock::spawn(shared.clone())?;
+        Ok(AsyncIssuer {
+            owner: Arc::new(Owner { shared }),
+        })
+    }
+
+    fn shared(&self) -> &Shared<C> {
+        &self.owner.shared
+    }
+
+    /// The issuer behind it (explain, make, status, shutdown).
+    pub fn issuer(&self) -> &Arc<Issuer<C>> {
+        &self.shared().issuer
+    }
+
+    /// A new flow: calls through it share the unit fairly with other flows' calls. Give each
+    /// client connection its own.
+    pub fn flow(&self) -> Flow<C> {
+        Flow {
+            owner: self.clone(),
+            id: self.shared().next_flow.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// The next ID; waits on the runtime, not a thread, when the unit is used up.
+    pub async fn next_id(&self) -> Result<u64, IssueError> {
+        first_id(self.issue(SHARED_FLOW, 1).await)
+    }
+
+    /// Exactly `n` IDs as contiguous runs (one per time unit touched), waiting as needed.
+    pub async fn next_ids(&self, n: u64) -> Result<IdBatch, IssueError> {
+        self.issue(SHARED_FLOW, n).await
+    }
+
+    /// Counters of the waiting list.
+    pub fn stats(&self) -> WaitStats {
+        let s = self.shared();
+        WaitStats {
+            parked: s.parked.load(Ordering::Relaxed) as u64,
+            parked_total: s.parked_total.load(Ordering::Relaxed),
+            expired_total: s.expired_total.load(Ordering::Relaxed),
+        }
+    }
+
+    fn issue(&self, flow: u64, n: u64) -> Issue {
+        let s = self.shared();
+        if n == 0 {
+            return Issue::Ready(Some(Ok(IdBatch::default())));
+        }
+        let mut runs = Vec::new();
+        let mut left = n;
+        if s.parked.load(Ordering::Relaxed) == 0 {
+            match s.issuer.try_next_ids(n) {
+                Ok(batch) if batch.len() == n => return Issue::Ready(Some(Ok(batch))),
+                Ok(batch) => {
+                    left -= batch.len();
+                    runs.extend_from_slice(batch.runs());
+                }
+                Err(IssueError::Refused(GenError::WouldBlock { .. })) => {}
+                Err(e) => return Issue::Ready(Some(Err(e))),
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        let mut p = s.lock();
+        if p.stop {
+            return Issue::Ready(Some(Err(shut_down())));
+        }
+        p.queue
+            .push(flow, Waiter::new(left, runs, Instant::now(), tx));
+        s.parked.store(p.queue.len(), Ordering::Relaxed);
+        s.parked_total.fetch_add(1, Ordering::Relaxed);
+        if p.idle {
+            s.wake.notify_one();
+        }
+        Issue::Waiting(rx)
+    }
+}
+
+/// A client's share of an [`AsyncIssuer`]: its parked calls are answered in the order they were
+/// made, and take turns with other flows' at each unit boundary.
+pub struct Flow<C: Clock + 'static = crate::SystemClock> {
+    owner: AsyncIssuer<C>,
+    id: u64,
+}
+
+impl<C: Clock + 'static> std::fmt::Debug for Flow<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flow").field("id", &self.id).finish()
+    }
+}
+
+impl<C: Clock + 'static> Flow<C> {
+    /// `n` IDs: ready at once when the unit has them and nobody waits, else a future that
+    /// resolves at a later unit boundary. Poll-free callers can check [`Issue::ready`] first.
+    pub fn issue(&self, n: u64) -> Issue {
+        self.owner.issue(self.id, n)
+    }
+
+    /// The next ID.
+    pub async fn next_id(&self) -> Result<u64, IssueError> {
+        first_id(self.issue(1).await)
+    }
+
+    /// Exactly `n` IDs as contiguous runs.
+    pub async fn next_ids(&self, n: u64) -> Result<IdBatch, IssueError> {
+        self.issue(n).await
+    }
+
+    /// The issuer this flow issues from.
+    pub fn issuer(&self) -> &AsyncIssuer<C> {
+        &self.owner
+    }
+}
+
+/// A call's IDs: answered at once, or parked until a later unit boundary.
+#[derive(Debug)]
+pub enum Issue {
+    /// Answered without waiting (taken on the first poll).
+    Ready(Option<Result<IdBatch, IssueError>>),
+    /// Parked; resolves when the clock thread serves it.
+    Waiting(oneshot::Receiver<Result<IdBatch, IssueError>>),
+}
+
+impl Issue {
+    /// The answer if it needed no waiting (a server writes it without a task switch).
+    pub fn ready(&mut self) -> Option<Result<IdBatch, IssueError>> {
+        match self {
+            Issue::Ready(r) => r.take(),
+            Issue::Waiting(_) => None,
+        }
+    }
+
+    /// The answer if it has arrived, without waiting.
+    pub fn try_take(&mut self) -> Option<Result<IdBatch, IssueError>> {
+        match self {
+            Issue::Ready(r) => r.take(),
+            Issue::Waiting(rx) => match rx.try_recv() {
+                Ok(r) => Some(r),
+                Err(oneshot::error::TryRecvError::Empty) => None,
+                Err(oneshot::error::TryRecvError::Closed) => Some(Err(shut_down())),
+            },
+        }
+    }
+}
+
+impl Future for Issue {
+    type Output = Result<IdBatch, IssueError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Issue::Ready(r) => Poll::Ready(r.take().unwrap_or_else(|| Err(shut_down()))),
+            Issue::Waiting(rx) => Pin::new(rx)
+                .poll(cx)
+                .map(|r| r.unwrap_or_else(|_| Err(shut_down()))),
+        }
+    }
+}
+
+fn first_id(batch: Result<IdBatch, IssueError>) -> Result<u64, IssueError> {
+    batch?
+        .iter()
+        .next()
+        .ok_or_else(|| IssueError::Unavailable("no ID was issued".into()))
+}
+
+fn shut_down() -> IssueError {
+    IssueError::Unavailable("the issuer's waiting list was shut down".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::IssuerConfig;
+    use vesta_core::{IdType, ManualClock};
+
+    const T0: u64 = 1_700_000_000_000;
+
+    fn async_issuer(id_type: IdType) -> (AsyncIssuer<Arc<ManualClock>>, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::new(T0));
+        let mut config = IssuerConfig::default();
+        config.id.id_type = id_type;
+        let issuer = Issuer::start_with_clock(config, clock.clone()).unwrap();
+        let a = AsyncIssuer::new(Arc::new(issuer), DEFAULT_MAX_WAIT).unwrap();
+        (a, clock)
+    }
+
+    #[tokio::test]
+    async fn calls_are_answered_at_once_while_the_unit_has_room() {
+        let (a, clock) = async_issuer(IdType::MinGranularity);
+        let flow = a.flow();
+        let mut issue = flow.issue(10);
+        let batch = issue.ready().expect("no wait").unwrap();
+        assert_eq!(batch.len(), 10);
+        assert_eq!(clock.waits(), 0);
+        assert_eq!(a.stats().parked_total, 0);
+    }
+
+    #[tokio::test]
+    async fn a_used_up_unit_parks_the_call_until_the_next_one() {
+        let (a, _clock) = async_issuer(IdType::MinGranularity);
+        let first = a.next_ids(1024).await.unwrap();
+        let more = a.next_ids(3000).await.unwrap();
+        assert_eq!(more.len(), 3000);
+        let all: Vec<u64> = first.iter().chain(more.iter()).collect();
+        assert!(all.windows(2).all(|w| w[0] < w[1]));
+        assert!(a.stats().parked_total >= 1);
+        // The count is updated just after the answers are sent.
+        for _ in 0..100 {
+            if a.stats().parked == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(a.stats().parked, 0);
+    }
+
+    #[tokio::test]
+    async fn a_fenced_issuer_fails_parked_calls_with_its_reason() {
+        let (a, _clock) = async_issuer(IdType::MinGranularity);
+        a.issuer()
+            .shared()
+            .fence(crate::LeaseState::Fenced, "lease lost");
+        let err = a.next_id().await.unwrap_err();
+        assert_eq!(err, IssueError::Unavailable("lease lost".into()));
+    }
+}
