@@ -46,11 +46,14 @@ impl<C: Clock + ?Sized> Clock for &C {
 /// A clock that moves only when told to, for deterministic tests.
 ///
 /// Waiting on it moves it forward to the target at once, as if the wait had happened, so a
-/// test of sequence overflow runs in microseconds. Share it with `Arc` or `&`.
+/// test of sequence overflow runs in microseconds. Share it with `Arc` or `&`. With
+/// [`hold_waits`](Self::hold_waits) a wait instead lasts until the test moves the clock to the
+/// target (or ten real seconds pass), for tests that watch callers while they wait.
 #[derive(Debug, Default)]
 pub struct ManualClock {
     now: AtomicU64,
     waits: AtomicU64,
+    hold: std::sync::atomic::AtomicBool,
 }
 
 impl ManualClock {
@@ -59,7 +62,14 @@ impl ManualClock {
         ManualClock {
             now: AtomicU64::new(now_ms),
             waits: AtomicU64::new(0),
+            hold: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// `true`: a wait lasts until the clock is moved to its target (at most ten real seconds)
+    /// instead of moving the clock itself. The test thread moves it with `advance` or `set`.
+    pub fn hold_waits(&self, hold: bool) {
+        self.hold.store(hold, Ordering::SeqCst);
     }
 
     /// Sets the reading, forwards or backwards.
@@ -90,7 +100,17 @@ impl Clock for ManualClock {
 
     fn wait_until_ms(&self, target_ms: u64) {
         self.waits.fetch_add(1, Ordering::SeqCst);
-        self.now.fetch_max(target_ms, Ordering::SeqCst);
+        if !self.hold.load(Ordering::SeqCst) {
+            self.now.fetch_max(target_ms, Ordering::SeqCst);
+            return;
+        }
+        // A test clock may sleep: vesta-core's own code never calls this.
+        for _ in 0..10_000 {
+            if self.now_ms() >= target_ms || !self.hold.load(Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 }
 

@@ -3,33 +3,38 @@
 use std::sync::Arc;
 
 use vesta_core::Clock;
-use vesta_embed::{Issuer, SystemClock};
+use vesta_embed::{AsyncIssuer, Issuer, SystemClock};
 
 use crate::config::RestSection;
 use crate::metrics::Metrics;
 
-/// Shared by all connections through an `Arc`; dropped (releasing the issuer's lease) only
-/// after the last connection has ended.
+/// Shared by all connections through an `Arc`.
 #[derive(Debug)]
 pub struct App<C: Clock + 'static = SystemClock> {
-    /// The issuer (genMethod rest).
+    /// The issuer (genMethod rest): explain, make, status.
     pub issuer: Arc<Issuer<C>>,
+    /// The same issuer behind its waiting list: every ID request goes through a [`Flow`] of it.
+    ///
+    /// [`Flow`]: vesta_embed::Flow
+    pub ids: AsyncIssuer<C>,
     /// Request and issuer metrics.
     pub metrics: Metrics,
     /// Longest accepted request target in bytes.
     pub max_uri_bytes: usize,
     /// Largest `/genids` count.
-    pub max_count: u64,
+    pub max_batch: u64,
 }
 
 impl<C: Clock + 'static> App<C> {
-    /// The state for `issuer` under `limits`.
-    pub fn new(issuer: Arc<Issuer<C>>, limits: &RestSection) -> Self {
+    /// The state for `ids` under `limits`.
+    pub fn new(ids: AsyncIssuer<C>, limits: &RestSection) -> Self {
+        let issuer = Arc::clone(ids.issuer());
         App {
-            metrics: Metrics::new(Arc::clone(&issuer)),
+            metrics: Metrics::new(&ids),
             issuer,
-            max_uri_bytes: limits.max_uri_bytes,
-            max_count: limits.max_count,
+            ids,
+            max_uri_bytes: usize::try_from(limits.max_uri_bytes).unwrap_or(usize::MAX),
+            max_batch: limits.max_batch,
         }
     }
 }

@@ -1,97 +1,51 @@
-//! The REST server's configuration (`conf/rest.toml`): the issuer's sections (`[id]`,
-//! `[machine]`, `[clock]`, `[zookeeper]`, shared with the embedded issuer) plus `[rest]` for the
-//! HTTP side. Unknown keys are errors naming the key; every value is checked before binding.
+//! The REST server's configuration (`conf/rest.toml`): the shared server shape of
+//! [`vesta_service::config`] (issuer sections plus `[server]` with the limits both servers have)
+//! with the HTTP keys of its own. Unknown keys are errors naming the key; every value is checked
+//! before anything binds or leases. The former `[rest]` section name and its keys `max_count`
+//! and `shutdown_timeout_ms` still load, with a warning (CHANGELOG.md).
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
-use vesta_core::GenMethod;
-use vesta_embed::IssuerConfig;
-use vesta_embed::config::{
-    ClockSection, ConfigError, IdSection, MachineSection, ZooKeeperSection, load_toml, parse_toml,
-};
+use vesta_core::{GenMethod, IdType};
+use vesta_service::config::{DEFAULT_MAX_WAIT_MS, check};
+use vesta_service::{CommonLimits, ConfigError, ServerSection, ServiceConfig};
 
 /// Everything `vesta serve rest` needs. `Default` equals the shipped `conf/rest.toml`: max-peak,
 /// Vesta's epoch, static machine 924 (the server pool's first ID), listening on 127.0.0.1:8080.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RestConfig {
-    /// The IDs' layout, epoch and version.
-    pub id: IdSection,
-    /// Where the machine ID comes from (a server-pool ID: genMethod rest).
-    pub machine: MachineSection,
-    /// Clock-rollback policy and sequence start.
-    pub clock: ClockSection,
-    /// The ZooKeeper lease, used when `machine.source = "zookeeper"`.
-    pub zookeeper: ZooKeeperSection,
-    /// The HTTP listener and its limits.
-    pub rest: RestSection,
-}
+pub type RestConfig = ServiceConfig<RestSection>;
 
-/// `[rest]`: the HTTP listener and the limits that keep one client from hurting the others.
+/// `[server]` of the REST server: the listener and the limits that keep one client from hurting
+/// the others.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RestSection {
     /// Address to listen on; loopback by default so nothing is exposed by accident.
     pub listen: SocketAddr,
     /// Open connections at most; further clients wait in the listen backlog until one closes.
-    pub max_connections: usize,
+    pub max_connections: u64,
+    /// Largest `count` that `/genids` accepts.
+    #[serde(alias = "max_count")]
+    pub max_batch: u64,
+    /// Longest a request waits for sequence space before a 503.
+    pub max_wait_ms: u64,
+    /// How long shutdown waits for requests in flight before closing their connections.
+    #[serde(alias = "shutdown_timeout_ms")]
+    pub shutdown_grace_ms: u64,
     /// Longest request target (path and query) accepted; longer gets 414.
-    pub max_uri_bytes: usize,
+    pub max_uri_bytes: u64,
     /// A client must send its request head within this time (slow-client protection).
     pub header_read_timeout_ms: u64,
-    /// Largest `count` that `/genids` accepts.
-    pub max_count: u64,
-    /// How long shutdown waits for requests in flight before closing their connections.
-    pub shutdown_timeout_ms: u64,
 }
 
 impl RestSection {
     /// Smallest accepted `max_uri_bytes`: room for the longest valid `/makeid` request.
-    pub const MIN_URI_BYTES: usize = 256;
-    /// Largest accepted `max_count`: one max-peak second of one machine (2^20 IDs).
-    pub const MAX_COUNT_LIMIT: u64 = 1 << 20;
+    pub const MIN_URI_BYTES: u64 = 256;
 
     /// The header read timeout as a `Duration`.
     pub fn header_read_timeout(&self) -> Duration {
         Duration::from_millis(self.header_read_timeout_ms)
-    }
-
-    /// The shutdown grace period as a `Duration`.
-    pub fn shutdown_timeout(&self) -> Duration {
-        Duration::from_millis(self.shutdown_timeout_ms)
-    }
-
-    /// Checks every value; the error names the key and the allowed range.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |key: &str, value: String, allowed: String| {
-            Err(ConfigError::Inconsistent(format!(
-                "rest.{key} = {value} is out of range: allowed {allowed}"
-            )))
-        };
-        if self.max_connections == 0 {
-            return bad("max_connections", "0".into(), "1 or more".into());
-        }
-        if self.max_uri_bytes < Self::MIN_URI_BYTES {
-            return bad(
-                "max_uri_bytes",
-                self.max_uri_bytes.to_string(),
-                format!("{} or more", Self::MIN_URI_BYTES),
-            );
-        }
-        if self.header_read_timeout_ms == 0 {
-            return bad("header_read_timeout_ms", "0".into(), "1 or more".into());
-        }
-        if !(1..=Self::MAX_COUNT_LIMIT).contains(&self.max_count) {
-            return bad(
-                "max_count",
-                self.max_count.to_string(),
-                format!("1..={}", Self::MAX_COUNT_LIMIT),
-            );
-        }
-        Ok(())
     }
 }
 
@@ -100,39 +54,46 @@ impl Default for RestSection {
         RestSection {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
             max_connections: 1024,
+            max_batch: 10_000,
+            max_wait_ms: DEFAULT_MAX_WAIT_MS,
+            shutdown_grace_ms: 5_000,
             max_uri_bytes: 4096,
             header_read_timeout_ms: 5_000,
-            max_count: 10_000,
-            shutdown_timeout_ms: 5_000,
         }
     }
 }
 
-impl RestConfig {
-    /// Loads a TOML file; errors name the file, the key and the line.
-    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let config: RestConfig = load_toml(path)?;
-        config.rest.validate()?;
-        Ok(config)
-    }
+impl ServerSection for RestSection {
+    const GEN_METHOD: GenMethod = GenMethod::Rest;
+    const OLD_NAMES: &'static [&'static str] = &["rest"];
+    const RENAMED_KEYS: &'static [(&'static str, &'static str)] = &[
+        ("max_count", "max_batch"),
+        ("shutdown_timeout_ms", "shutdown_grace_ms"),
+    ];
 
-    /// Parses TOML text.
-    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        let config: RestConfig = parse_toml(text)?;
-        config.rest.validate()?;
-        Ok(config)
-    }
-
-    /// The issuer's config: these sections with genMethod rest, so the machine ID comes from
-    /// (and is checked against) the server pool.
-    pub fn issuer_config(&self) -> IssuerConfig {
-        IssuerConfig {
-            id: self.id.clone(),
-            machine: self.machine.clone(),
-            clock: self.clock.clone(),
-            zookeeper: self.zookeeper.clone(),
-            gen_method: GenMethod::Rest,
+    fn common(&self) -> CommonLimits {
+        CommonLimits {
+            listen: self.listen,
+            max_connections: self.max_connections,
+            max_batch: self.max_batch,
+            max_wait_ms: self.max_wait_ms,
+            shutdown_grace_ms: self.shutdown_grace_ms,
         }
+    }
+
+    fn validate_own(&self, _: IdType) -> Result<(), ConfigError> {
+        check(
+            "server.max_uri_bytes",
+            self.max_uri_bytes,
+            Self::MIN_URI_BYTES,
+            1 << 20,
+        )?;
+        check(
+            "server.header_read_timeout_ms",
+            self.header_read_timeout_ms,
+            1,
+            3_600_000,
+        )
     }
 }
 
@@ -151,10 +112,9 @@ mod tests {
     #[test]
     fn shipped_conf_file_is_the_default() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../conf/rest.toml");
-        assert_eq!(
-            RestConfig::from_file(Path::new(path)).unwrap(),
-            RestConfig::default()
-        );
+        let shipped = RestConfig::from_file(std::path::Path::new(path)).unwrap();
+        assert_eq!(shipped, RestConfig::default());
+        assert!(shipped.warnings.is_empty(), "{:?}", shipped.warnings);
     }
 
     #[test]
@@ -165,23 +125,31 @@ mod tests {
     }
 
     #[test]
+    fn the_former_section_and_key_names_still_load() {
+        let c =
+            RestConfig::from_toml_str("[rest]\nmax_count = 5\nshutdown_timeout_ms = 7\n").unwrap();
+        assert_eq!((c.server.max_batch, c.server.shutdown_grace_ms), (5, 7));
+        assert_eq!(c.warnings.len(), 3, "{:?}", c.warnings);
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_are_named() {
-        let err = RestConfig::from_toml_str("[rest]\nlisten_addr = \"x\"\n")
+        let err = RestConfig::from_toml_str("[server]\nlisten_addr = \"x\"\n")
             .unwrap_err()
             .to_string();
         assert!(err.contains("listen_addr"), "{err}");
-        let err = RestConfig::from_toml_str("[rest]\nmax_count = 0\n")
+        let err = RestConfig::from_toml_str("[server]\nmax_batch = 0\n")
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("rest.max_count = 0 is out of range: allowed 1..=1048576"),
+            err.contains("server.max_batch 0 is out of range: allowed 1..=1048576"),
             "{err}"
         );
-        let err = RestConfig::from_toml_str("[rest]\nmax_uri_bytes = 10\n")
+        let err = RestConfig::from_toml_str("[server]\nmax_uri_bytes = 10\n")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("rest.max_uri_bytes = 10"), "{err}");
-        let err = RestConfig::from_toml_str("[rest]\nlisten = \"localhost\"\n")
+        assert!(err.contains("server.max_uri_bytes 10"), "{err}");
+        let err = RestConfig::from_toml_str("[server]\nlisten = \"localhost\"\n")
             .unwrap_err()
             .to_string();
         assert!(

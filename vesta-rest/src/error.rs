@@ -1,33 +1,9 @@
-//! Errors: why the server did not start ([`RestError`]) and why a request failed ([`ApiError`],
-//! which becomes a JSON `{"error": "..."}` body whose sentence names the parameter at fault).
-
-use std::net::SocketAddr;
+//! Why a request failed ([`ApiError`], which becomes a JSON `{"error": "..."}` body whose
+//! sentence names the parameter at fault). Why the server did not start is the shared
+//! `vesta_service::ServeError`.
 
 use hyper::StatusCode;
-use vesta_embed::config::ConfigError;
-use vesta_embed::{IssueError, StartError};
-
-/// Why the server could not start or stopped with an error.
-#[derive(Debug, thiserror::Error)]
-pub enum RestError {
-    /// The configuration is invalid.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// The issuer did not start (machine ID outside the server pool, lease, clock behind mark).
-    #[error(transparent)]
-    Start(#[from] StartError),
-    /// The listen address could not be bound.
-    #[error("cannot listen on {addr}: {cause}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        cause: std::io::Error,
-    },
-    /// Starting the issuer was interrupted (its task panicked or was cancelled).
-    #[error("starting the issuer failed: {0}")]
-    Join(String),
-}
+use vesta_embed::IssueError;
 
 /// The category of a failed request; decides the status code and the metrics label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -120,7 +96,7 @@ impl ApiError {
         Self::new(
             ErrorKind::UriTooLong,
             format!(
-                "the request target is {len} bytes, over the limit of {max} (rest.max_uri_bytes)"
+                "the request target is {len} bytes, over the limit of {max} (server.max_uri_bytes)"
             ),
         )
     }

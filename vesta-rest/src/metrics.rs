@@ -2,25 +2,20 @@
 //!
 //! Per-request metrics (requests by endpoint and status, latency) are resolved into arrays of
 //! handles (the request counter of a pair on its first use), so the hot path does no label
-//! hashing or map lookup, and only pairs that occurred (plus each endpoint's 200) are exported. Issuer state
-//! (lease, clock rollbacks, end of life) is read from `Issuer::status()` at scrape time by a
-//! collector, so it is never stale and costs nothing between scrapes.
+//! hashing or map lookup, and only pairs that occurred (plus each endpoint's 200) are exported.
+//! The issuer's own metrics (lease, clock rollbacks, waits, end of life) are the shared ones of
+//! `vesta_service::metrics`.
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use vesta_core::Clock;
-use vesta_embed::{Issuer, LeaseState};
+use vesta_embed::AsyncIssuer;
 
 use crate::router::Endpoint;
 
@@ -41,7 +36,6 @@ type Labels1 = [(&'static str, &'static str); 1];
 pub struct Metrics {
     registry: Registry,
     ids_issued: Counter,
-    sequence_waits: Counter,
     request_family: Family<Labels2, Counter>,
     requests: Vec<[OnceLock<Counter>; STATUSES.len()]>,
     latency: Vec<Histogram>,
@@ -49,19 +43,13 @@ pub struct Metrics {
 
 impl Metrics {
     /// Registers every metric, including the collector reading `issuer`'s status.
-    pub fn new<C: Clock + 'static>(issuer: Arc<Issuer<C>>) -> Self {
+    pub fn new<C: Clock + 'static>(ids: &AsyncIssuer<C>) -> Self {
         let mut registry = Registry::with_prefix("vesta");
         let ids_issued = Counter::default();
         registry.register(
             "ids_issued",
             "IDs handed out by /genid and /genids",
             ids_issued.clone(),
-        );
-        let sequence_waits = Counter::default();
-        registry.register(
-            "sequence_waits",
-            "Times a request waited for the next time unit because the sequence was used up",
-            sequence_waits.clone(),
         );
         let request_family = Family::<Labels2, Counter>::default();
         let latency_family =
@@ -83,21 +71,10 @@ impl Metrics {
             "Time from receiving a request's head to having its response ready",
             latency_family,
         );
-        let status = issuer.status();
-        registry.register(
-            "issuer",
-            "The issuer's fixed identity",
-            Info::new(vec![
-                ("gen_method", status.gen_method.name().to_owned()),
-                ("type", status.id_type.name().to_owned()),
-                ("epoch_ms", status.epoch.unix_ms().to_string()),
-            ]),
-        );
-        registry.register_collector(Box::new(IssuerCollector { issuer }));
+        vesta_service::metrics::register_issuer(&mut registry, ids);
         let metrics = Metrics {
             registry,
             ids_issued,
-            sequence_waits,
             request_family,
             requests,
             latency,
@@ -144,11 +121,6 @@ impl Metrics {
         self.ids_issued.inc_by(n);
     }
 
-    /// Counts one wait for the next time unit.
-    pub fn waited(&self) {
-        self.sequence_waits.inc();
-    }
-
     /// The OpenMetrics text of every metric.
     pub fn encode(&self) -> Result<String, fmt::Error> {
         let mut out = String::with_capacity(16 * 1024);
@@ -171,94 +143,5 @@ const fn status_label(status: u16) -> &'static str {
         500 => "500",
         503 => "503",
         _ => "other",
-    }
-}
-
-/// Reads the issuer's status at each scrape.
-struct IssuerCollector<C: Clock + 'static> {
-    issuer: Arc<Issuer<C>>,
-}
-
-impl<C: Clock + 'static> fmt::Debug for IssuerCollector<C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("IssuerCollector")
-    }
-}
-
-const LEASE_STATES: [LeaseState; 5] = [
-    LeaseState::Static,
-    LeaseState::Acquiring,
-    LeaseState::Held,
-    LeaseState::Fenced,
-    LeaseState::Released,
-];
-
-impl<C: Clock + 'static> Collector for IssuerCollector<C> {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let s = self.issuer.status();
-        let now_ms = self.issuer.generator().clock().now_ms();
-        let counter = |e: &mut DescriptorEncoder, name: &str, help: &str, v: u64| {
-            let m = ConstCounter::new(v);
-            m.encode(e.encode_descriptor(name, help, None, m.metric_type())?)
-        };
-        let gauge = |e: &mut DescriptorEncoder, name: &str, help: &str, v: i64| {
-            let m = ConstGauge::new(v);
-            m.encode(e.encode_descriptor(name, help, None, m.metric_type())?)
-        };
-        counter(
-            &mut encoder,
-            "clock_rollbacks",
-            "Clock steps backwards ridden out within the tolerance",
-            s.generator.clock_rollbacks,
-        )?;
-        counter(
-            &mut encoder,
-            "clock_rollback_refusals",
-            "Requests refused because the clock was behind by more than the tolerance",
-            s.generator.clock_rollback_refusals,
-        )?;
-        counter(
-            &mut encoder,
-            "lease_fence_events",
-            "Times issuing was fenced because the machine-ID lease could not be confirmed",
-            s.lease.fence_events,
-        )?;
-        counter(
-            &mut encoder,
-            "lease_reconnects",
-            "ZooKeeper sessions re-established after a loss",
-            s.lease.reconnects,
-        )?;
-        gauge(
-            &mut encoder,
-            "machine_id",
-            "The machine ID in use",
-            i64::try_from(s.machine).unwrap_or(i64::MAX),
-        )?;
-        gauge(
-            &mut encoder,
-            "issuing",
-            "1 while the issuer may issue IDs, 0 while fenced or waiting on its start guard",
-            i64::from(s.can_issue()),
-        )?;
-        let remaining_s = s.end_of_life_ms.saturating_sub(now_ms) / 1000;
-        gauge(
-            &mut encoder,
-            "end_of_life_remaining_seconds",
-            "Seconds until the layout's time field is full (no IDs after that)",
-            i64::try_from(remaining_s).unwrap_or(i64::MAX),
-        )?;
-        let mut family = encoder.encode_descriptor(
-            "lease_state",
-            "1 for the current state of the machine-ID lease, 0 for the others",
-            None,
-            MetricType::Gauge,
-        )?;
-        for state in LEASE_STATES {
-            let labels = [("state", state.name())];
-            ConstGauge::new(i64::from(s.lease.state == state))
-                .encode(family.encode_family(&labels)?)?;
-        }
-        Ok(())
     }
 }

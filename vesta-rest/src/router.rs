@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use hyper::{Method, Request, Response};
 use vesta_core::Clock;
+use vesta_embed::Flow;
 
 use crate::app::App;
 use crate::endpoints;
@@ -93,13 +94,13 @@ impl Endpoint {
     }
 }
 
-/// The response future handed to hyper: ready at once for almost every request; a task
-/// holding the app only for a request that must wait for the next time unit. The fast path
-/// clones no `Arc` (its count would bounce between cores on every request).
+/// The response future handed to hyper: ready at once for almost every request; boxed, holding
+/// the app, only for a request that must wait for a later time unit. The fast path clones no
+/// `Arc` (its count would bounce between cores on every request).
 pub enum Reply {
     /// Answered synchronously (taken on the first poll).
     Now(Option<Response<Body>>),
-    /// Waiting for sequence space (`/genid` with the unit used up, every `/genids`).
+    /// Waiting for sequence space (the unit was used up).
     Later(Pin<Box<dyn Future<Output = Response<Body>> + Send>>),
 }
 
@@ -118,28 +119,30 @@ impl Future for Reply {
     }
 }
 
-/// Answers one request and records it in the metrics.
-pub fn respond<B, C>(app: &Arc<App<C>>, req: Request<B>) -> Reply
+/// Answers one request of the connection whose flow is `flow`, and records it in the metrics.
+pub fn respond<B, C>(app: &Arc<App<C>>, flow: &Flow<C>, req: Request<B>) -> Reply
 where
     B: Send + 'static,
     C: Clock + 'static,
 {
     let start = Instant::now();
     let endpoint = Endpoint::from_path(req.uri().path());
-    match dispatch_now(app, endpoint, &req) {
-        Some(result) => Reply::Now(Some(finish(app, endpoint, start, result))),
-        None => {
-            let app = Arc::clone(app);
-            Reply::Later(Box::pin(async move {
-                let query = req.uri().query();
-                let result = match endpoint {
-                    Endpoint::Genids => endpoints::issue::genids(&app, query).await,
-                    _ => endpoints::issue::genid(&app, query).await,
-                };
-                finish(&app, endpoint, start, result)
-            }))
+    let request = match dispatch_now(app, endpoint, &req) {
+        Dispatch::Answered(result) => {
+            return Reply::Now(Some(finish(app, endpoint, start, result)));
         }
+        Dispatch::Issue(request) => request,
+    };
+    let mut ids = flow.issue(request.count);
+    if let Some(ready) = ids.ready() {
+        let result = endpoints::issue::answer(app, request, ready);
+        return Reply::Now(Some(finish(app, endpoint, start, result)));
     }
+    let app = Arc::clone(app);
+    Reply::Later(Box::pin(async move {
+        let result = endpoints::issue::answer(&app, request, ids.await);
+        finish(&app, endpoint, start, result)
+    }))
 }
 
 fn finish<C: Clock + 'static>(
@@ -154,30 +157,41 @@ fn finish<C: Clock + 'static>(
     resp
 }
 
-/// The answer if it needs no waiting; `None` sends the request down the async path.
+/// What a request needs: an answer made here, or IDs from the issuer.
+enum Dispatch {
+    Answered(Result<Response<Body>, ApiError>),
+    Issue(endpoints::issue::IdRequest),
+}
+
+/// Checks the target and method, then answers, or passes an ID request on to the issuer.
 fn dispatch_now<B, C: Clock + 'static>(
     app: &App<C>,
     endpoint: Endpoint,
     req: &Request<B>,
-) -> Option<Result<Response<Body>, ApiError>> {
+) -> Dispatch {
     let uri = req.uri();
     let target_len = uri.path_and_query().map_or(0, |pq| pq.as_str().len());
+    let answered = |r| Dispatch::Answered(r);
     if target_len > app.max_uri_bytes {
-        return Some(Err(ApiError::uri_too_long(target_len, app.max_uri_bytes)));
+        return answered(Err(ApiError::uri_too_long(target_len, app.max_uri_bytes)));
     }
     let Some(path) = endpoint.path() else {
-        return Some(Err(ApiError::not_found(&crate::query::shorten(uri.path()))));
+        return answered(Err(ApiError::not_found(&crate::query::shorten(uri.path()))));
     };
     if req.method() != Method::GET {
-        return Some(Err(ApiError::method_not_allowed(
+        return answered(Err(ApiError::method_not_allowed(
             req.method().as_str(),
             path,
         )));
     }
     let query = uri.query();
-    Some(match endpoint {
-        Endpoint::Genid => return endpoints::issue::genid_now(app, query),
-        Endpoint::Genids => return None,
+    answered(match endpoint {
+        Endpoint::Genid | Endpoint::Genids => {
+            return match endpoints::issue::parse(app, endpoint, query) {
+                Ok(request) => Dispatch::Issue(request),
+                Err(e) => answered(Err(e)),
+            };
+        }
         Endpoint::Expid => endpoints::expid::expid(app, query),
         Endpoint::Makeid => endpoints::makeid::makeid(app, query),
         Endpoint::Transtime => endpoints::transtime::transtime(app, query),

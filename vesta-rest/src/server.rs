@@ -1,6 +1,8 @@
-//! The listener: accepts connections under the connection limit, serves HTTP/1.1 and HTTP/2
-//! (hyper-util's auto builder) with a header read timeout, and shuts down gracefully: stop
-//! accepting, let requests in flight finish (bounded), then drop the issuer to release its lease.
+//! The listener: accepts connections under the connection limit and serves HTTP/1.1 and HTTP/2
+//! (hyper-util's auto builder) with a header read timeout, each connection issuing through a
+//! [`Flow`](vesta_embed::Flow) of its own so waiting requests are served fairly. Start and stop
+//! follow the shared order of [`vesta_service::lifecycle`]: bind, start the issuer, listen;
+//! serve; drain within `shutdown_grace_ms`; release the machine ID.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -10,18 +12,19 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use vesta_core::{Clock, GenMethod};
-use vesta_embed::config::ConfigError;
 use vesta_embed::{Issuer, SystemClock};
+use vesta_service::config::validate_section;
+use vesta_service::lifecycle::{self, Prepared};
+use vesta_service::shutdown::Trigger;
+use vesta_service::{ServeError, ServeReport, ServerSection};
 
 use crate::app::App;
 use crate::config::{RestConfig, RestSection};
-use crate::error::RestError;
 use crate::router;
 
 /// A bound REST server with its issuer, ready to [`serve`](Self::serve).
@@ -30,67 +33,37 @@ pub struct RestServer<C: Clock + 'static = SystemClock> {
     listener: TcpListener,
     addr: SocketAddr,
     app: Arc<App<C>>,
-    rest: RestSection,
-}
-
-/// What happened during [`RestServer::serve`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServeReport {
-    /// Connections accepted.
-    pub connections: u64,
-    /// Connections still open when the shutdown grace period ended, closed without finishing.
-    pub forced_closed: usize,
-    /// Why giving the machine ID back was not clean (`None`: released). A leased ID whose
-    /// release failed expires with its ZooKeeper session; no duplicate can result.
-    pub release_error: Option<String>,
+    limits: RestSection,
 }
 
 impl RestServer<SystemClock> {
-    /// Binds `config.rest.listen`, then starts the issuer (genMethod rest, machine ID from the
-    /// server pool): a busy port fails before any machine-ID lease is taken.
-    pub async fn start(config: RestConfig) -> Result<Self, RestError> {
-        config.rest.validate()?;
-        let listener = bind(config.rest.listen).await?;
-        let issuer_config = config.issuer_config();
-        // Starting may talk to ZooKeeper and wait out a start guard: keep it off the workers.
-        let issuer = tokio::task::spawn_blocking(move || Issuer::start(issuer_config))
-            .await
-            .map_err(|e| RestError::Join(e.to_string()))??;
-        Self::from_parts(listener, issuer, config.rest)
+    /// Binds `config.server.listen`, starts the issuer (genMethod rest, machine ID from the
+    /// server pool), then listens: a busy port fails before any lease is taken, and clients are
+    /// refused, not left hanging, while the issuer starts.
+    pub async fn start(config: RestConfig) -> Result<Self, ServeError> {
+        let prepared = lifecycle::start(&config).await?;
+        Ok(Self::from_prepared(prepared, config.server))
     }
 }
 
 impl<C: Clock + 'static> RestServer<C> {
     /// Serves an issuer built elsewhere (tests use a manual clock or a fenced issuer). The
     /// issuer must have genMethod rest.
-    pub async fn with_issuer(issuer: Issuer<C>, rest: RestSection) -> Result<Self, RestError> {
-        rest.validate()?;
-        let listener = bind(rest.listen).await?;
-        Self::from_parts(listener, issuer, rest)
+    pub async fn with_issuer(issuer: Issuer<C>, limits: RestSection) -> Result<Self, ServeError> {
+        validate_section(&limits, issuer.config().id.id_type)?;
+        let prepared =
+            lifecycle::start_with_issuer(Arc::new(issuer), GenMethod::Rest, &limits.common())
+                .await?;
+        Ok(Self::from_prepared(prepared, limits))
     }
 
-    fn from_parts(
-        listener: TcpListener,
-        issuer: Issuer<C>,
-        rest: RestSection,
-    ) -> Result<Self, RestError> {
-        let gen_method = issuer.status().gen_method;
-        if gen_method != GenMethod::Rest {
-            return Err(RestError::Config(ConfigError::Inconsistent(format!(
-                "the REST server issues with genMethod rest, not {gen_method}"
-            ))));
+    fn from_prepared(p: Prepared<C>, limits: RestSection) -> Self {
+        RestServer {
+            listener: p.listener,
+            addr: p.addr,
+            app: Arc::new(App::new(p.issuer, &limits)),
+            limits,
         }
-        let addr = listener.local_addr().map_err(|cause| RestError::Bind {
-            addr: rest.listen,
-            cause,
-        })?;
-        let app = Arc::new(App::new(Arc::new(issuer), &rest));
-        Ok(RestServer {
-            listener,
-            addr,
-            app,
-            rest,
-        })
     }
 
     /// The address actually bound (the real port when the config asked for port 0).
@@ -103,19 +76,20 @@ impl<C: Clock + 'static> RestServer<C> {
         &self.app.issuer
     }
 
-    /// Serves until `shutdown` resolves, then stops accepting, waits up to
-    /// `rest.shutdown_timeout_ms` for requests in flight, closes what is left and shuts the
-    /// issuer down (giving a leased machine ID back) before returning.
+    /// Serves until `shutdown` resolves, then stops accepting, lets requests in flight finish
+    /// (up to `server.shutdown_grace_ms`), closes what is left and releases the machine ID before
+    /// returning.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> ServeReport {
         let RestServer {
             listener,
             app,
-            rest,
+            limits,
             addr,
         } = self;
-        let builder = Arc::new(http_builder(&rest));
-        let limit = Arc::new(Semaphore::new(rest.max_connections));
-        let graceful = GracefulShutdown::new();
+        let builder = Arc::new(http_builder(&limits));
+        let slots = usize::try_from(limits.max_connections).unwrap_or(usize::MAX);
+        let slots = Arc::new(Semaphore::new(slots));
+        let trigger = Trigger::new();
         let mut tasks = JoinSet::new();
         let mut connections = 0u64;
         tracing::info!(%addr, "serving");
@@ -123,7 +97,7 @@ impl<C: Clock + 'static> RestServer<C> {
         loop {
             let permit = tokio::select! {
                 () = &mut shutdown => break,
-                p = Arc::clone(&limit).acquire_owned() => match p {
+                p = Arc::clone(&slots).acquire_owned() => match p {
                     Ok(p) => p,
                     Err(_) => break, // never closed; stop rather than spin
                 },
@@ -144,17 +118,26 @@ impl<C: Clock + 'static> RestServer<C> {
             let _ = stream.set_nodelay(true);
             let app = Arc::clone(&app);
             let builder = Arc::clone(&builder);
-            let watcher = graceful.watcher();
-            let first_bytes_timeout = rest.header_read_timeout();
+            let mut shutdown = trigger.subscribe();
+            let first_bytes_timeout = limits.header_read_timeout();
             tasks.spawn(async move {
                 let _permit = permit;
                 if !wait_for_request_start(&stream, first_bytes_timeout).await {
                     tracing::debug!(%peer, "closed: no request within the header read timeout");
                     return;
                 }
-                let service = service_fn(move |req| router::respond(&app, req));
+                let flow = app.ids.flow();
+                let service = service_fn(move |req| router::respond(&app, &flow, req));
                 let conn = builder.serve_connection(TokioIo::new(stream), service);
-                if let Err(e) = watcher.watch(conn).await {
+                tokio::pin!(conn);
+                let ended = tokio::select! {
+                    r = conn.as_mut() => r,
+                    () = shutdown.recv() => {
+                        conn.as_mut().graceful_shutdown();
+                        conn.await
+                    }
+                };
+                if let Err(e) = ended {
                     tracing::debug!(%peer, "connection ended: {e}");
                 }
             });
@@ -162,33 +145,12 @@ impl<C: Clock + 'static> RestServer<C> {
         }
         drop(listener);
         tracing::info!("shutting down: finishing requests in flight");
-        let drained = tokio::time::timeout(rest.shutdown_timeout(), graceful.shutdown())
-            .await
-            .is_ok();
-        let mut forced_closed = 0;
-        if !drained {
-            forced_closed = tasks.len();
-            tracing::warn!(
-                forced_closed,
-                "shutdown timeout: closing connections still open"
-            );
-        }
-        // Connections still waiting for their first bytes are not watched: close them too.
-        tasks.abort_all();
-        while tasks.join_next().await.is_some() {}
-        // Release the machine ID now, even if the caller still holds the issuer; it may talk to
-        // ZooKeeper, so off the async workers.
+        trigger.fire();
+        let forced_closed = lifecycle::drain(&mut tasks, limits.common().shutdown_grace()).await;
+        // Release the machine ID now, even if the caller still holds the issuer.
         let issuer = Arc::clone(&app.issuer);
         drop(app);
-        let release_error = match tokio::task::spawn_blocking(move || issuer.shutdown()).await {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(e) => Some(format!("releasing the machine ID failed: {e}")),
-        };
-        match &release_error {
-            None => tracing::info!("stopped; machine ID released"),
-            Some(e) => tracing::warn!("stopped; {e}"),
-        }
+        let release_error = lifecycle::release(issuer).await;
         ServeReport {
             connections,
             forced_closed,
@@ -197,22 +159,16 @@ impl<C: Clock + 'static> RestServer<C> {
     }
 }
 
-async fn bind(addr: SocketAddr) -> Result<TcpListener, RestError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|cause| RestError::Bind { addr, cause })
-}
-
-fn http_builder(rest: &RestSection) -> auto::Builder<TokioExecutor> {
+fn http_builder(limits: &RestSection) -> auto::Builder<TokioExecutor> {
     let mut b = auto::Builder::new(TokioExecutor::new());
     b.http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(rest.header_read_timeout())
+        .header_read_timeout(limits.header_read_timeout())
         .keep_alive(true);
     b.http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(256)
-        .keep_alive_interval(Some(rest.header_read_timeout()));
+        .keep_alive_interval(Some(limits.header_read_timeout()));
     b
 }
 

@@ -67,7 +67,7 @@ async fn genids_waits_for_later_units_without_blocking() {
     let server = spawn(
         issuer,
         RestSection {
-            max_count: 3000,
+            max_batch: 3000,
             ..rest()
         },
     )
@@ -537,7 +537,7 @@ async fn long_uris_get_414() {
     assert_eq!(
         r.error(),
         format!(
-            "the request target is {} bytes, over the limit of 300 (rest.max_uri_bytes)",
+            "the request target is {} bytes, over the limit of 300 (server.max_uri_bytes)",
             path.len()
         )
     );

@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use vesta_core::{GenMethod, IdType};
 use vesta_embed::{Issuer, IssuerConfig, LeaseState};
-use vesta_rest::{RestConfig, RestError, RestSection, RestServer};
+use vesta_rest::{RestConfig, RestSection, RestServer, ServeError};
 
 #[tokio::test]
 async fn a_fenced_issuer_answers_503_and_recovers() {
@@ -63,7 +63,7 @@ async fn a_fenced_issuer_answers_503_and_recovers() {
 #[tokio::test]
 async fn machine_outside_the_server_pool_is_a_startup_error() {
     let mut config = RestConfig::default();
-    config.rest.listen = "127.0.0.1:0".parse().unwrap();
+    config.server.listen = "127.0.0.1:0".parse().unwrap();
     config.machine.id = Some(5);
     let err = RestServer::start(config.clone()).await.unwrap_err();
     assert!(
@@ -77,7 +77,7 @@ async fn machine_outside_the_server_pool_is_a_startup_error() {
     // An issuer of another genMethod is refused too.
     let embed = Issuer::start(IssuerConfig::default()).unwrap();
     let err = RestServer::with_issuer(embed, rest()).await.unwrap_err();
-    assert!(matches!(err, RestError::Config(_)), "{err}");
+    assert!(matches!(err, ServeError::Config(_)), "{err}");
     assert!(
         err.to_string().contains("genMethod rest, not embed"),
         "{err}"
@@ -156,7 +156,7 @@ async fn shutdown_gives_up_on_stuck_requests_after_the_grace_period() {
     let mut server = spawn(
         issuer,
         RestSection {
-            shutdown_timeout_ms: 300,
+            shutdown_grace_ms: 300,
             ..rest()
         },
     )

@@ -13,7 +13,7 @@ use vesta_tests::zk::ZkServer;
 
 fn config(connect: &str) -> RestConfig {
     let mut c = RestConfig::default();
-    c.rest.listen = "127.0.0.1:0".parse().unwrap();
+    c.server.listen = "127.0.0.1:0".parse().unwrap();
     c.machine.source = MachineSource::Zookeeper;
     c.zookeeper.connect = connect.to_owned();
     c.zookeeper.root = "/vesta/rest-test".into();

@@ -21,7 +21,7 @@ pub mod frame;
 pub mod loadgen;
 pub mod proto;
 pub mod server;
-pub mod shutdown;
+pub use vesta_service::shutdown;
 
 pub use client::{Client, ClientConfig, ClientStats};
 pub use config::{ServerConfig, ServerSection};

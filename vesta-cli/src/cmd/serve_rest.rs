@@ -10,7 +10,8 @@ use anyhow::Context;
 
 use super::common::{apply_machine_flags, run_server};
 use vesta_embed::Status;
-use vesta_rest::{RestConfig, RestServer, shutdown};
+use vesta_rest::{RestConfig, RestServer};
+use vesta_service::shutdown;
 
 /// Arguments of `vesta serve rest`.
 #[derive(clap::Args, Debug)]
@@ -38,7 +39,7 @@ impl Args {
             None => RestConfig::default(),
         };
         if let Some(addr) = self.listen {
-            config.rest.listen = addr;
+            config.server.listen = addr;
         }
         let (machine, zk) = (self.machine, self.zk.as_deref());
         apply_machine_flags(machine, zk, &mut config.machine, &mut config.zookeeper);
@@ -49,6 +50,9 @@ impl Args {
 /// Runs the server until SIGTERM or ctrl-c, then releases the machine ID and exits 0.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = args.config()?;
+    for warning in &config.warnings {
+        eprintln!("warning: {warning}");
+    }
     run_server(async {
         let server = RestServer::start(config).await?;
         let issuer = Arc::clone(server.issuer());
@@ -61,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let report = server.serve(shutdown::signal()).await;
         if report.forced_closed > 0 {
             eprintln!(
-                "vesta-rest closed {} connections still busy after rest.shutdown_timeout_ms",
+                "vesta-rest closed {} connections still busy after server.shutdown_grace_ms",
                 report.forced_closed
             );
         }
@@ -125,7 +129,7 @@ mod tests {
     #[test]
     fn flags_override_the_file() {
         let c = config(&["--listen", "127.0.0.1:0", "--machine", "1000"]).unwrap();
-        assert_eq!(c.rest.listen.port(), 0);
+        assert_eq!(c.server.listen.port(), 0);
         assert_eq!(c.machine.id, Some(1000));
         assert_eq!(c.machine.source, MachineSource::Static);
         let c = config(&["--zk", "127.0.0.1:2182"]).unwrap();

@@ -41,6 +41,9 @@ pub struct WaitStats {
     pub parked: u64,
     /// Calls that had to park, since start.
     pub parked_total: u64,
+    /// Unit boundaries waited through, summed over calls (a call parked over three boundaries
+    /// counts three), since start.
+    pub unit_waits_total: u64,
     /// Calls answered [`IssueError::Saturated`] after `max_wait`, since start.
     pub expired_total: u64,
 }
@@ -56,6 +59,7 @@ struct Shared<C: Clock + 'static> {
     /// nobody overtakes the parked calls at a boundary.
     parked: AtomicUsize,
     parked_total: AtomicU64,
+    unit_waits_total: AtomicU64,
     expired_total: AtomicU64,
     next_flow: AtomicU64,
 }
@@ -120,6 +124,7 @@ impl<C: Clock + 'static> AsyncIssuer<C> {
             wake: Condvar::new(),
             parked: AtomicUsize::new(0),
             parked_total: AtomicU64::new(0),
+            unit_waits_total: AtomicU64::new(0),
             expired_total: AtomicU64::new(0),
             next_flow: AtomicU64::new(SHARED_FLOW + 1),
         });
@@ -163,6 +168,7 @@ impl<C: Clock + 'static> AsyncIssuer<C> {
         WaitStats {
             parked: s.parked.load(Ordering::Relaxed) as u64,
             parked_total: s.parked_total.load(Ordering::Relaxed),
+            unit_waits_total: s.unit_waits_total.load(Ordering::Relaxed),
             expired_total: s.expired_total.load(Ordering::Relaxed),
         }
     }
@@ -194,6 +200,7 @@ impl<C: Clock + 'static> AsyncIssuer<C> {
             .push(flow, Waiter::new(left, runs, Instant::now(), tx));
         s.parked.store(p.queue.len(), Ordering::Relaxed);
         s.parked_total.fetch_add(1, Ordering::Relaxed);
+        s.unit_waits_total.fetch_add(1, Ordering::Relaxed);
         if p.idle {
             s.wake.notify_one();
         }

@@ -43,6 +43,8 @@ fn run<C: Clock + 'static>(s: &Shared<C>) {
         let served = p.queue.serve_unit(capacity, |n| s.issuer.try_next_ids(n));
         s.parked.store(p.queue.len(), Ordering::Relaxed);
         if served == Served::UnitUsedUp {
+            let carried = p.queue.len() as u64;
+            s.unit_waits_total.fetch_add(carried, Ordering::Relaxed);
             drop(p);
             // Bounded even if the clock steps back meanwhile (the Clock contract).
             generator

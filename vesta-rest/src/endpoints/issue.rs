@@ -1,104 +1,63 @@
-//! `/genid` and `/genids`: issuing without ever blocking a worker thread. When the current
-//! time unit's sequence is used up the handler sleeps on the tokio timer until the next unit
-//! starts, then tries again; a bounded total wait turns a stuck clock into a 503.
-
-use std::time::Duration;
+//! `/genid` and `/genids`: IDs through the connection's [`Flow`](vesta_embed::Flow) of the async
+//! issuer. Answered at once while the time unit has sequence left; otherwise the request waits,
+//! without blocking a worker, for a later unit boundary where waiting requests are served in
+//! turns across connections, or answers 503 after `server.max_wait_ms`.
 
 use hyper::Response;
-use vesta_core::{Clock, GenError, IdRun};
+use vesta_core::{Clock, IdBatch, IdRun};
 use vesta_embed::IssueError;
 
 use crate::app::App;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
+use crate::router::Endpoint;
 
-/// The longest one request waits for sequence space before answering 503.
-pub const MAX_WAIT: Duration = Duration::from_secs(3);
-
-/// `GET /genid` without waiting: the answer, or `None` when the current unit's sequence is used
-/// up (then [`genid`] waits for the next unit on the async path; nothing was issued).
-#[inline]
-pub fn genid_now<C: Clock + 'static>(
-    app: &App<C>,
-    query: Option<&str>,
-) -> Option<Result<Response<Body>, ApiError>> {
-    if query.is_some_and(|q| !q.is_empty()) {
-        if let Err(e) = Query::parse(query, "/genid", &[]) {
-            return Some(Err(e));
-        }
-    }
-    match app.issuer.try_next_id() {
-        Ok(id) => {
-            app.metrics.issued(1);
-            Some(Ok(response::decimal(id)))
-        }
-        Err(IssueError::Refused(GenError::WouldBlock { .. })) => None,
-        Err(e) => Some(Err(e.into())),
-    }
+/// A checked ID request: how many IDs, and which endpoint's answer shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdRequest {
+    /// `/genid` (one ID as text) or `/genids` (a JSON list).
+    pub endpoint: Endpoint,
+    /// How many IDs.
+    pub count: u64,
 }
 
-/// `GET /genid`: the next ID as decimal text, waiting for the next unit if need be.
-pub async fn genid<C: Clock + 'static>(
+/// Checks the query of `/genid` (none) or `/genids` (`count`, 1..=`server.max_batch`).
+pub fn parse<C: Clock + 'static>(
     app: &App<C>,
+    endpoint: Endpoint,
     query: Option<&str>,
+) -> Result<IdRequest, ApiError> {
+    let count = if endpoint == Endpoint::Genids {
+        let q = Query::parse(query, "/genids", &["count"])?;
+        parse_count(q.required("count")?, app.max_batch)?
+    } else {
+        if query.is_some_and(|q| !q.is_empty()) {
+            Query::parse(query, "/genid", &[])?;
+        }
+        1
+    };
+    Ok(IdRequest { endpoint, count })
+}
+
+/// The response to `request` once its IDs (or the issuer's refusal) are there: the ID as
+/// decimal text for `/genid`, `{"ids": ["…", …]}` for `/genids` (strings: JavaScript numbers
+/// lose precision above 2^53), in issue order.
+pub fn answer<C: Clock + 'static>(
+    app: &App<C>,
+    request: IdRequest,
+    ids: Result<IdBatch, IssueError>,
 ) -> Result<Response<Body>, ApiError> {
-    if query.is_some_and(|q| !q.is_empty()) {
-        Query::parse(query, "/genid", &[])?;
+    let ids = ids?;
+    app.metrics.issued(ids.len());
+    if request.endpoint == Endpoint::Genids {
+        return Ok(response::json(ids_json(ids.runs(), ids.len())));
     }
-    let mut waited = Duration::ZERO;
-    loop {
-        match app.issuer.try_next_id() {
-            Ok(id) => {
-                app.metrics.issued(1);
-                return Ok(response::decimal(id));
-            }
-            Err(e) => wait_or_fail(app, e, &mut waited).await?,
-        }
-    }
-}
-
-/// `GET /genids?count=N`: `{"ids": ["…", …]}`, N IDs as strings (JavaScript numbers lose
-/// precision above 2^53), in issue order.
-pub async fn genids<C: Clock + 'static>(
-    app: &App<C>,
-    query: Option<&str>,
-) -> Result<Response<Body>, ApiError> {
-    let q = Query::parse(query, "/genids", &["count"])?;
-    let count = parse_count(q.required("count")?, app.max_count)?;
-    let mut runs: Vec<IdRun> = Vec::new();
-    let mut left = count;
-    let mut waited = Duration::ZERO;
-    while left > 0 {
-        match app.issuer.try_next_ids(left) {
-            Ok(batch) => {
-                left = left.saturating_sub(batch.len());
-                runs.extend_from_slice(batch.runs());
-            }
-            Err(e) => wait_or_fail(app, e, &mut waited).await?,
-        }
-    }
-    app.metrics.issued(count);
-    Ok(response::json(ids_json(&runs, count)))
-}
-
-/// Sleeps until the next time unit on `WouldBlock` (within [`MAX_WAIT`] in total); any other
-/// refusal becomes the error response.
-async fn wait_or_fail<C: Clock + 'static>(
-    app: &App<C>,
-    e: IssueError,
-    waited: &mut Duration,
-) -> Result<(), ApiError> {
-    match e {
-        IssueError::Refused(GenError::WouldBlock { wait_ms, .. }) if *waited < MAX_WAIT => {
-            let nap = Duration::from_millis(wait_ms.clamp(1, 1000));
-            app.metrics.waited();
-            tokio::time::sleep(nap).await;
-            *waited += nap;
-            Ok(())
-        }
-        other => Err(other.into()),
-    }
+    let id = ids
+        .iter()
+        .next()
+        .ok_or_else(|| ApiError::internal("the issuer answered no ID"))?;
+    Ok(response::decimal(id))
 }
 
 /// `count` as 1..=max; the error names the parameter and the allowed range.

@@ -46,6 +46,8 @@ pub fn manual_issuer(id_type: IdType) -> (Issuer<Arc<ManualClock>>, Arc<ManualCl
     let mut config = issuer_config();
     config.id.id_type = id_type;
     let issuer = Issuer::start_with_clock(config, Arc::clone(&clock)).unwrap();
+    // Waits for the next unit last until the test moves the clock.
+    clock.hold_waits(true);
     (issuer, clock)
 }
 

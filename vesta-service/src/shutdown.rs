@@ -1,6 +1,6 @@
-//! Shutdown signalling: one [`Trigger`] tells every connection to stop reading and drain, like
-//! mini-redis's `Shutdown`. A watch channel, so a connection that subscribes after the signal
-//! still sees it.
+//! Shutdown signalling for both servers: [`signal`] resolves on SIGINT or SIGTERM, and one
+//! [`Trigger`] tells every connection to stop reading and drain, like mini-redis's `Shutdown`. A
+//! watch channel, so a connection that subscribes after the signal still sees it.
 
 use tokio::sync::watch;
 
@@ -55,26 +55,34 @@ impl Shutdown {
     }
 }
 
-/// Resolves on Ctrl-C (SIGINT) or SIGTERM: what `vesta serve tcp` passes as its shutdown.
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM, whichever comes first, and logs which. If a handler
+/// cannot be installed, that signal is logged and ignored (the other still works); it never
+/// resolves spuriously.
 pub async fn signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!("cannot listen for ctrl-c: {e}");
+            std::future::pending::<()>().await;
+        }
+    };
     #[cfg(unix)]
-    {
+    let term = async {
         use tokio::signal::unix::{SignalKind, signal};
         match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
+            Ok(mut s) => {
+                s.recv().await;
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+            Err(e) => {
+                tracing::warn!("cannot listen for SIGTERM: {e}");
+                std::future::pending::<()>().await;
             }
         }
-    }
+    };
     #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("ctrl-c: shutting down"),
+        () = term => tracing::info!("SIGTERM: shutting down"),
     }
 }
 

@@ -1,0 +1,353 @@
+//! One configuration shape for both servers (`conf/server.toml`, `conf/rest.toml`): the issuer's
+//! sections (`[id]`, `[machine]`, `[clock]`, `[zookeeper]`) and a `[server]` section whose keys
+//! both servers share by name and unit (`listen`, `max_connections`, `max_batch`, `max_wait_ms`,
+//! `shutdown_grace_ms`) beside their own. Unknown keys are errors naming the key; every value,
+//! and that a static machine ID lies in the server pool, is checked at load, before anything
+//! binds or leases. Renamed keys still load, with a warning for the operator.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, Visitor};
+use vesta_core::{GenMethod, IdType};
+use vesta_embed::config::{
+    ClockSection, IdSection, MachineSection, ZooKeeperSection, load_toml, parse_toml,
+};
+use vesta_embed::{IssuerConfig, MachineSource};
+
+use crate::error::ConfigError;
+
+/// The `[server]` section of one server: the shared limits plus its own keys.
+pub trait ServerSection:
+    Clone + Default + PartialEq + Eq + fmt::Debug + DeserializeOwned + Send + Sync + 'static
+{
+    /// The genMethod of the IDs this server issues (it picks the machine pool too).
+    const GEN_METHOD: GenMethod;
+    /// Former names of the section, still read (with a warning).
+    const OLD_NAMES: &'static [&'static str] = &[];
+    /// Keys renamed within the section, `(old, new)`: the old name is a serde alias of the new
+    /// one and loading warns about it.
+    const RENAMED_KEYS: &'static [(&'static str, &'static str)] = &[];
+
+    /// The limits every server has, under the same names.
+    fn common(&self) -> CommonLimits;
+
+    /// Checks the server's own keys (the common ones are checked for it).
+    fn validate_own(&self, id_type: IdType) -> Result<(), ConfigError>;
+}
+
+/// The `[server]` keys both servers have, with the same meaning and unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommonLimits {
+    /// The address to listen on.
+    pub listen: SocketAddr,
+    /// Connections served at once.
+    pub max_connections: u64,
+    /// Largest number of IDs one request may ask for.
+    pub max_batch: u64,
+    /// Longest a request waits for sequence space before it is answered "saturated".
+    pub max_wait_ms: u64,
+    /// How long a shutdown lets connections finish their in-flight work.
+    pub shutdown_grace_ms: u64,
+}
+
+impl CommonLimits {
+    /// `max_wait_ms` as a duration.
+    pub fn max_wait(&self) -> Duration {
+        Duration::from_millis(self.max_wait_ms)
+    }
+
+    /// `shutdown_grace_ms` as a duration.
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
+    }
+}
+
+/// Default of `max_wait_ms`: three max-peak seconds.
+pub const DEFAULT_MAX_WAIT_MS: u64 = 3_000;
+
+/// Everything a server needs. `Default` equals the shipped conf file of that server.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServiceConfig<S: ServerSection> {
+    /// The IDs' layout, epoch and version.
+    pub id: IdSection,
+    /// Where the machine ID comes from (it must lie in the server pool).
+    pub machine: MachineSection,
+    /// Clock-rollback policy and sequence start.
+    pub clock: ClockSection,
+    /// The ZooKeeper lease, used when `machine.source = "zookeeper"`.
+    pub zookeeper: ZooKeeperSection,
+    /// The listener and its limits.
+    pub server: S,
+    /// Renamed keys found while loading, one line each, for the operator to fix.
+    pub warnings: Vec<String>,
+}
+
+impl<S: ServerSection> ServiceConfig<S> {
+    /// Loads and checks a TOML file; errors name the file, the key and the line.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let mut c: Self = load_toml(path)?;
+        c.warnings = renamed_keys::<S>(&std::fs::read_to_string(path).unwrap_or_default());
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Parses and checks TOML text.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        let mut c: Self = parse_toml(text)?;
+        c.warnings = renamed_keys::<S>(text);
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// The issuer's configuration: these sections with the server's genMethod.
+    pub fn issuer_config(&self) -> IssuerConfig {
+        IssuerConfig {
+            id: self.id.clone(),
+            machine: self.machine.clone(),
+            clock: self.clock.clone(),
+            zookeeper: self.zookeeper.clone(),
+            gen_method: S::GEN_METHOD,
+        }
+    }
+
+    /// The limits both servers share.
+    pub fn limits(&self) -> CommonLimits {
+        self.server.common()
+    }
+
+    /// Checks every `[server]` value and that a static machine ID lies in the server pool.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        validate_section(&self.server, self.id.id_type)?;
+        let issuer = self.issuer_config();
+        let pools = issuer.pools()?;
+        if self.machine.source == MachineSource::Static {
+            pools.check(issuer.static_machine()?, S::GEN_METHOD)?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks a `[server]` section for IDs of `id_type`: the shared limits, then the server's own.
+pub fn validate_section<S: ServerSection>(section: &S, id_type: IdType) -> Result<(), ConfigError> {
+    let layout = id_type.layout();
+    let c = section.common();
+    check("server.max_connections", c.max_connections, 1, 65_536)?;
+    check(
+        "server.max_batch",
+        c.max_batch,
+        1,
+        layout.capacity_per_second(),
+    )?;
+    // A request parked just after a boundary waits a whole unit: allow at least two.
+    check(
+        "server.max_wait_ms",
+        c.max_wait_ms,
+        2 * layout.unit_ms,
+        600_000,
+    )?;
+    check("server.shutdown_grace_ms", c.shutdown_grace_ms, 0, 600_000)?;
+    section.validate_own(id_type)
+}
+
+/// `value` within `min..=max`, or an error naming `field` and the range.
+pub fn check(field: &'static str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange {
+            field,
+            value,
+            min,
+            max,
+        })
+    }
+}
+
+/// The warnings for renamed sections and keys present in `text` (already parsed once).
+fn renamed_keys<S: ServerSection>(text: &str) -> Vec<String> {
+    let Ok(table) = text.parse::<toml::Table>() else {
+        return Vec::new();
+    };
+    let mut warnings = Vec::new();
+    let mut sections = vec![("server", table.get("server"))];
+    for old in S::OLD_NAMES {
+        if let Some(section) = table.get(*old) {
+            warnings.push(format!(
+                "config: section [{old}] is now called [server]; the old name is read until the \
+                 next release"
+            ));
+            sections.push((old, Some(section)));
+        }
+    }
+    for (name, section) in sections {
+        let Some(section) = section.and_then(toml::Value::as_table) else {
+            continue;
+        };
+        for (old, new) in S::RENAMED_KEYS {
+            if section.contains_key(*old) {
+                warnings.push(format!(
+                    "config: {name}.{old} is now called server.{new}; the old name is read \
+                     until the next release"
+                ));
+            }
+        }
+    }
+    warnings
+}
+
+/// By hand, so the server section's former names map onto `[server]` while unknown sections
+/// stay errors that name the section (serde's `flatten` cannot be combined with that).
+impl<'de, S: ServerSection> Deserialize<'de> for ServiceConfig<S> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Sections<S>(PhantomData<S>);
+
+        impl<'de, S: ServerSection> Visitor<'de> for Sections<S> {
+            type Value = ServiceConfig<S>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a vesta server configuration")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                const SECTIONS: &[&str] = &["server", "id", "machine", "clock", "zookeeper"];
+                let mut c = ServiceConfig::<S>::default();
+                let mut seen: Vec<&'static str> = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let section = match key.as_str() {
+                        k if S::OLD_NAMES.contains(&k) => "server",
+                        k => SECTIONS
+                            .iter()
+                            .copied()
+                            .find(|s| *s == k)
+                            .ok_or_else(|| de::Error::unknown_field(k, SECTIONS))?,
+                    };
+                    if seen.contains(&section) {
+                        return Err(de::Error::custom(format!(
+                            "section [{section}] is given twice (under its old and new name?)"
+                        )));
+                    }
+                    seen.push(section);
+                    match section {
+                        "server" => c.server = map.next_value()?,
+                        "id" => c.id = map.next_value()?,
+                        "machine" => c.machine = map.next_value()?,
+                        "clock" => c.clock = map.next_value()?,
+                        _ => c.zookeeper = map.next_value()?,
+                    }
+                }
+                Ok(c)
+            }
+        }
+
+        d.deserialize_map(Sections(PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A section shaped like the servers' own.
+    #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    struct TestSection {
+        listen: SocketAddr,
+        #[serde(alias = "max_count")]
+        max_batch: u64,
+        extra: u64,
+    }
+
+    impl Default for TestSection {
+        fn default() -> Self {
+            TestSection {
+                listen: "127.0.0.1:1".parse().unwrap(),
+                max_batch: 100,
+                extra: 1,
+            }
+        }
+    }
+
+    impl ServerSection for TestSection {
+        const GEN_METHOD: GenMethod = GenMethod::Rest;
+        const OLD_NAMES: &'static [&'static str] = &["rest"];
+        const RENAMED_KEYS: &'static [(&'static str, &'static str)] = &[("max_count", "max_batch")];
+
+        fn common(&self) -> CommonLimits {
+            CommonLimits {
+                listen: self.listen,
+                max_connections: 10,
+                max_batch: self.max_batch,
+                max_wait_ms: DEFAULT_MAX_WAIT_MS,
+                shutdown_grace_ms: 0,
+            }
+        }
+
+        fn validate_own(&self, _: IdType) -> Result<(), ConfigError> {
+            check("server.extra", self.extra, 1, 5)
+        }
+    }
+
+    type Config = ServiceConfig<TestSection>;
+
+    #[test]
+    fn an_empty_file_is_the_default_and_valid() {
+        assert_eq!(Config::from_toml_str("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn old_section_and_key_names_load_with_warnings() {
+        let c = Config::from_toml_str("[rest]\nmax_count = 7\n").unwrap();
+        assert_eq!(c.server.max_batch, 7);
+        assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+        assert!(c.warnings[0].contains("[rest] is now called [server]"));
+        assert!(c.warnings[1].contains("rest.max_count is now called server.max_batch"));
+        let err = Config::from_toml_str("[rest]\n[server]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("section [server] is given twice"), "{err}");
+    }
+
+    #[test]
+    fn unknown_sections_and_keys_are_named() {
+        let err = Config::from_toml_str("[serve]\n").unwrap_err().to_string();
+        assert!(err.contains("serve"), "{err}");
+        let err = Config::from_toml_str("[server]\nlisten_addr = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("listen_addr"), "{err}");
+    }
+
+    #[test]
+    fn values_are_checked_and_named() {
+        let err = Config::from_toml_str("[server]\nextra = 9\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "invalid config: server.extra 9 is out of range: allowed 1..=5"
+        );
+        let err = Config::from_toml_str("[server]\nmax_batch = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("server.max_batch 0 is out of range"), "{err}");
+    }
+
+    #[test]
+    fn a_static_machine_outside_the_server_pool_is_refused_at_load() {
+        let err = Config::from_toml_str("[machine]\nid = 5\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "invalid config: machine 5 is outside the server pool 924..=1023 (genMethod rest)"
+        );
+        let c = Config::from_toml_str("").unwrap();
+        assert_eq!(c.issuer_config().static_machine().unwrap(), 924);
+        assert_eq!(c.issuer_config().gen_method, GenMethod::Rest);
+    }
+}

@@ -1,0 +1,72 @@
+//! Why a server's configuration is refused and why a server did not start. Each message is the
+//! one line an operator sees, naming the key or address at fault.
+
+use std::net::SocketAddr;
+
+/// A server configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read or parsed, or an issuer value is invalid.
+    #[error(transparent)]
+    Load(#[from] vesta_embed::config::ConfigError),
+    /// A `[server]` value is out of range.
+    #[error("invalid config: {field} {value} is out of range: allowed {min}..={max}")]
+    OutOfRange {
+        /// The key, with its section (`server.max_batch`).
+        field: &'static str,
+        /// The rejected value.
+        value: u64,
+        /// Smallest allowed value.
+        min: u64,
+        /// Largest allowed value.
+        max: u64,
+    },
+    /// Values that do not fit together (the message names them).
+    #[error("invalid config: {0}")]
+    Inconsistent(String),
+    /// The static machine ID is not in the server pool.
+    #[error("invalid config: {0}")]
+    Pool(vesta_core::PoolError),
+}
+
+// By hand rather than `#[from]`, so the cause is printed once, not again as a `source`.
+impl From<vesta_core::PoolError> for ConfigError {
+    fn from(e: vesta_core::PoolError) -> Self {
+        ConfigError::Pool(e)
+    }
+}
+
+/// Why a server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {cause}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        cause: std::io::Error,
+    },
+    /// The issuer did not start (lease, state file, clock behind its mark).
+    #[error("starting the issuer: {0}")]
+    Issuer(vesta_embed::StartError),
+    /// A background task or thread could not be started or failed unexpectedly.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+// By hand rather than `#[from]`, so the cause is printed once, not again as a `source`.
+impl From<vesta_embed::StartError> for ServeError {
+    fn from(e: vesta_embed::StartError) -> Self {
+        ServeError::Issuer(e)
+    }
+}
+
+impl From<vesta_embed::config::ConfigError> for ServeError {
+    fn from(e: vesta_embed::config::ConfigError) -> Self {
+        ServeError::Config(e.into())
+    }
+}

@@ -1,0 +1,168 @@
+//! How a server starts and stops, the same for both:
+//!
+//! 1. the config is checked (done when it was loaded);
+//! 2. the listen address is *bound but not listened on*: a busy port fails before any machine-ID
+//!    lease is taken, and while the issuer starts (a ZooKeeper lease, a start guard) clients are
+//!    refused at once instead of hanging in a backlog nobody reads;
+//! 3. the issuer starts, off the async workers, and is wrapped in the [`AsyncIssuer`] every
+//!    request issues through (parked requests served fairly at each unit boundary);
+//! 4. the socket listens; the server serves until its shutdown future resolves;
+//! 5. connections drain within `shutdown_grace_ms`, the rest are closed;
+//! 6. the machine ID is released (final mark, claim deleted), off the async workers.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::task::JoinSet;
+use vesta_core::{Clock, GenMethod};
+use vesta_embed::{AsyncIssuer, Issuer, SystemClock};
+
+use crate::config::{CommonLimits, ServerSection, ServiceConfig};
+use crate::error::{ConfigError, ServeError};
+
+/// Connections waiting to be accepted, at most.
+const BACKLOG: u32 = 1024;
+
+/// A server ready to serve: a listening socket and the issuer requests go through.
+#[derive(Debug)]
+pub struct Prepared<C: Clock + 'static = SystemClock> {
+    /// Listening.
+    pub listener: TcpListener,
+    /// The address bound (the real port when the config asked for port 0).
+    pub addr: SocketAddr,
+    /// The issuer, behind its waiting list.
+    pub issuer: AsyncIssuer<C>,
+}
+
+/// Steps 2-4 for a config: bind, start the issuer, listen.
+pub async fn start<S: ServerSection>(
+    config: &ServiceConfig<S>,
+) -> Result<Prepared<SystemClock>, ServeError> {
+    config.validate()?;
+    let limits = config.limits();
+    let socket = bind(limits.listen)?;
+    let issuer_config = config.issuer_config();
+    let issuer = tokio::task::spawn_blocking(move || Issuer::start(issuer_config))
+        .await
+        .map_err(|e| ServeError::Internal(format!("starting the issuer: {e}")))??;
+    listen(socket, Arc::new(issuer), S::GEN_METHOD, &limits)
+}
+
+/// Steps 2 and 4 for an issuer started elsewhere (tests pass one on a manual clock); it must
+/// issue with the server's genMethod.
+pub async fn start_with_issuer<C: Clock + 'static>(
+    issuer: Arc<Issuer<C>>,
+    gen_method: GenMethod,
+    limits: &CommonLimits,
+) -> Result<Prepared<C>, ServeError> {
+    let socket = bind(limits.listen)?;
+    listen(socket, issuer, gen_method, limits)
+}
+
+fn bind(addr: SocketAddr) -> Result<TcpSocket, ServeError> {
+    let bind_error = |cause| ServeError::Bind { addr, cause };
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(bind_error)?;
+    socket.set_reuseaddr(true).map_err(bind_error)?;
+    socket.bind(addr).map_err(bind_error)?;
+    Ok(socket)
+}
+
+fn listen<C: Clock + 'static>(
+    socket: TcpSocket,
+    issuer: Arc<Issuer<C>>,
+    gen_method: GenMethod,
+    limits: &CommonLimits,
+) -> Result<Prepared<C>, ServeError> {
+    let actual = issuer.status().gen_method;
+    if actual != gen_method {
+        return Err(ConfigError::Inconsistent(format!(
+            "this server issues with genMethod {gen_method}, not {actual}"
+        ))
+        .into());
+    }
+    let addr = socket.local_addr().map_err(|cause| ServeError::Bind {
+        addr: limits.listen,
+        cause,
+    })?;
+    let listener = socket
+        .listen(BACKLOG)
+        .map_err(|cause| ServeError::Bind { addr, cause })?;
+    let issuer = AsyncIssuer::new(issuer, limits.max_wait())
+        .map_err(|e| ServeError::Internal(format!("cannot start the unit clock thread: {e}")))?;
+    Ok(Prepared {
+        listener,
+        addr,
+        issuer,
+    })
+}
+
+/// What a server did between start and stop.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServeReport {
+    /// Connections accepted.
+    pub connections: u64,
+    /// Connections still open when the grace period ended, closed without finishing.
+    pub forced_closed: usize,
+    /// Why giving the machine ID back was not clean (`None`: released). A leased ID whose
+    /// release failed expires with its ZooKeeper session; no duplicate can result.
+    pub release_error: Option<String>,
+}
+
+/// Step 5: waits up to `grace` for the connection tasks, then aborts the rest; returns how many
+/// were cut off.
+pub async fn drain(tasks: &mut JoinSet<()>, grace: Duration) -> usize {
+    let finished =
+        tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
+    let forced = if finished.is_err() { tasks.len() } else { 0 };
+    if forced > 0 {
+        tracing::warn!(
+            forced,
+            "grace period over: closing the connections still busy"
+        );
+    }
+    tasks.shutdown().await;
+    forced
+}
+
+/// Step 6: gives the machine ID back ([`Issuer::shutdown`]: final mark and claim deleted for a
+/// lease, released state for a static ID) off the async workers, since it may wait on ZooKeeper.
+/// After it the issuer issues nothing, even through other handles.
+pub async fn release<C: Clock + 'static>(issuer: Arc<Issuer<C>>) -> Option<String> {
+    let released = tokio::task::spawn_blocking(move || issuer.shutdown()).await;
+    let error = match released {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(e) => Some(format!("releasing the machine ID failed: {e}")),
+    };
+    match &error {
+        None => tracing::info!("stopped; machine ID released"),
+        Some(e) => tracing::warn!("stopped; {e}"),
+    }
+    error
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_bound_socket_refuses_connections_until_it_listens() {
+        let socket = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = socket.local_addr().unwrap();
+        let refused = tokio::net::TcpStream::connect(addr).await;
+        assert!(refused.is_err(), "connected before listen");
+        let listener = socket.listen(8).unwrap();
+        // A port someone listens on is busy: caught before the issuer starts.
+        assert!(matches!(bind(addr), Err(ServeError::Bind { .. })));
+        let (accepted, connected) =
+            tokio::join!(listener.accept(), tokio::net::TcpStream::connect(addr));
+        assert!(accepted.is_ok() && connected.is_ok());
+    }
+}

@@ -1,0 +1,146 @@
+//! The issuer's metrics, the same on both servers (names prefixed `vesta_`): its fixed identity,
+//! and a collector that reads `Issuer::status()` and the waiting list's counters at each scrape,
+//! so they are never stale and cost nothing between scrapes. Each server registers these beside
+//! its own request metrics (prometheus-client).
+
+use std::fmt;
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+use vesta_core::Clock;
+use vesta_embed::{AsyncIssuer, Issuer, LeaseState};
+
+/// Registers the issuer's metrics in `registry` (which should have the `vesta` prefix).
+pub fn register_issuer<C: Clock + 'static>(registry: &mut Registry, ids: &AsyncIssuer<C>) {
+    let issuer = Arc::clone(ids.issuer());
+    let status = issuer.status();
+    registry.register(
+        "issuer",
+        "The issuer's fixed identity",
+        Info::new(vec![
+            ("gen_method", status.gen_method.name().to_owned()),
+            ("type", status.id_type.name().to_owned()),
+            ("epoch_ms", status.epoch.unix_ms().to_string()),
+        ]),
+    );
+    registry.register_collector(Box::new(IssuerCollector {
+        issuer,
+        ids: ids.clone(),
+    }));
+}
+
+/// Reads the issuer's status at each scrape.
+struct IssuerCollector<C: Clock + 'static> {
+    issuer: Arc<Issuer<C>>,
+    ids: AsyncIssuer<C>,
+}
+
+impl<C: Clock + 'static> fmt::Debug for IssuerCollector<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("IssuerCollector")
+    }
+}
+
+const LEASE_STATES: [LeaseState; 5] = [
+    LeaseState::Static,
+    LeaseState::Acquiring,
+    LeaseState::Held,
+    LeaseState::Fenced,
+    LeaseState::Released,
+];
+
+impl<C: Clock + 'static> Collector for IssuerCollector<C> {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let s = self.issuer.status();
+        let now_ms = self.issuer.generator().clock().now_ms();
+        let counter = |e: &mut DescriptorEncoder, name: &str, help: &str, v: u64| {
+            let m = ConstCounter::new(v);
+            m.encode(e.encode_descriptor(name, help, None, m.metric_type())?)
+        };
+        let gauge = |e: &mut DescriptorEncoder, name: &str, help: &str, v: i64| {
+            let m = ConstGauge::new(v);
+            m.encode(e.encode_descriptor(name, help, None, m.metric_type())?)
+        };
+        counter(
+            &mut encoder,
+            "clock_rollbacks",
+            "Clock steps backwards ridden out within the tolerance",
+            s.generator.clock_rollbacks,
+        )?;
+        counter(
+            &mut encoder,
+            "clock_rollback_refusals",
+            "Requests refused because the clock was behind by more than the tolerance",
+            s.generator.clock_rollback_refusals,
+        )?;
+        counter(
+            &mut encoder,
+            "lease_fence_events",
+            "Times issuing was fenced because the machine-ID lease could not be confirmed",
+            s.lease.fence_events,
+        )?;
+        counter(
+            &mut encoder,
+            "lease_reconnects",
+            "ZooKeeper sessions re-established after a loss",
+            s.lease.reconnects,
+        )?;
+        gauge(
+            &mut encoder,
+            "machine_id",
+            "The machine ID in use",
+            i64::try_from(s.machine).unwrap_or(i64::MAX),
+        )?;
+        gauge(
+            &mut encoder,
+            "issuing",
+            "1 while the issuer may issue IDs, 0 while fenced or waiting on its start guard",
+            i64::from(s.can_issue()),
+        )?;
+        let remaining_s = s.end_of_life_ms.saturating_sub(now_ms) / 1000;
+        gauge(
+            &mut encoder,
+            "end_of_life_remaining_seconds",
+            "Seconds until the layout's time field is full (no IDs after that)",
+            i64::try_from(remaining_s).unwrap_or(i64::MAX),
+        )?;
+        let waits = self.ids.stats();
+        counter(
+            &mut encoder,
+            "sequence_waits",
+            "Times a request waited for the next time unit because the sequence was used up \
+             (a request waiting through three unit boundaries counts three)",
+            waits.unit_waits_total,
+        )?;
+        counter(
+            &mut encoder,
+            "sequence_wait_expired",
+            "Requests answered 'saturated' after waiting max_wait_ms for sequence space",
+            waits.expired_total,
+        )?;
+        gauge(
+            &mut encoder,
+            "requests_waiting",
+            "Requests waiting for the next time unit now",
+            i64::try_from(waits.parked).unwrap_or(i64::MAX),
+        )?;
+        let mut family = encoder.encode_descriptor(
+            "lease_state",
+            "1 for the current state of the machine-ID lease, 0 for the others",
+            None,
+            MetricType::Gauge,
+        )?;
+        for state in LEASE_STATES {
+            let labels = [("state", state.name())];
+            ConstGauge::new(i64::from(s.lease.state == state))
+                .encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
