@@ -9,11 +9,11 @@
 //!   endpoints without losing or duplicating a request, and can prefetch or fall back to an
 //!   embedded issuer.
 //!
-//! Module shape follows tokio-rs/mini-redis: [`frame`] and [`proto`] (codec), [`connection`],
-//! one module per operation (private `cmd`), [`shutdown`], [`server`], [`config`].
+//! Module shape follows tokio-rs/mini-redis: [`frame`] (codec of frames), [`proto`] (one module
+//! per operation: its request, its answer and its server side), [`connection`], [`shutdown`],
+//! [`server`], [`config`].
 
 pub mod client;
-mod cmd;
 pub mod config;
 pub mod connection;
 pub mod error;

@@ -22,12 +22,14 @@ use tracing::{debug, info, warn};
 use vesta_core::Clock;
 use vesta_embed::{Issuer, SystemClock};
 
-use crate::cmd::{self, Ctx, Outcome, Waiting};
 use crate::config::{ServerConfig, ServerSection};
 use crate::connection::Connection;
 use crate::error::ServerError;
-use crate::frame::FrameError;
-use crate::proto::{ErrorCode, ParseError, Request, Response, ServerInfo};
+use crate::frame::{Frame, FrameError};
+use crate::proto::{
+    ErrorCode, Outcome, Request, Response, ServerContext, ServerInfo, Waiting, explain, hello,
+    info, make, next_id, next_ids, ping, trans_time,
+};
 use crate::shutdown::{Shutdown, Trigger};
 
 /// Parked ID requests per connection before the server stops reading from it (back-pressure).
@@ -37,7 +39,7 @@ const MAX_WAITING_PER_CONNECTION: usize = 4096;
 #[derive(Debug)]
 pub struct Server<C: Clock + 'static = SystemClock> {
     listener: TcpListener,
-    ctx: Arc<Ctx<C>>,
+    ctx: Arc<ServerContext<C>>,
 }
 
 impl Server<SystemClock> {
@@ -63,7 +65,7 @@ impl<C: Clock + 'static> Server<C> {
             .map_err(|cause| ServerError::Bind { addr, cause })?;
         Ok(Server {
             listener,
-            ctx: Arc::new(Ctx {
+            ctx: Arc::new(ServerContext {
                 issuer,
                 limits,
                 connections: AtomicU32::new(0),
@@ -79,7 +81,7 @@ impl<C: Clock + 'static> Server<C> {
 
     /// What `INFO` answers now.
     pub fn info(&self) -> ServerInfo {
-        cmd::info::describe(&self.ctx)
+        info::describe(&self.ctx)
     }
 
     /// The issuer.
@@ -150,7 +152,7 @@ impl<C: Clock + 'static> Server<C> {
 
 /// Gives the machine ID back ([`Issuer::shutdown`]: a leased ID is released in ZooKeeper, a
 /// static one fenced as released), off the async workers since it may wait on ZooKeeper.
-async fn release<C: Clock + 'static>(ctx: Arc<Ctx<C>>) -> Result<(), ServerError> {
+async fn release<C: Clock + 'static>(ctx: Arc<ServerContext<C>>) -> Result<(), ServerError> {
     let issuer = ctx.issuer.clone();
     drop(ctx);
     let released = tokio::task::spawn_blocking(move || issuer.shutdown())
@@ -193,7 +195,7 @@ impl Drop for Counted<'_> {
 async fn handle<C: Clock + 'static>(
     stream: TcpStream,
     peer: SocketAddr,
-    ctx: Arc<Ctx<C>>,
+    ctx: Arc<ServerContext<C>>,
     shutdown: Shutdown,
 ) {
     let _counted = Counted::new(&ctx.connections);
@@ -214,7 +216,7 @@ async fn handle<C: Clock + 'static>(
 /// The state of one connection.
 struct Handler<C: Clock + 'static> {
     conn: Connection,
-    ctx: Arc<Ctx<C>>,
+    ctx: Arc<ServerContext<C>>,
     shutdown: Shutdown,
     /// ID requests parked until the next time unit, answered in arrival order.
     waiting: VecDeque<Waiting>,
@@ -311,8 +313,9 @@ impl<C: Clock + 'static> Handler<C> {
         });
     }
 
-    /// Runs one frame; appends its answer or parks it.
-    fn on_frame(&mut self, frame: crate::frame::Frame) -> Flow {
+    /// Runs one frame; appends its answer or parks it. Each op's `apply` is in its module under
+    /// `proto/`; this is their dispatch.
+    fn on_frame(&mut self, frame: Frame) -> Flow {
         let id = frame.request_id;
         let request = Request::parse(&frame);
         let out = self.conn.out();
@@ -322,17 +325,15 @@ impl<C: Clock + 'static> Handler<C> {
                     min_version,
                     max_version,
                 }) => {
-                    if cmd::hello::apply(&self.ctx, id, min_version, max_version, out) {
-                        self.handshaken = true;
+                    self.handshaken = hello::apply(&self.ctx, id, min_version, max_version, out);
+                    if self.handshaken {
                         Flow::Continue
                     } else {
                         Flow::Close
                     }
                 }
                 _ => {
-                    let msg =
-                        "the first frame must be HELLO with magic \"VSTA\" (docs/protocol.md)";
-                    Response::encode_error(id, ErrorCode::HandshakeRequired, msg, out);
+                    hello::required(id, out);
                     Flow::Close
                 }
             };
@@ -345,66 +346,27 @@ impl<C: Clock + 'static> Handler<C> {
         let request = match request {
             Ok(r) => r,
             Err(e) => {
-                let code = match e {
-                    ParseError::UnknownOp { .. } => ErrorCode::UnknownOp,
-                    _ => ErrorCode::BadPayload,
-                };
-                Response::encode_error(id, code, &e.to_string(), out);
+                Response::encode_error(id, e.code(), &e.to_string(), out);
                 return Flow::Continue;
             }
         };
         let ctx = &*self.ctx;
+        // ID requests queue behind parked ones, so a connection's IDs come in order.
+        let after_parked = !self.waiting.is_empty();
         let outcome = match request {
-            // ID requests queue behind parked ones, so a connection's IDs come in order.
-            Request::NextId if self.waiting.is_empty() => cmd::next_id::apply(ctx, id, out),
-            Request::NextId => {
-                self.waiting.push_back(Waiting::One { request_id: id });
-                Outcome::Done
-            }
-            Request::NextIds { count } if self.waiting.is_empty() => {
-                cmd::next_ids::apply(ctx, id, count, out)
-            }
-            Request::NextIds { count } => {
-                let max = ctx.limits.max_batch;
-                if count == 0 || count > max {
-                    cmd::next_ids::apply(ctx, id, count, out)
-                } else {
-                    self.waiting.push_back(Waiting::Many {
-                        request_id: id,
-                        left: u64::from(count),
-                        runs: Vec::new(),
-                    });
-                    Outcome::Done
-                }
-            }
-            Request::Ping => {
-                cmd::ping::apply(id, out);
-                Outcome::Done
-            }
-            Request::Info => {
-                cmd::info::apply(ctx, id, out);
-                Outcome::Done
-            }
-            Request::Explain { id: x } => {
-                cmd::explain::apply(ctx, id, x, out);
-                Outcome::Done
-            }
-            Request::Make(fields) => {
-                cmd::make::apply(ctx, id, &fields, out);
-                Outcome::Done
-            }
-            Request::TransTime { time } => {
-                cmd::trans_time::apply(ctx, id, time, out);
-                Outcome::Done
-            }
-            Request::Hello { .. } => {
-                let msg = "HELLO was already received on this connection";
-                Response::encode_error(id, ErrorCode::BadPayload, msg, out);
-                Outcome::Done
-            }
+            Request::Hello { .. } => hello::repeated(id, out),
+            Request::Ping => ping::apply(id, out),
+            Request::Info => info::apply(ctx, id, out),
+            Request::NextId => next_id::apply(ctx, id, after_parked, out),
+            Request::NextIds { count } => next_ids::apply(ctx, id, count, after_parked, out),
+            Request::Explain { id: x } => explain::apply(ctx, id, x, out),
+            Request::Make(fields) => make::apply(ctx, id, &fields, out),
+            Request::TransTime { time } => trans_time::apply(ctx, id, time, out),
         };
-        if let Outcome::Wait { waiting, wait_ms } = outcome {
-            self.park_front(waiting, wait_ms);
+        match outcome {
+            Outcome::Done => {}
+            Outcome::Wait { waiting, wait_ms } => self.park_front(waiting, wait_ms),
+            Outcome::Queued(waiting) => self.waiting.push_back(waiting),
         }
         Flow::Continue
     }

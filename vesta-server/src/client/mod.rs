@@ -279,11 +279,14 @@ impl Client {
     /// An ID explained by a server (with the server's epoch).
     pub async fn explain(&self, id: u64) -> Result<Explanation, ClientError> {
         match self.server_only(&Request::Explain { id }).await? {
-            (Response::Explained(x), _) => Ok(Explanation {
-                id: x.id,
-                fields: IdFields::decode(x.id),
-                unix_ms: x.unix_ms,
-            }),
+            // The server's fields as sent: the client does not decode the ID again.
+            (Response::Explained(x), ep) => {
+                Explanation::try_from(x).map_err(|e| ClientError::Refused {
+                    endpoint: self.endpoint_name(ep),
+                    code: crate::proto::ErrorCode::Internal,
+                    message: format!("the server sent an explanation that does not fit: {e}"),
+                })
+            }
             (other, ep) => Err(self.unexpected(ep, &other)),
         }
     }

@@ -1,0 +1,324 @@
+//! The messages of protocol version 1 (docs/protocol.md): typed requests and answers over
+//! [`Frame`]s, their op codes and the error codes. Parsing checks every payload length exactly and
+//! never panics; encoding appends to a caller's buffer so a whole pipeline goes out in one write.
+//!
+//! Shaped like mini-redis's `cmd`: one module per op owns its request and its answer — the
+//! payload layout with its length as a named constant, parse and encode of both directions — and
+//! the server side of the op (`apply`). [`Request`] and [`Response`] only dispatch to them.
+//! Adding an op: a new `<op>.rs` here, its code in [`op`], a variant in [`Request`] and
+//! [`Response`] with one dispatch line in each of their `parse`/`encode`, one line in the
+//! server's dispatch (`server.rs`), and its section in docs/protocol.md.
+
+mod apply;
+mod error;
+pub(crate) mod explain;
+pub(crate) mod hello;
+pub(crate) mod info;
+pub(crate) mod make;
+pub(crate) mod next_id;
+pub(crate) mod next_ids;
+pub(crate) mod ping;
+pub(crate) mod trans_time;
+
+#[cfg(test)]
+mod tests;
+
+use bytes::{Bytes, BytesMut};
+use vesta_core::IdRun;
+
+use crate::frame::Frame;
+
+pub(crate) use apply::{Outcome, ServerContext, Waiting};
+pub use error::ErrorCode;
+pub use explain::WireExplanation;
+pub use info::{ServerInfo, lease_state_code, lease_state_from_code};
+pub use make::RawFields;
+pub use next_ids::ids_payload_len;
+
+/// The protocol version this crate speaks.
+pub const VERSION: u8 = 1;
+/// Oldest version this crate speaks.
+pub const MIN_VERSION: u8 = 1;
+/// The magic at the start of a `HELLO` payload.
+pub const MAGIC: [u8; 4] = *b"VSTA";
+/// The default cap on `NEXT_IDS` counts.
+pub const DEFAULT_MAX_BATCH: u32 = 65_536;
+/// Longest message text in an error, `GOAWAY` or info reason; longer text is cut.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// Op codes. Answers are the request's op with the top bit set.
+pub mod op {
+    /// Handshake.
+    pub const HELLO: u8 = 0x01;
+    /// Liveness check.
+    pub const PING: u8 = 0x02;
+    /// Server description.
+    pub const INFO: u8 = 0x03;
+    /// One ID.
+    pub const NEXT_ID: u8 = 0x10;
+    /// A batch of IDs as runs.
+    pub const NEXT_IDS: u8 = 0x11;
+    /// Take an ID apart.
+    pub const EXPLAIN: u8 = 0x12;
+    /// Build an ID from fields.
+    pub const MAKE: u8 = 0x13;
+    /// Time value to instant.
+    pub const TRANS_TIME: u8 = 0x14;
+    /// Bit set on every answer op.
+    pub const ANSWER: u8 = 0x80;
+    /// An error answering one request (or the connection, with id 0).
+    pub const ERROR: u8 = 0xfe;
+    /// The server will read nothing more on this connection.
+    pub const GOAWAY: u8 = 0xff;
+}
+
+/// A request, as a client sends it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Handshake: magic and the versions the client speaks.
+    Hello {
+        /// Oldest version spoken.
+        min_version: u8,
+        /// Newest version spoken.
+        max_version: u8,
+    },
+    /// Liveness check.
+    Ping,
+    /// Server description.
+    Info,
+    /// One ID.
+    NextId,
+    /// `count` IDs as contiguous runs.
+    NextIds {
+        /// How many (1..=max_batch).
+        count: u32,
+    },
+    /// Take an ID apart with the server's epoch.
+    Explain {
+        /// The ID.
+        id: u64,
+    },
+    /// Build an ID from raw field values (range-checked by the server).
+    Make(RawFields),
+    /// The instant a time value's unit starts.
+    TransTime {
+        /// Whole units since the epoch.
+        time: u64,
+    },
+}
+
+/// An answer, as the server sends it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    /// Handshake accepted.
+    HelloOk {
+        /// The version in use on this connection.
+        version: u8,
+        /// Largest frame length the server accepts and sends.
+        max_frame_bytes: u32,
+        /// Largest `NEXT_IDS` count.
+        max_batch: u32,
+    },
+    /// Answer to `PING`.
+    Pong,
+    /// Answer to `INFO`.
+    Info(ServerInfo),
+    /// One ID.
+    Id(u64),
+    /// IDs as runs (counts add up to the request's count).
+    Ids(Vec<IdRun>),
+    /// An explained ID.
+    Explained(WireExplanation),
+    /// A made ID.
+    Made(u64),
+    /// The start of a time unit, ms since 1970.
+    Time(u64),
+    /// The request failed.
+    Error {
+        /// Why.
+        code: ErrorCode,
+        /// One line for people.
+        message: String,
+    },
+    /// The server reads nothing more on this connection.
+    GoAway {
+        /// Why (`SHUTTING_DOWN`, `IDLE_TIMEOUT`).
+        code: ErrorCode,
+        /// One line for people.
+        message: String,
+    },
+}
+
+/// A frame whose payload does not fit its op.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// The op is not one this version knows in this direction.
+    #[error("unknown op {op:#04x}")]
+    UnknownOp {
+        /// The op.
+        op: u8,
+    },
+    /// The payload has the wrong length for the op.
+    #[error("{name} payload must be {expected} bytes, got {got}")]
+    BadLength {
+        /// The op's name.
+        name: &'static str,
+        /// Expected length (or a description).
+        expected: String,
+        /// Actual length.
+        got: usize,
+    },
+    /// The `HELLO` magic is wrong.
+    #[error("HELLO magic must be \"VSTA\"")]
+    BadMagic,
+}
+
+impl ParseError {
+    /// The code a server answers this with: `UNKNOWN_OP` for an op it does not know, else
+    /// `BAD_PAYLOAD`.
+    pub const fn code(&self) -> ErrorCode {
+        match self {
+            ParseError::UnknownOp { .. } => ErrorCode::UnknownOp,
+            _ => ErrorCode::BadPayload,
+        }
+    }
+}
+
+/// The payload, to read from, if it is exactly `len` bytes long (`name`: the message, for the
+/// error).
+fn exact(name: &'static str, payload: &Bytes, len: usize) -> Result<Bytes, ParseError> {
+    if payload.len() == len {
+        Ok(payload.clone())
+    } else {
+        Err(ParseError::BadLength {
+            name,
+            expected: len.to_string(),
+            got: payload.len(),
+        })
+    }
+}
+
+/// `text` cut to [`MAX_MESSAGE_BYTES`] on a character boundary.
+fn cut(text: &str) -> &str {
+    if text.len() <= MAX_MESSAGE_BYTES {
+        return text;
+    }
+    let mut end = MAX_MESSAGE_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+impl Request {
+    /// The op code.
+    pub const fn op(&self) -> u8 {
+        match self {
+            Request::Hello { .. } => op::HELLO,
+            Request::Ping => op::PING,
+            Request::Info => op::INFO,
+            Request::NextId => op::NEXT_ID,
+            Request::NextIds { .. } => op::NEXT_IDS,
+            Request::Explain { .. } => op::EXPLAIN,
+            Request::Make(_) => op::MAKE,
+            Request::TransTime { .. } => op::TRANS_TIME,
+        }
+    }
+
+    /// Parses a request frame; a payload of the wrong length or an answer op is an error.
+    pub fn parse(frame: &Frame) -> Result<Request, ParseError> {
+        let p = &frame.payload;
+        match frame.op {
+            op::HELLO => hello::parse_request(p),
+            op::PING => ping::parse_request(p),
+            op::INFO => info::parse_request(p),
+            op::NEXT_ID => next_id::parse_request(p),
+            op::NEXT_IDS => next_ids::parse_request(p),
+            op::EXPLAIN => explain::parse_request(p),
+            op::MAKE => make::parse_request(p),
+            op::TRANS_TIME => trans_time::parse_request(p),
+            other => Err(ParseError::UnknownOp { op: other }),
+        }
+    }
+
+    /// Appends the request as a frame with `request_id`.
+    pub fn encode(&self, request_id: u32, out: &mut BytesMut) {
+        match self {
+            Request::Hello {
+                min_version,
+                max_version,
+            } => hello::encode_request(request_id, *min_version, *max_version, out),
+            Request::Ping => ping::encode_request(request_id, out),
+            Request::Info => info::encode_request(request_id, out),
+            Request::NextId => next_id::encode_request(request_id, out),
+            Request::NextIds { count } => next_ids::encode_request(request_id, *count, out),
+            Request::Explain { id } => explain::encode_request(request_id, *id, out),
+            Request::Make(f) => make::encode_request(request_id, f, out),
+            Request::TransTime { time } => trans_time::encode_request(request_id, *time, out),
+        }
+    }
+}
+
+impl Response {
+    /// Appends a `ID` answer: the hot path, without building a `Response`.
+    #[inline]
+    pub fn encode_id(request_id: u32, id: u64, out: &mut BytesMut) {
+        next_id::encode_answer(request_id, id, out);
+    }
+
+    /// Appends an `IDS` answer from runs.
+    pub fn encode_ids(request_id: u32, runs: &[IdRun], out: &mut BytesMut) {
+        next_ids::encode_answer(request_id, runs, out);
+    }
+
+    /// Appends an `ERROR` answer; the message is cut to [`MAX_MESSAGE_BYTES`].
+    pub fn encode_error(request_id: u32, code: ErrorCode, message: &str, out: &mut BytesMut) {
+        error::encode(op::ERROR, request_id, code, message, out);
+    }
+
+    /// Appends the answer as a frame with `request_id`.
+    pub fn encode(&self, request_id: u32, out: &mut BytesMut) {
+        match self {
+            Response::HelloOk {
+                version,
+                max_frame_bytes,
+                max_batch,
+            } => hello::encode_answer(request_id, *version, *max_frame_bytes, *max_batch, out),
+            Response::Pong => ping::encode_answer(request_id, out),
+            Response::Info(i) => info::encode_answer(request_id, i, out),
+            Response::Id(id) => next_id::encode_answer(request_id, *id, out),
+            Response::Ids(runs) => next_ids::encode_answer(request_id, runs, out),
+            Response::Explained(x) => explain::encode_answer(request_id, x, out),
+            Response::Made(id) => make::encode_answer(request_id, *id, out),
+            Response::Time(ms) => trans_time::encode_answer(request_id, *ms, out),
+            Response::Error { code, message } => {
+                error::encode(op::ERROR, request_id, *code, message, out)
+            }
+            Response::GoAway { code, message } => {
+                error::encode(op::GOAWAY, request_id, *code, message, out)
+            }
+        }
+    }
+
+    /// Parses an answer frame; a payload of the wrong length or a request op is an error.
+    pub fn parse(frame: &Frame) -> Result<Response, ParseError> {
+        let p = &frame.payload;
+        match frame.op {
+            op::ERROR => error::parse(p).map(|(code, message)| Response::Error { code, message }),
+            op::GOAWAY => error::parse(p).map(|(code, message)| Response::GoAway { code, message }),
+            // An answer op without its top bit is the request op; a request op gets it set and
+            // matches nothing below.
+            answer => match answer ^ op::ANSWER {
+                op::HELLO => hello::parse_answer(p),
+                op::PING => ping::parse_answer(p),
+                op::INFO => info::parse_answer(p),
+                op::NEXT_ID => next_id::parse_answer(p),
+                op::NEXT_IDS => next_ids::parse_answer(p),
+                op::EXPLAIN => explain::parse_answer(p),
+                op::MAKE => make::parse_answer(p),
+                op::TRANS_TIME => trans_time::parse_answer(p),
+                _ => Err(ParseError::UnknownOp { op: answer }),
+            },
+        }
+    }
+}

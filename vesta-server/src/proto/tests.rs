@@ -1,0 +1,195 @@
+//! The codec's own tests: every request and answer round-trips through a frame, payloads of the
+//! wrong length are refused, and the example in docs/protocol.md is byte-exact.
+
+use super::*;
+use crate::frame;
+use proptest::prelude::*;
+use vesta_core::{Explanation, GenMethod, IdFields};
+
+fn round_trip_request(r: &Request, id: u32) -> Request {
+    let mut buf = BytesMut::new();
+    r.encode(id, &mut buf);
+    let f = frame::decode(&mut buf, frame::DEFAULT_MAX_FRAME_BYTES)
+        .unwrap()
+        .unwrap();
+    assert_eq!(f.request_id, id);
+    assert!(buf.is_empty());
+    Request::parse(&f).unwrap()
+}
+
+fn round_trip_response(r: &Response, id: u32) -> Response {
+    let mut buf = BytesMut::new();
+    r.encode(id, &mut buf);
+    let f = frame::decode(&mut buf, frame::MAX_MAX_FRAME_BYTES)
+        .unwrap()
+        .unwrap();
+    assert_eq!(f.request_id, id);
+    assert!(buf.is_empty());
+    Response::parse(&f).unwrap()
+}
+
+fn request_strategy() -> impl Strategy<Value = Request> {
+    prop_oneof![
+        (any::<u8>(), any::<u8>()).prop_map(|(a, b)| Request::Hello {
+            min_version: a,
+            max_version: b
+        }),
+        Just(Request::Ping),
+        Just(Request::Info),
+        Just(Request::NextId),
+        any::<u32>().prop_map(|count| Request::NextIds { count }),
+        any::<u64>().prop_map(|id| Request::Explain { id }),
+        (
+            any::<u8>(),
+            any::<u8>(),
+            any::<u8>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>()
+        )
+            .prop_map(|(version, id_type, gen_method, time, seq, machine)| {
+                Request::Make(RawFields {
+                    version,
+                    id_type,
+                    gen_method,
+                    time,
+                    seq,
+                    machine,
+                })
+            }),
+        any::<u64>().prop_map(|time| Request::TransTime { time }),
+    ]
+}
+
+fn response_strategy() -> impl Strategy<Value = Response> {
+    let code = (1u16..=16).prop_map(ErrorCode::from_u16);
+    prop_oneof![
+        (any::<u8>(), any::<u32>(), any::<u32>()).prop_map(|(v, f, b)| Response::HelloOk {
+            version: v,
+            max_frame_bytes: f,
+            max_batch: b
+        }),
+        Just(Response::Pong),
+        (any::<[u8; 8]>(), any::<u64>(), ".{0,40}").prop_map(|(s, x, reason)| {
+            Response::Info(ServerInfo {
+                machine: u16::from(s[0]) << 8 | u16::from(s[1]),
+                gen_method: s[2],
+                id_type: s[3],
+                id_version: s[4],
+                lease_state: s[5],
+                seq_bits: s[6],
+                time_bits: s[7],
+                unit_ms: x as u32,
+                epoch_ms: x,
+                server_pool_start: 924,
+                last_issued_time: x >> 3,
+                end_of_life_ms: !x,
+                max_batch: 7,
+                max_frame_bytes: 65536,
+                connections: 3,
+                reason,
+            })
+        }),
+        any::<u64>().prop_map(Response::Id),
+        proptest::collection::vec((any::<u64>(), any::<u32>()), 0..50).prop_map(|v| {
+            Response::Ids(
+                v.into_iter()
+                    .map(|(first, c)| IdRun {
+                        first,
+                        count: u64::from(c),
+                    })
+                    .collect(),
+            )
+        }),
+        any::<u64>().prop_map(Response::Made),
+        any::<u64>().prop_map(Response::Time),
+        (code.clone(), ".{0,60}").prop_map(|(code, message)| Response::Error { code, message }),
+        (code, ".{0,60}").prop_map(|(code, message)| Response::GoAway { code, message }),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn every_request_round_trips(r in request_strategy(), id in any::<u32>()) {
+        prop_assert_eq!(round_trip_request(&r, id), r);
+    }
+
+    #[test]
+    fn every_response_round_trips(r in response_strategy(), id in any::<u32>()) {
+        prop_assert_eq!(round_trip_response(&r, id), r);
+    }
+
+    /// Explanations round-trip for any ID (the encoder writes what `decode` produced).
+    #[test]
+    fn explanations_round_trip(id in any::<u64>(), ms in any::<u64>()) {
+        let x = WireExplanation::from(Explanation { id, fields: IdFields::decode(id), unix_ms: ms });
+        prop_assert_eq!(round_trip_response(&Response::Explained(x), 1), Response::Explained(x));
+    }
+
+    /// A payload of any other length than the op's is refused, never misread.
+    #[test]
+    fn wrong_payload_lengths_are_refused(
+        op in prop::sample::select(vec![op::HELLO, op::PING, op::INFO, op::NEXT_ID,
+            op::NEXT_IDS, op::EXPLAIN, op::MAKE, op::TRANS_TIME]),
+        len in 0usize..40,
+    ) {
+        let right = match op { op::HELLO => 6, op::NEXT_IDS => 4, op::EXPLAIN | op::TRANS_TIME => 8,
+            op::MAKE => 27, _ => 0 };
+        prop_assume!(len != right);
+        let f = Frame { op, request_id: 1, payload: Bytes::from(vec![0u8; len]) };
+        let is_bad_length = matches!(Request::parse(&f), Err(ParseError::BadLength { .. }));
+        prop_assert!(is_bad_length);
+    }
+}
+
+#[test]
+fn unknown_ops_and_answer_ops_are_not_requests() {
+    for op in [0x00, 0x04, 0x7f, 0x90, 0xfe, 0xff] {
+        let f = Frame {
+            op,
+            request_id: 1,
+            payload: Bytes::new(),
+        };
+        assert_eq!(Request::parse(&f), Err(ParseError::UnknownOp { op }));
+    }
+    let f = Frame {
+        op: op::HELLO,
+        request_id: 1,
+        payload: Bytes::from_static(b"VSTB\x01\x01"),
+    };
+    assert_eq!(Request::parse(&f), Err(ParseError::BadMagic));
+}
+
+#[test]
+fn long_messages_are_cut_on_a_char_boundary() {
+    let msg = "é".repeat(MAX_MESSAGE_BYTES);
+    let r = Response::Error {
+        code: ErrorCode::Internal,
+        message: msg,
+    };
+    let Response::Error { message, .. } = round_trip_response(&r, 9) else {
+        panic!("not an error");
+    };
+    assert_eq!(message.len(), MAX_MESSAGE_BYTES);
+}
+
+#[test]
+fn the_example_in_the_doc_is_byte_exact() {
+    let mut buf = BytesMut::new();
+    Request::NextId.encode(7, &mut buf);
+    assert_eq!(&buf[..], &[0, 0, 0, 5, 0x10, 0, 0, 0, 7]);
+    let id = 0x155a_14a0_0000_039c;
+    buf.clear();
+    Response::Id(id).encode(7, &mut buf);
+    assert_eq!(
+        &buf[..],
+        &[
+            0, 0, 0, 0x0d, 0x90, 0, 0, 0, 7, 0x15, 0x5a, 0x14, 0xa0, 0x00, 0x00, 0x03, 0x9c
+        ]
+    );
+    let f = IdFields::decode(id);
+    assert_eq!(f.machine, 924);
+    assert_eq!(f.gen_method, GenMethod::Server);
+    assert_eq!(f.seq, 0);
+    assert_eq!(f.time, 359_158_400);
+}
