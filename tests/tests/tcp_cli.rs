@@ -132,7 +132,7 @@ fn serve_gen_bench_and_a_clean_sigterm() {
     let (status, rest) = server.terminate();
     assert!(status.success(), "{status:?}: {rest}");
     assert!(
-        rest.contains("vesta-tcp stopped; machine 931 released"),
+        rest.contains("vesta-tcp stopped after") && rest.contains("; machine 931 released"),
         "{rest}"
     );
 }

@@ -81,6 +81,10 @@ impl ServerSection for RestSection {
         }
     }
 
+    fn set_listen(&mut self, addr: SocketAddr) {
+        self.listen = addr;
+    }
+
     fn validate_own(&self, _: IdType) -> Result<(), ConfigError> {
         check(
             "server.max_uri_bytes",

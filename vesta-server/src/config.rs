@@ -1,18 +1,15 @@
-//! The server's configuration (`conf/server.toml`): the issuer's sections (`[id]`, `[machine]`,
-//! `[clock]`, `[zookeeper]`) plus `[server]` with the listen address and the limits. Unknown keys
-//! are errors naming the key; every value is range-checked before anything binds or leases.
+//! The TCP server's configuration (`conf/server.toml`): the shared server shape of
+//! [`vesta_service::config`] (issuer sections plus `[server]` with the limits both servers have)
+//! with the protocol's keys of its own. Unknown keys are errors naming the key; every value, and
+//! that a full batch answer fits a frame, is checked before anything binds or leases.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
-use vesta_core::{GenMethod, MachinePools};
-use vesta_embed::IssuerConfig;
-use vesta_embed::config::{
-    ClockSection, ConfigError as LoadError, IdSection, MachineSection, ZooKeeperSection, load_toml,
-    parse_toml,
-};
+use vesta_core::{GenMethod, IdType};
+use vesta_service::config::{DEFAULT_MAX_WAIT_MS, check};
+use vesta_service::{CommonLimits, ConfigError, ServerSection, ServiceConfig};
 
 use crate::frame::{self, HEADER_BYTES};
 use crate::proto::{self, DEFAULT_MAX_BATCH};
@@ -20,185 +17,108 @@ use crate::proto::{self, DEFAULT_MAX_BATCH};
 /// The default listen address: loopback only, so nothing is exposed by accident.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7654";
 
-/// A server configuration that cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read or parsed, or an issuer value is invalid.
-    #[error(transparent)]
-    Load(#[from] LoadError),
-    /// A `[server]` value is out of range.
-    #[error("invalid config: server.{field} {value} is out of range: allowed {min}..={max}")]
-    OutOfRange {
-        /// The key under `[server]`.
-        field: &'static str,
-        /// The rejected value.
-        value: u64,
-        /// Smallest allowed value.
-        min: u64,
-        /// Largest allowed value.
-        max: u64,
-    },
-    /// `max_batch` answers would not fit in `max_frame_bytes`.
-    #[error(
-        "invalid config: server.max_batch {max_batch} needs frames of up to {needed} bytes \
-         for {id_type} IDs, above server.max_frame_bytes {max_frame_bytes}"
-    )]
-    BatchDoesNotFit {
-        /// The batch cap.
-        max_batch: u32,
-        /// The frame limit.
-        max_frame_bytes: u32,
-        /// The largest `IDS` frame length such a batch can need.
-        needed: u64,
-        /// The layout name.
-        id_type: &'static str,
-    },
-    /// The static machine ID is not in the server pool.
-    #[error("invalid config: {0}")]
-    Pool(vesta_core::PoolError),
-}
-
-// By hand rather than `#[from]`, so the cause is printed once, not again as a `source`.
-impl From<vesta_core::PoolError> for ConfigError {
-    fn from(e: vesta_core::PoolError) -> Self {
-        ConfigError::Pool(e)
-    }
-}
-
 /// Everything `vesta serve tcp` needs. `Default` equals `conf/server.toml`: max-peak, Vesta's
 /// epoch, static machine ID 924 (the first of the server pool), listening on 127.0.0.1:7654.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ServerConfig {
-    /// The IDs' layout, epoch and version.
-    pub id: IdSection,
-    /// Where the machine ID comes from (it must lie in the server pool).
-    pub machine: MachineSection,
-    /// Clock-rollback policy and sequence start.
-    pub clock: ClockSection,
-    /// The ZooKeeper lease, used when `machine.source = "zookeeper"`.
-    pub zookeeper: ZooKeeperSection,
-    /// The listen address and the limits.
-    pub server: ServerSection,
-}
+pub type TcpConfig = ServiceConfig<TcpSection>;
 
-/// `[server]`: where to listen and how much any one client may take.
+/// `[server]` of the TCP server: where to listen and how much any one client may take.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct ServerSection {
+pub struct TcpSection {
     /// The address to listen on.
     pub listen: SocketAddr,
     /// Connections served at once; more are refused with `TOO_MANY_CONNECTIONS`.
-    pub max_connections: u32,
-    /// Largest frame length accepted or sent.
-    pub max_frame_bytes: u32,
+    pub max_connections: u64,
     /// Largest `NEXT_IDS` count.
-    pub max_batch: u32,
-    /// A connection with no complete frame (or a blocked write) for this long is closed.
-    pub idle_timeout_ms: u64,
+    pub max_batch: u64,
+    /// Longest an ID request waits for sequence space before `SATURATED`.
+    pub max_wait_ms: u64,
     /// How long a shutdown waits for connections to finish their in-flight work.
     pub shutdown_grace_ms: u64,
+    /// Largest frame length accepted or sent.
+    pub max_frame_bytes: u32,
+    /// A connection with no complete frame (or a blocked write) for this long is closed.
+    pub idle_timeout_ms: u64,
+    /// ID requests one connection may have waiting; beyond it the server stops reading from
+    /// it until answers go out (back-pressure that bounds the memory a client can pin).
+    pub max_pending_per_connection: u64,
 }
 
-impl Default for ServerSection {
+impl Default for TcpSection {
     fn default() -> Self {
-        ServerSection {
+        TcpSection {
             listen: SocketAddr::from(([127, 0, 0, 1], 7654)),
             max_connections: 1024,
-            max_frame_bytes: frame::DEFAULT_MAX_FRAME_BYTES,
-            max_batch: DEFAULT_MAX_BATCH,
-            idle_timeout_ms: 60_000,
+            max_batch: u64::from(DEFAULT_MAX_BATCH),
+            max_wait_ms: DEFAULT_MAX_WAIT_MS,
             shutdown_grace_ms: 5_000,
+            max_frame_bytes: frame::DEFAULT_MAX_FRAME_BYTES,
+            idle_timeout_ms: 60_000,
+            max_pending_per_connection: 1024,
         }
     }
 }
 
-impl ServerSection {
+impl TcpSection {
     /// The idle timeout as a duration.
     pub fn idle_timeout(&self) -> Duration {
         Duration::from_millis(self.idle_timeout_ms)
     }
 
-    /// The shutdown grace period as a duration.
-    pub fn shutdown_grace(&self) -> Duration {
-        Duration::from_millis(self.shutdown_grace_ms)
+    /// `max_batch` as the protocol's u32 (validation keeps it within a second of IDs).
+    pub fn max_batch_u32(&self) -> u32 {
+        u32::try_from(self.max_batch).unwrap_or(u32::MAX)
     }
 }
 
-fn check(field: &'static str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
-    if (min..=max).contains(&value) {
-        Ok(())
-    } else {
-        Err(ConfigError::OutOfRange {
-            field,
-            value,
-            min,
-            max,
-        })
-    }
-}
+impl ServerSection for TcpSection {
+    const GEN_METHOD: GenMethod = GenMethod::Server;
+    const RENAMED_KEYS: &'static [(&'static str, &'static str)] = &[];
 
-impl ServerConfig {
-    /// Loads and checks a TOML file.
-    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let c: ServerConfig = load_toml(path)?;
-        c.validate()?;
-        Ok(c)
-    }
-
-    /// Parses and checks TOML text.
-    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        let c: ServerConfig = parse_toml(text)?;
-        c.validate()?;
-        Ok(c)
-    }
-
-    /// The issuer's configuration: these sections with genMethod server.
-    pub fn issuer_config(&self) -> IssuerConfig {
-        IssuerConfig {
-            id: self.id.clone(),
-            machine: self.machine.clone(),
-            clock: self.clock.clone(),
-            zookeeper: self.zookeeper.clone(),
-            gen_method: GenMethod::Server,
+    fn common(&self) -> CommonLimits {
+        CommonLimits {
+            listen: self.listen,
+            max_connections: self.max_connections,
+            max_batch: self.max_batch,
+            max_wait_ms: self.max_wait_ms,
+            shutdown_grace_ms: self.shutdown_grace_ms,
         }
     }
 
-    /// Checks every `[server]` value, that a full batch fits in a frame and that a static
-    /// machine ID lies in the server pool (a machine ID outside it is a startup error).
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let s = &self.server;
-        check("max_connections", s.max_connections.into(), 1, 65_536)?;
+    /// The frame limits, the idle timeout, and that a full batch answer fits a frame.
+    fn set_listen(&mut self, addr: SocketAddr) {
+        self.listen = addr;
+    }
+
+    fn validate_own(&self, id_type: IdType) -> Result<(), ConfigError> {
         check(
-            "max_frame_bytes",
-            s.max_frame_bytes.into(),
+            "server.max_frame_bytes",
+            self.max_frame_bytes.into(),
             frame::MIN_MAX_FRAME_BYTES.into(),
             frame::MAX_MAX_FRAME_BYTES.into(),
         )?;
-        let layout = self.id.id_type.layout();
         check(
-            "max_batch",
-            s.max_batch.into(),
-            1,
-            layout.capacity_per_second(),
+            "server.idle_timeout_ms",
+            self.idle_timeout_ms,
+            10,
+            86_400_000,
         )?;
-        check("idle_timeout_ms", s.idle_timeout_ms, 10, 86_400_000)?;
-        check("shutdown_grace_ms", s.shutdown_grace_ms, 0, 600_000)?;
-        let needed = max_ids_frame_len(s.max_batch, layout.capacity_per_unit());
-        if needed > u64::from(s.max_frame_bytes) {
-            return Err(ConfigError::BatchDoesNotFit {
-                max_batch: s.max_batch,
-                max_frame_bytes: s.max_frame_bytes,
-                needed,
-                id_type: layout.id_type.name(),
-            });
-        }
-        let issuer = self.issuer_config();
-        let pools = MachinePools::new(self.machine.server_pool_start)
-            .map_err(|e| LoadError::Invalid(e.into()))?;
-        if self.machine.source == vesta_embed::MachineSource::Static {
-            let machine = issuer.static_machine()?;
-            pools.check(machine, GenMethod::Server)?;
+        check(
+            "server.max_pending_per_connection",
+            self.max_pending_per_connection,
+            1,
+            65_536,
+        )?;
+        let layout = id_type.layout();
+        let needed = max_ids_frame_len(self.max_batch, layout.capacity_per_unit());
+        if needed > u64::from(self.max_frame_bytes) {
+            return Err(ConfigError::Inconsistent(format!(
+                "server.max_batch {} needs frames of up to {needed} bytes for {} IDs, above \
+                 server.max_frame_bytes {}",
+                self.max_batch,
+                layout.id_type.name(),
+                self.max_frame_bytes
+            )));
         }
         Ok(())
     }
@@ -206,63 +126,63 @@ impl ServerConfig {
 
 /// The largest `IDS` frame length (after the length field) a batch of `count` can need: one run
 /// per time unit touched, and a batch touches at most `ceil(count / capacity) + 1` units.
-pub fn max_ids_frame_len(count: u32, capacity_per_unit: u64) -> u64 {
-    let runs = u64::from(count).div_ceil(capacity_per_unit) + 1;
+pub fn max_ids_frame_len(count: u64, capacity_per_unit: u64) -> u64 {
+    let runs = count.div_ceil(capacity_per_unit) + 1;
     (HEADER_BYTES + proto::ids_payload_len(runs as usize)) as u64
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn shipped_conf_file_is_the_default() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../conf/server.toml");
-        assert_eq!(
-            ServerConfig::from_file(Path::new(path)).unwrap(),
-            ServerConfig::default()
-        );
+        let shipped = TcpConfig::from_file(Path::new(path)).unwrap();
+        assert_eq!(shipped, TcpConfig::default());
+        assert!(shipped.warnings.is_empty(), "{:?}", shipped.warnings);
     }
 
     #[test]
     fn default_is_valid_and_uses_the_first_server_machine() {
-        let c = ServerConfig::default();
+        let c = TcpConfig::default();
         c.validate().unwrap();
         assert_eq!(c.issuer_config().static_machine().unwrap(), 924);
         assert_eq!(c.server.listen.to_string(), DEFAULT_LISTEN);
-        assert_eq!(ServerConfig::from_toml_str("").unwrap(), c);
+        assert_eq!(TcpConfig::from_toml_str("").unwrap(), c);
     }
 
     #[test]
     fn machine_outside_the_server_pool_is_refused() {
-        let err = ServerConfig::from_toml_str("[machine]\nid = 5\n")
+        let err = TcpConfig::from_toml_str("[machine]\nid = 5\n")
             .unwrap_err()
             .to_string();
         assert_eq!(
             err,
             "invalid config: machine 5 is outside the server pool 924..=1023 (genMethod server)"
         );
-        assert!(ServerConfig::from_toml_str("[machine]\nid = 1023\n").is_ok());
+        assert!(TcpConfig::from_toml_str("[machine]\nid = 1023\n").is_ok());
     }
 
     #[test]
     fn limits_are_range_checked_and_named() {
-        let err = ServerConfig::from_toml_str("[server]\nmax_frame_bytes = 100\n")
+        let err = TcpConfig::from_toml_str("[server]\nmax_frame_bytes = 100\n")
             .unwrap_err()
             .to_string();
         assert_eq!(
             err,
             "invalid config: server.max_frame_bytes 100 is out of range: allowed 2048..=16777216"
         );
-        let err = ServerConfig::from_toml_str("[server]\nmax_batch = 0\n")
+        let err = TcpConfig::from_toml_str("[server]\nmax_batch = 0\n")
             .unwrap_err()
             .to_string();
         assert!(err.contains("server.max_batch 0"), "{err}");
-        let err = ServerConfig::from_toml_str("[server]\nlisten = \"nowhere\"\n")
+        let err = TcpConfig::from_toml_str("[server]\nlisten = \"nowhere\"\n")
             .unwrap_err()
             .to_string();
         assert!(err.contains("listen") || err.contains("socket"), "{err}");
-        let err = ServerConfig::from_toml_str("[server]\nmax_conections = 3\n")
+        let err = TcpConfig::from_toml_str("[server]\nmax_conections = 3\n")
             .unwrap_err()
             .to_string();
         assert!(err.contains("max_conections"), "{err}");
@@ -271,13 +191,13 @@ mod tests {
     #[test]
     fn a_batch_that_cannot_fit_a_frame_is_refused() {
         // min-granularity: 1024 per unit, so 1,000,000 IDs can need 978 runs = 11.7 KB.
-        let err = ServerConfig::from_toml_str(
+        let err = TcpConfig::from_toml_str(
             "[id]\ntype = \"min-granularity\"\n[server]\nmax_batch = 1000000\nmax_frame_bytes = 4096\n",
         )
         .unwrap_err()
         .to_string();
         assert!(err.contains("above server.max_frame_bytes 4096"), "{err}");
         // The default limits fit both layouts.
-        ServerConfig::from_toml_str("[id]\ntype = \"min-granularity\"\n").unwrap();
+        TcpConfig::from_toml_str("[id]\ntype = \"min-granularity\"\n").unwrap();
     }
 }

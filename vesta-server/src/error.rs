@@ -1,41 +1,8 @@
-//! Errors of the server (why it did not start or stopped) and of the client (why a call got no
-//! answer). Each message is the one line a user sees, naming what is wrong and what is allowed.
-
-use std::net::SocketAddr;
+//! Errors of the client (why a call got no answer). Each message is the one line a user sees,
+//! naming what is wrong and what is allowed. Why a server did not start is the shared
+//! `vesta_service::ServeError`.
 
 use crate::proto::ErrorCode;
-
-/// Why a server did not start or stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum ServerError {
-    /// The configuration is invalid (including a machine ID outside the server pool).
-    #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
-    /// The issuer did not start (lease, state file, clock).
-    #[error("starting the issuer: {0}")]
-    Start(vesta_embed::StartError),
-    /// The listen address could not be bound.
-    #[error("cannot listen on {addr}: {cause}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        cause: std::io::Error,
-    },
-    /// The machine ID could not be released cleanly at shutdown.
-    #[error("releasing the machine ID: {0}")]
-    Release(String),
-    /// A background task failed unexpectedly.
-    #[error("internal error: {0}")]
-    Internal(String),
-}
-
-// By hand rather than `#[from]`, so the cause is printed once, not again as a `source`.
-impl From<vesta_embed::StartError> for ServerError {
-    fn from(e: vesta_embed::StartError) -> Self {
-        ServerError::Start(e)
-    }
-}
 
 /// Why a client call got no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -21,10 +21,10 @@ pub mod frame;
 pub mod loadgen;
 pub mod proto;
 pub mod server;
-pub use vesta_service::shutdown;
 
 pub use client::{Client, ClientConfig, ClientStats};
-pub use config::{ServerConfig, ServerSection};
-pub use error::{ClientError, ServerError};
+pub use config::{TcpConfig, TcpSection};
+pub use error::ClientError;
 pub use proto::{ErrorCode, ServerInfo};
-pub use server::{Server, ServerHandle};
+pub use server::{ServerHandle, TcpServer};
+pub use vesta_service::{ServeError, ServeReport};

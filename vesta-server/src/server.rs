@@ -1,11 +1,12 @@
 //! The TCP server: an accept loop with a connection limit, and one task per connection that cuts
 //! frames, runs each operation and writes all answers of one read in one write (mini-redis's
-//! `Listener` and `Handler`). Nothing here blocks a worker thread: an ID request that must wait
-//! for the next time unit is parked on a timer while the connection goes on answering.
+//! `Listener` and `Handler`). Nothing here blocks a worker thread: an ID request whose time unit
+//! is used up waits on the issuer's waiting list (served fairly across connections at each unit
+//! boundary) while the connection goes on answering, and its answer keeps its place in line.
 //!
-//! Shutdown: stop accepting, tell every connection to stop reading, let each answer what it has
-//! read (parked ID requests included) and say `GOAWAY`, wait up to the grace period, then release
-//! the machine ID.
+//! Start and stop follow the shared order of [`vesta_service::lifecycle`]: bind, start the
+//! issuer, listen; serve; on shutdown stop reading, answer what was read (waiting ID requests
+//! included) and say `GOAWAY`, drain within `shutdown_grace_ms`, release the machine ID.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -19,64 +20,67 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tracing::{debug, info, warn};
-use vesta_core::Clock;
-use vesta_embed::{Issuer, SystemClock};
+use vesta_core::{Clock, GenMethod};
+use vesta_embed::{Flow as IdFlow, Issuer, SystemClock};
+use vesta_service::config::validate_section;
+use vesta_service::lifecycle::{self, Prepared};
+use vesta_service::shutdown::{Shutdown, Trigger};
+use vesta_service::{ServeError, ServeReport, ServerSection};
 
-use crate::config::{ServerConfig, ServerSection};
+use crate::config::{TcpConfig, TcpSection};
 use crate::connection::Connection;
-use crate::error::ServerError;
 use crate::frame::{Frame, FrameError};
 use crate::proto::{
-    ErrorCode, Outcome, Request, Response, ServerContext, ServerInfo, Waiting, explain, hello,
-    info, make, next_id, next_ids, ping, trans_time,
+    ErrorCode, Pending, Request, Response, ServerContext, ServerInfo, explain, hello, info, make,
+    next_id, next_ids, ping, trans_time,
 };
-use crate::shutdown::{Shutdown, Trigger};
 
-/// Parked ID requests per connection before the server stops reading from it (back-pressure).
-const MAX_WAITING_PER_CONNECTION: usize = 4096;
-
-/// A bound server, ready to [`run`](Server::run).
+/// A bound server, ready to [`serve`](TcpServer::serve).
 #[derive(Debug)]
-pub struct Server<C: Clock + 'static = SystemClock> {
+pub struct TcpServer<C: Clock + 'static = SystemClock> {
     listener: TcpListener,
+    addr: SocketAddr,
     ctx: Arc<ServerContext<C>>,
 }
 
-impl Server<SystemClock> {
-    /// Checks `config`, starts the issuer (genMethod server; a ZooKeeper lease is taken here) and
-    /// binds the listen address.
-    pub async fn start(config: ServerConfig) -> Result<Self, ServerError> {
-        config.validate()?;
-        let issuer_config = config.issuer_config();
-        // Starting may wait on ZooKeeper or a start guard: keep it off the async workers.
-        let issuer = tokio::task::spawn_blocking(move || Issuer::start(issuer_config))
-            .await
-            .map_err(|e| ServerError::Internal(e.to_string()))??;
-        Self::bind(config.server, Arc::new(issuer)).await
+impl TcpServer<SystemClock> {
+    /// Binds `config.server.listen`, starts the issuer (genMethod server; a ZooKeeper lease is
+    /// taken here), then listens: a busy port fails before any lease is taken, and clients are
+    /// refused, not left hanging, while the issuer starts.
+    pub async fn start(config: TcpConfig) -> Result<Self, ServeError> {
+        let prepared = lifecycle::start(&config).await?;
+        Ok(Self::from_prepared(prepared, config.server))
     }
 }
 
-impl<C: Clock + 'static> Server<C> {
-    /// Binds `limits.listen` for an issuer that is already running.
-    pub async fn bind(limits: ServerSection, issuer: Arc<Issuer<C>>) -> Result<Self, ServerError> {
-        let addr = limits.listen;
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|cause| ServerError::Bind { addr, cause })?;
-        Ok(Server {
-            listener,
+impl<C: Clock + 'static> TcpServer<C> {
+    /// Serves an issuer that is already running (genMethod server), under `limits`.
+    pub async fn with_issuer(
+        issuer: Arc<Issuer<C>>,
+        limits: TcpSection,
+    ) -> Result<Self, ServeError> {
+        validate_section(&limits, issuer.config().id.id_type)?;
+        let prepared =
+            lifecycle::start_with_issuer(issuer, GenMethod::Server, &limits.common()).await?;
+        Ok(Self::from_prepared(prepared, limits))
+    }
+
+    fn from_prepared(p: Prepared<C>, limits: TcpSection) -> Self {
+        TcpServer {
+            listener: p.listener,
+            addr: p.addr,
             ctx: Arc::new(ServerContext {
-                issuer,
+                issuer: Arc::clone(p.issuer.issuer()),
+                ids: p.issuer,
                 limits,
                 connections: AtomicU32::new(0),
             }),
-        })
+        }
     }
 
-    /// The bound address (useful with port 0).
+    /// The bound address (the real port when the config asked for port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        // A bound listener always has an address; fall back to the configured one regardless.
-        self.listener.local_addr().unwrap_or(self.ctx.limits.listen)
+        self.addr
     }
 
     /// What `INFO` answers now.
@@ -91,11 +95,13 @@ impl<C: Clock + 'static> Server<C> {
 
     /// Serves until `shutdown` resolves, then drains and releases the machine ID
     /// ([`Issuer::shutdown`]); after that the issuer issues nothing, even through other handles.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
-        let Server { listener, ctx } = self;
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> ServeReport {
+        let TcpServer { listener, ctx, .. } = self;
         let trigger = Trigger::new();
-        let permits = Arc::new(Semaphore::new(ctx.limits.max_connections as usize));
+        let slots = usize::try_from(ctx.limits.max_connections).unwrap_or(usize::MAX);
+        let slots = Arc::new(Semaphore::new(slots));
         let mut tasks = JoinSet::new();
+        let mut connections = 0u64;
         let mut accept_backoff = Duration::from_millis(5);
         tokio::pin!(shutdown);
         loop {
@@ -105,8 +111,9 @@ impl<C: Clock + 'static> Server<C> {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
                         accept_backoff = Duration::from_millis(5);
+                        connections += 1;
                         let _ = stream.set_nodelay(true);
-                        match permits.clone().try_acquire_owned() {
+                        match slots.clone().try_acquire_owned() {
                             Ok(permit) => {
                                 let ctx = ctx.clone();
                                 let shutdown = trigger.subscribe();
@@ -137,38 +144,21 @@ impl<C: Clock + 'static> Server<C> {
             "shutting down: answering in-flight requests"
         );
         trigger.fire();
-        let grace = ctx.limits.shutdown_grace();
-        let drained = timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
-        if drained.is_err() {
-            warn!(
-                left = tasks.len(),
-                "grace period over: closing the remaining connections"
-            );
-            tasks.shutdown().await;
+        let forced_closed =
+            lifecycle::drain(&mut tasks, ctx.limits.common().shutdown_grace()).await;
+        let issuer = ctx.issuer.clone();
+        drop(ctx);
+        let release_error = lifecycle::release(issuer).await;
+        ServeReport {
+            connections,
+            forced_closed,
+            release_error,
         }
-        release(ctx).await
-    }
-}
-
-/// Gives the machine ID back ([`Issuer::shutdown`]: a leased ID is released in ZooKeeper, a
-/// static one fenced as released), off the async workers since it may wait on ZooKeeper.
-async fn release<C: Clock + 'static>(ctx: Arc<ServerContext<C>>) -> Result<(), ServerError> {
-    let issuer = ctx.issuer.clone();
-    drop(ctx);
-    let released = tokio::task::spawn_blocking(move || issuer.shutdown())
-        .await
-        .map_err(|e| ServerError::Internal(e.to_string()))?;
-    match released {
-        Ok(()) => {
-            info!("machine ID released");
-            Ok(())
-        }
-        Err(e) => Err(ServerError::Release(e.to_string())),
     }
 }
 
 /// Tells a connection beyond the limit why it is closed, without waiting long on it.
-async fn refuse(stream: TcpStream, peer: SocketAddr, limit: u32) {
+async fn refuse(stream: TcpStream, peer: SocketAddr, limit: u64) {
     debug!(%peer, "refused: max_connections reached");
     let mut conn = Connection::new(stream, crate::frame::MIN_MAX_FRAME_BYTES);
     let msg = format!("the server has reached max_connections {limit}: try another server");
@@ -201,10 +191,10 @@ async fn handle<C: Clock + 'static>(
     let _counted = Counted::new(&ctx.connections);
     let mut h = Handler {
         conn: Connection::new(stream, ctx.limits.max_frame_bytes),
+        flow: ctx.ids.flow(),
         ctx: ctx.clone(),
         shutdown,
-        waiting: VecDeque::new(),
-        wake_at: None,
+        pending: VecDeque::new(),
         handshaken: false,
         farewell: None,
     };
@@ -217,18 +207,18 @@ async fn handle<C: Clock + 'static>(
 struct Handler<C: Clock + 'static> {
     conn: Connection,
     ctx: Arc<ServerContext<C>>,
+    /// This connection's share of the issuer: its waiting requests take turns with others'.
+    flow: IdFlow<C>,
     shutdown: Shutdown,
-    /// ID requests parked until the next time unit, answered in arrival order.
-    waiting: VecDeque<Waiting>,
-    /// When to retry the parked requests.
-    wake_at: Option<Instant>,
+    /// ID requests whose IDs are on their way, answered in arrival order.
+    pending: VecDeque<Pending>,
     handshaken: bool,
     /// The last frame before closing: a fatal error or `GOAWAY`.
     farewell: Option<Response>,
 }
 
 /// Whether to go on reading after a frame.
-enum Flow {
+enum Next {
     Continue,
     /// A fatal error: answer what came before, then close.
     Close,
@@ -244,7 +234,7 @@ impl<C: Clock + 'static> Handler<C> {
                 match self.conn.next_frame() {
                     Ok(Some(frame)) => {
                         idle_deadline = Instant::now() + idle;
-                        if let Flow::Close = self.on_frame(frame) {
+                        if let Next::Close = self.on_frame(frame) {
                             reading = false;
                         }
                     }
@@ -261,7 +251,7 @@ impl<C: Clock + 'static> Handler<C> {
                     .await
                     .map_err(|_| std::io::Error::other("write blocked past the idle timeout"))??;
             }
-            if !reading && self.waiting.is_empty() {
+            if !reading && self.pending.is_empty() {
                 if let Some(f) = self.farewell.take() {
                     f.encode(0, self.conn.out());
                 }
@@ -269,21 +259,25 @@ impl<C: Clock + 'static> Handler<C> {
                     .await
                     .map_err(|_| std::io::Error::other("close blocked"))?;
             }
-            let wake_at = self.wake_at.unwrap_or(idle_deadline);
+            let max_pending =
+                usize::try_from(self.ctx.limits.max_pending_per_connection).unwrap_or(usize::MAX);
+            let waiting = !self.pending.is_empty();
             tokio::select! {
                 biased;
                 () = self.shutdown.recv(), if reading => {
                     reading = false;
                     self.goaway(ErrorCode::ShuttingDown, "the server is shutting down");
                 }
-                () = sleep_until(wake_at), if !self.waiting.is_empty() => self.retry_waiting(),
-                read = self.conn.fill(), if reading && self.waiting.len() < MAX_WAITING_PER_CONNECTION => {
+                ids = next_ids_ready(&mut self.pending), if waiting => {
+                    self.answer_ready(ids);
+                }
+                read = self.conn.fill(), if reading && self.pending.len() < max_pending => {
                     if read? == 0 {
-                        // The peer closed its side: answer what is parked, then close.
+                        // The peer closed its side: answer what waits, then close.
                         reading = false;
                     }
                 }
-                () = sleep_until(idle_deadline), if reading && self.waiting.is_empty() => {
+                () = sleep_until(idle_deadline), if reading && !waiting => {
                     reading = false;
                     let msg = if self.conn.has_partial_frame() {
                         "a frame stayed incomplete past the idle timeout"
@@ -293,6 +287,19 @@ impl<C: Clock + 'static> Handler<C> {
                     self.goaway(ErrorCode::IdleTimeout, msg);
                 }
             }
+        }
+    }
+
+    /// The first waiting request's IDs arrived: answer it, then every following one whose IDs
+    /// are there too, in order.
+    fn answer_ready(&mut self, first: Result<vesta_core::IdBatch, vesta_embed::IssueError>) {
+        let mut ids = Some(first);
+        while let Some(mut p) = self.pending.pop_front() {
+            let Some(r) = ids.take().or_else(|| p.ids.try_take()) else {
+                self.pending.push_front(p);
+                return;
+            };
+            p.answer(r, self.conn.out());
         }
     }
 
@@ -315,7 +322,7 @@ impl<C: Clock + 'static> Handler<C> {
 
     /// Runs one frame; appends its answer or parks it. Each op's `apply` is in its module under
     /// `proto/`; this is their dispatch.
-    fn on_frame(&mut self, frame: Frame) -> Flow {
+    fn on_frame(&mut self, frame: Frame) -> Next {
         let id = frame.request_id;
         let request = Request::parse(&frame);
         let out = self.conn.out();
@@ -327,65 +334,54 @@ impl<C: Clock + 'static> Handler<C> {
                 }) => {
                     self.handshaken = hello::apply(&self.ctx, id, min_version, max_version, out);
                     if self.handshaken {
-                        Flow::Continue
+                        Next::Continue
                     } else {
-                        Flow::Close
+                        Next::Close
                     }
                 }
                 _ => {
                     hello::required(id, out);
-                    Flow::Close
+                    Next::Close
                 }
             };
         }
         if id == 0 {
             let msg = "request id 0 is reserved for frames the server sends on its own";
             Response::encode_error(0, ErrorCode::InvalidArgument, msg, out);
-            return Flow::Continue;
+            return Next::Continue;
         }
         let request = match request {
             Ok(r) => r,
             Err(e) => {
                 Response::encode_error(id, e.code(), &e.to_string(), out);
-                return Flow::Continue;
+                return Next::Continue;
             }
         };
         let ctx = &*self.ctx;
-        // ID requests queue behind parked ones, so a connection's IDs come in order.
-        let after_parked = !self.waiting.is_empty();
-        let outcome = match request {
+        let (flow, pending) = (&self.flow, &mut self.pending);
+        match request {
             Request::Hello { .. } => hello::repeated(id, out),
             Request::Ping => ping::apply(id, out),
             Request::Info => info::apply(ctx, id, out),
-            Request::NextId => next_id::apply(ctx, id, after_parked, out),
-            Request::NextIds { count } => next_ids::apply(ctx, id, count, after_parked, out),
+            Request::NextId => next_id::apply(flow, id, pending, out),
+            Request::NextIds { count } => {
+                next_ids::apply(flow, ctx.limits.max_batch, id, count, pending, out)
+            }
             Request::Explain { id: x } => explain::apply(ctx, id, x, out),
             Request::Make(fields) => make::apply(ctx, id, &fields, out),
             Request::TransTime { time } => trans_time::apply(ctx, id, time, out),
-        };
-        match outcome {
-            Outcome::Done => {}
-            Outcome::Wait { waiting, wait_ms } => self.park_front(waiting, wait_ms),
-            Outcome::Queued(waiting) => self.waiting.push_back(waiting),
         }
-        Flow::Continue
+        Next::Continue
     }
+}
 
-    /// Parks a request at the front (it was first in line) and sets the retry timer.
-    fn park_front(&mut self, waiting: Waiting, wait_ms: u64) {
-        self.waiting.push_front(waiting);
-        self.wake_at = Some(Instant::now() + Duration::from_millis(wait_ms.max(1)));
-    }
-
-    /// Retries the parked requests in order until one must wait again.
-    fn retry_waiting(&mut self) {
-        self.wake_at = None;
-        while let Some(w) = self.waiting.pop_front() {
-            if let Outcome::Wait { waiting, wait_ms } = w.retry(&self.ctx, self.conn.out()) {
-                self.park_front(waiting, wait_ms);
-                return;
-            }
-        }
+/// The IDs of the first waiting request, once they are there.
+async fn next_ids_ready(
+    pending: &mut VecDeque<Pending>,
+) -> Result<vesta_core::IdBatch, vesta_embed::IssueError> {
+    match pending.front_mut() {
+        Some(p) => (&mut p.ids).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -402,16 +398,16 @@ pub struct ServerHandle {
     addr: SocketAddr,
     info: ServerInfo,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), ServerError>>,
+    task: tokio::task::JoinHandle<ServeReport>,
 }
 
 impl ServerHandle {
     /// Binds and spawns `server` on the current runtime.
-    pub fn spawn<C: Clock + 'static>(server: Server<C>) -> Self {
+    pub fn spawn<C: Clock + 'static>(server: TcpServer<C>) -> Self {
         let addr = server.local_addr();
         let info = server.info();
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(server.run(async move {
+        let task = tokio::spawn(server.serve(async move {
             let _ = rx.await;
         }));
         ServerHandle {
@@ -432,14 +428,15 @@ impl ServerHandle {
         &self.info
     }
 
-    /// Graceful shutdown: waits until in-flight work is answered and the lease released.
-    pub async fn shutdown(mut self) -> Result<(), ServerError> {
+    /// Graceful shutdown: waits until in-flight work is answered and the lease released; an
+    /// unclean release is an error.
+    pub async fn shutdown(mut self) -> Result<ServeReport, ServeError> {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
         match (&mut self.task).await {
-            Ok(r) => r,
-            Err(e) => Err(ServerError::Internal(e.to_string())),
+            Ok(report) => report.into_result(),
+            Err(e) => Err(ServeError::Internal(e.to_string())),
         }
     }
 

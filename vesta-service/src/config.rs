@@ -36,6 +36,9 @@ pub trait ServerSection:
     /// The limits every server has, under the same names.
     fn common(&self) -> CommonLimits;
 
+    /// Sets the listen address (the `--listen` flag).
+    fn set_listen(&mut self, addr: SocketAddr);
+
     /// Checks the server's own keys (the common ones are checked for it).
     fn validate_own(&self, id_type: IdType) -> Result<(), ConfigError>;
 }
@@ -285,6 +288,10 @@ mod tests {
                 max_wait_ms: DEFAULT_MAX_WAIT_MS,
                 shutdown_grace_ms: 0,
             }
+        }
+
+        fn set_listen(&mut self, addr: SocketAddr) {
+            self.listen = addr;
         }
 
         fn validate_own(&self, _: IdType) -> Result<(), ConfigError> {

@@ -53,6 +53,10 @@ pub enum ServeError {
     /// The issuer did not start (lease, state file, clock behind its mark).
     #[error("starting the issuer: {0}")]
     Issuer(vesta_embed::StartError),
+    /// The machine ID was not released cleanly at shutdown (a leased ID then expires with its
+    /// ZooKeeper session; no duplicate can result).
+    #[error("releasing the machine ID: {0}")]
+    Release(String),
     /// A background task or thread could not be started or failed unexpectedly.
     #[error("internal error: {0}")]
     Internal(String),

@@ -115,6 +115,16 @@ pub struct ServeReport {
     pub release_error: Option<String>,
 }
 
+impl ServeReport {
+    /// The report, or the release error as an error.
+    pub fn into_result(self) -> Result<Self, ServeError> {
+        match self.release_error.clone() {
+            None => Ok(self),
+            Some(e) => Err(ServeError::Release(e)),
+        }
+    }
+}
+
 /// Step 5: waits up to `grace` for the connection tasks, then aborts the rest; returns how many
 /// were cut off.
 pub async fn drain(tasks: &mut JoinSet<()>, grace: Duration) -> usize {

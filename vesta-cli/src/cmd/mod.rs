@@ -9,6 +9,4 @@ pub mod generate;
 pub mod layout;
 pub mod make;
 pub mod serve;
-pub mod serve_rest;
-pub mod serve_tcp;
 pub mod zk;

@@ -1,18 +1,180 @@
-//! `vesta serve`: run the central TCP server or the REST server.
+//! `vesta serve tcp|rest`: run the central TCP issuer or the REST issuer. Both take the same
+//! flags and print the same lines; with no flags each runs on its built-in defaults, equal to its
+//! shipped conf file (conf/server.toml: 127.0.0.1:7654; conf/rest.toml: 127.0.0.1:8080), static
+//! machine 924 (the first of the server pool), max-peak.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use vesta_embed::Status;
+use vesta_rest::RestServer;
+use vesta_server::TcpServer;
+use vesta_service::{ServeReport, ServerSection, ServiceConfig, shutdown};
+
+use super::common::{apply_machine_flags, run_server};
 
 /// Arguments of `vesta serve`.
 #[derive(clap::Subcommand, Debug)]
 pub enum Args {
-    /// The central TCP issuer (genMethod server, machine ID from the server pool).
-    Tcp(super::serve_tcp::Args),
-    /// The REST issuer (genMethod rest, machine ID from the server pool).
-    Rest(super::serve_rest::Args),
+    /// The central TCP issuer (genMethod server, protocol in docs/protocol.md)
+    Tcp(ServerArgs),
+    /// The REST issuer (genMethod rest, API in docs/openapi.yaml)
+    Rest(ServerArgs),
 }
 
-/// Runs the command.
+/// The flags both servers take.
+#[derive(clap::Args, Debug)]
+pub struct ServerArgs {
+    /// The server's config file (see conf/server.toml or conf/rest.toml) [default: built-in
+    /// defaults, the same as that file]
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on (port 0 picks a free port) [default: from the config]
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Static machine ID from the server pool (924..=1023 by default)
+    #[arg(long, value_name = "N", conflicts_with = "zk")]
+    pub machine: Option<u64>,
+    /// Lease the machine ID from ZooKeeper at HOST:PORT[,HOST:PORT...]
+    #[arg(long, value_name = "CONNECT")]
+    pub zk: Option<String>,
+}
+
+impl ServerArgs {
+    /// The config file (or the defaults) with the flags applied on top, checked; renamed keys
+    /// in the file are printed as warnings.
+    pub fn config<S: ServerSection>(&self) -> anyhow::Result<ServiceConfig<S>> {
+        let mut config = match &self.config {
+            Some(path) => ServiceConfig::<S>::from_file(path).context("--config")?,
+            None => ServiceConfig::default(),
+        };
+        if let Some(addr) = self.listen {
+            config.server.set_listen(addr);
+        }
+        let (machine, zk) = (self.machine, self.zk.as_deref());
+        apply_machine_flags(machine, zk, &mut config.machine, &mut config.zookeeper);
+        config.validate()?;
+        for warning in &config.warnings {
+            eprintln!("warning: {warning}");
+        }
+        Ok(config)
+    }
+}
+
+/// Runs the server until SIGTERM or Ctrl-C, then answers what is in flight, releases the
+/// machine ID and exits 0.
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args {
-        Args::Tcp(a) => super::serve_tcp::run(a),
-        Args::Rest(a) => super::serve_rest::run(a),
+        Args::Tcp(a) => {
+            let config = a.config()?;
+            run_server(async {
+                let server = TcpServer::start(config).await?;
+                let status = server.issuer().status();
+                announce("vesta-tcp", &server.local_addr().to_string(), &status);
+                stopped("vesta-tcp", server.serve(shutdown::signal()).await, &status)
+            })
+        }
+        Args::Rest(a) => {
+            let config = a.config()?;
+            run_server(async {
+                let server = RestServer::start(config).await?;
+                let status = server.issuer().status();
+                announce(
+                    "vesta-rest",
+                    &format!("http://{}", server.local_addr()),
+                    &status,
+                );
+                stopped(
+                    "vesta-rest",
+                    server.serve(shutdown::signal()).await,
+                    &status,
+                )
+            })
+        }
+    }
+}
+
+/// One stable line for people and scripts (the port is real even with `--listen` port 0).
+fn announce(name: &str, addr: &str, s: &Status) {
+    eprintln!(
+        "{name} listening on {addr} (machine {}, genMethod {}, type {}, lease {})",
+        s.machine, s.gen_method, s.id_type, s.lease.state
+    );
+}
+
+fn stopped(name: &str, report: ServeReport, s: &Status) -> anyhow::Result<()> {
+    if report.forced_closed > 0 {
+        eprintln!(
+            "{name} closed {} connections still busy after server.shutdown_grace_ms",
+            report.forced_closed
+        );
+    }
+    let machine = s.machine;
+    match report.release_error {
+        None => {
+            eprintln!(
+                "{name} stopped after {} connections; machine {machine} released",
+                report.connections
+            );
+            Ok(())
+        }
+        Some(e) => anyhow::bail!("stopped, but machine {machine} was not released cleanly: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use vesta_embed::MachineSource;
+    use vesta_rest::RestConfig;
+    use vesta_server::TcpConfig;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ServerArgs,
+    }
+
+    fn config<S: ServerSection>(argv: &[&str]) -> anyhow::Result<ServiceConfig<S>> {
+        let cli = Cli::try_parse_from(std::iter::once("serve").chain(argv.iter().copied()))?;
+        cli.args.config()
+    }
+
+    #[test]
+    fn no_flags_means_the_shipped_conf_file() {
+        let conf = concat!(env!("CARGO_MANIFEST_DIR"), "/../conf/");
+        let tcp = format!("{conf}server.toml");
+        assert_eq!(
+            config::<vesta_server::TcpSection>(&[]).unwrap(),
+            TcpConfig::default()
+        );
+        assert_eq!(config(&["--config", &tcp]).unwrap(), TcpConfig::default());
+        let rest = format!("{conf}rest.toml");
+        assert_eq!(
+            config::<vesta_rest::RestSection>(&[]).unwrap(),
+            RestConfig::default()
+        );
+        assert_eq!(config(&["--config", &rest]).unwrap(), RestConfig::default());
+    }
+
+    #[test]
+    fn flags_override_the_file_and_are_checked() {
+        let c: TcpConfig = config(&["--listen", "127.0.0.1:0", "--machine", "1000"]).unwrap();
+        assert_eq!(c.server.listen.port(), 0);
+        assert_eq!(c.machine.id, Some(1000));
+        assert_eq!(c.machine.source, MachineSource::Static);
+        let c: RestConfig = config(&["--zk", "127.0.0.1:2182"]).unwrap();
+        assert_eq!(c.machine.source, MachineSource::Zookeeper);
+        assert_eq!(c.zookeeper.connect, "127.0.0.1:2182");
+        assert!(config::<vesta_rest::RestSection>(&["--zk", "x", "--machine", "930"]).is_err());
+        let err = config::<vesta_server::TcpSection>(&["--machine", "5"])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "invalid config: machine 5 is outside the server pool 924..=1023 (genMethod server)"
+        );
     }
 }

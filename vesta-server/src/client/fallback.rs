@@ -1,18 +1,17 @@
 //! The embedded fallback: an [`Issuer`] with genMethod embed (machine ID from the embed pool),
-//! used only when every server failed a whole round. Waits for the next time unit on a timer,
-//! never by blocking a worker thread.
+//! used only when every server failed a whole round. It issues through the same async waiting
+//! list as the servers ([`AsyncIssuer`]), so it never blocks a worker thread.
 
-use std::time::Duration;
+use std::sync::Arc;
 
-use tokio::time::sleep;
-use vesta_core::{GenError, GenMethod, IdRun};
-use vesta_embed::{IssueError, Issuer, IssuerConfig};
+use vesta_core::{GenMethod, IdRun};
+use vesta_embed::{AsyncIssuer, DEFAULT_MAX_WAIT, Issuer, IssuerConfig};
 
 use crate::error::ClientError;
 
 /// The fallback issuer.
 pub(crate) struct Fallback {
-    issuer: Issuer,
+    ids: AsyncIssuer,
 }
 
 impl Fallback {
@@ -23,38 +22,26 @@ impl Fallback {
             .await
             .map_err(|e| ClientError::Fallback(e.to_string()))?
             .map_err(|e| ClientError::Fallback(e.to_string()))?;
-        Ok(Fallback { issuer })
+        let ids = AsyncIssuer::new(Arc::new(issuer), DEFAULT_MAX_WAIT)
+            .map_err(|e| ClientError::Fallback(e.to_string()))?;
+        Ok(Fallback { ids })
     }
 
     /// One ID.
     pub(crate) async fn next_id(&self) -> Result<u64, ClientError> {
-        loop {
-            match self.issuer.try_next_id() {
-                Ok(id) => return Ok(id),
-                Err(IssueError::Refused(GenError::WouldBlock { wait_ms, .. })) => {
-                    sleep(Duration::from_millis(wait_ms.max(1))).await
-                }
-                Err(e) => return Err(ClientError::Fallback(e.to_string())),
-            }
-        }
+        self.ids
+            .next_id()
+            .await
+            .map_err(|e| ClientError::Fallback(e.to_string()))
     }
 
     /// `n` IDs as runs.
     pub(crate) async fn next_ids(&self, n: u64) -> Result<Vec<IdRun>, ClientError> {
-        let mut runs = Vec::new();
-        let mut left = n;
-        while left > 0 {
-            match self.issuer.try_next_ids(left) {
-                Ok(b) => {
-                    left -= b.len();
-                    runs.extend_from_slice(b.runs());
-                }
-                Err(IssueError::Refused(GenError::WouldBlock { wait_ms, .. })) => {
-                    sleep(Duration::from_millis(wait_ms.max(1))).await
-                }
-                Err(e) => return Err(ClientError::Fallback(e.to_string())),
-            }
-        }
-        Ok(runs)
+        let batch = self
+            .ids
+            .next_ids(n)
+            .await
+            .map_err(|e| ClientError::Fallback(e.to_string()))?;
+        Ok(batch.runs().to_vec())
     }
 }

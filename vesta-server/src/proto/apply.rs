@@ -1,86 +1,87 @@
-//! What the server side of every op shares: the context an op's `apply` reads, what became of a
-//! request ([`Outcome`]), and ID requests parked until the next time unit ([`Waiting`]). ID
-//! requests that find their unit used up are parked instead of blocking: the connection retries
-//! them after a timer while it goes on answering other ops.
+//! What the server side of every op shares: the context an op's `apply` reads, and ID requests
+//! whose IDs are on their way ([`Pending`]). An ID request is answered at once while the time
+//! unit has sequence left; otherwise it waits on the issuer's waiting list (served fairly across
+//! connections at each unit boundary) while the connection goes on answering other ops, and its
+//! answer goes out in the order the connection asked.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 
 use bytes::BytesMut;
-use vesta_core::{Clock, IdRun};
-use vesta_embed::{IssueError, Issuer};
+use vesta_core::{Clock, IdBatch};
+use vesta_embed::{AsyncIssuer, Flow, Issue, IssueError, Issuer};
 
-use super::{ErrorCode, Response, next_id, next_ids};
-use crate::config::ServerSection;
+use super::{ErrorCode, Response};
+use crate::config::TcpSection;
 
 /// What every connection of a server shares, and every op's `apply` reads.
 #[derive(Debug)]
 pub(crate) struct ServerContext<C: Clock + 'static> {
-    /// The issuer (genMethod server).
+    /// The issuer (genMethod server): explain, make, status.
     pub issuer: Arc<Issuer<C>>,
+    /// The same issuer behind its waiting list; each connection issues through a flow of it.
+    pub ids: AsyncIssuer<C>,
     /// Limits and listen address.
-    pub limits: ServerSection,
+    pub limits: TcpSection,
     /// Connections open now (for `INFO`).
     pub connections: AtomicU32,
 }
 
-/// An ID request parked until the next time unit.
+/// Writes the answer of an ID op from its IDs.
+pub(crate) type EncodeIds = fn(u32, &IdBatch, &mut BytesMut);
+
+/// An ID request whose IDs are on their way, answered in the order the connection asked.
 #[derive(Debug)]
-pub(crate) enum Waiting {
-    /// `NEXT_ID`.
-    One {
-        /// Its request id.
-        request_id: u32,
-    },
-    /// `NEXT_IDS`, with the runs issued so far.
-    Many {
-        /// Its request id.
-        request_id: u32,
-        /// IDs still to issue.
-        left: u64,
-        /// Runs issued so far.
-        runs: Vec<IdRun>,
-    },
+pub(crate) struct Pending {
+    request_id: u32,
+    encode: EncodeIds,
+    /// The IDs: arriving at a unit boundary, or already there behind earlier requests.
+    pub ids: Issue,
 }
 
-/// What became of a request.
-#[derive(Debug)]
-pub(crate) enum Outcome {
-    /// Answered (an answer or an error frame was appended).
-    Done,
-    /// First in line but not answerable before the next time unit: park it at the front and
-    /// retry after `wait_ms`.
-    Wait {
-        /// The parked request.
-        waiting: Waiting,
-        /// When to retry.
-        wait_ms: u64,
-    },
-    /// ID requests of this connection are parked already: park this one behind them, so a
-    /// connection's IDs come in the order they were asked for.
-    Queued(Waiting),
-}
-
-impl Waiting {
-    /// Tries the parked request again: answered, or parked again first in line (never
-    /// `Queued`: it is the first of the line).
-    pub(crate) fn retry<C: Clock>(self, ctx: &ServerContext<C>, out: &mut BytesMut) -> Outcome {
-        match self {
-            Waiting::One { request_id } => next_id::issue(ctx, request_id, out),
-            Waiting::Many {
-                request_id,
-                left,
-                runs,
-            } => next_ids::issue(ctx, request_id, left, runs, out),
+impl Pending {
+    /// Appends the answer (or the issuer's refusal) for `ids`.
+    pub(crate) fn answer(self, ids: Result<IdBatch, IssueError>, out: &mut BytesMut) {
+        match ids {
+            Ok(batch) => (self.encode)(self.request_id, &batch, out),
+            Err(e) => refused(self.request_id, &e, out),
         }
     }
 }
 
-/// Appends the error frame for an issuer's refusal and answers the request with it.
-pub(super) fn refused(request_id: u32, e: &IssueError, out: &mut BytesMut) -> Outcome {
+/// Issues `count` IDs through the connection's `flow`: answered now if nothing of this
+/// connection waits and the unit has them, else queued in `pending` behind earlier requests.
+pub(crate) fn issue<C: Clock>(
+    flow: &Flow<C>,
+    request_id: u32,
+    count: u64,
+    encode: EncodeIds,
+    pending: &mut VecDeque<Pending>,
+    out: &mut BytesMut,
+) {
+    let mut ids = flow.issue(count);
+    if pending.is_empty()
+        && let Some(ready) = ids.ready()
+    {
+        let p = Pending {
+            request_id,
+            encode,
+            ids,
+        };
+        return p.answer(ready, out);
+    }
+    pending.push_back(Pending {
+        request_id,
+        encode,
+        ids,
+    });
+}
+
+/// Appends the error frame for an issuer's refusal.
+pub(super) fn refused(request_id: u32, e: &IssueError, out: &mut BytesMut) {
     let code = ErrorCode::of_issue_error(e);
     Response::encode_error(request_id, code, &e.to_string(), out);
-    Outcome::Done
 }
 
 /// A context on a manual clock, and the single answer an op appended, for the ops' unit tests.
@@ -91,10 +92,11 @@ pub(super) mod testing {
 
     use bytes::BytesMut;
     use vesta_core::{GenMethod, IdType, ManualClock};
-    use vesta_embed::{Issuer, IssuerConfig};
+    use vesta_embed::{AsyncIssuer, Issuer, IssuerConfig};
+    use vesta_service::ServerSection;
 
     use super::ServerContext;
-    use crate::config::ServerSection;
+    use crate::config::TcpSection;
     use crate::frame;
     use crate::proto::Response;
 
@@ -109,13 +111,15 @@ pub(super) mod testing {
         config.id.id_type = id_type;
         config.machine.id = Some(930);
         config.gen_method = GenMethod::Server;
-        let issuer = Issuer::start_with_clock(config, clock.clone()).unwrap();
-        let limits = ServerSection {
-            max_batch,
-            ..ServerSection::default()
+        let issuer = Arc::new(Issuer::start_with_clock(config, clock.clone()).unwrap());
+        clock.hold_waits(true);
+        let limits = TcpSection {
+            max_batch: u64::from(max_batch),
+            ..TcpSection::default()
         };
         let ctx = ServerContext {
-            issuer: Arc::new(issuer),
+            ids: AsyncIssuer::new(issuer.clone(), limits.common().max_wait()).unwrap(),
+            issuer,
             limits,
             connections: AtomicU32::new(0),
         };

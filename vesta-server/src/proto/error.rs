@@ -47,6 +47,9 @@ pub enum ErrorCode {
     IdleTimeout = 15,
     /// A bug in the server (also any code this version does not know).
     Internal = 16,
+    /// An ID request waited `max_wait_ms` for sequence space: the server is saturated; retry
+    /// later or on another server.
+    Saturated = 17,
 }
 
 impl ErrorCode {
@@ -69,6 +72,7 @@ impl ErrorCode {
             13 => TooManyConnections,
             14 => ShuttingDown,
             15 => IdleTimeout,
+            17 => Saturated,
             _ => Internal,
         }
     }
@@ -98,6 +102,7 @@ impl ErrorCode {
             ShuttingDown => "SHUTTING_DOWN",
             IdleTimeout => "IDLE_TIMEOUT",
             Internal => "INTERNAL",
+            Saturated => "SATURATED",
         }
     }
 
@@ -107,7 +112,7 @@ impl ErrorCode {
         use ErrorCode::*;
         matches!(
             self,
-            Unavailable | ClockBehind | TooManyConnections | ShuttingDown | IdleTimeout
+            Unavailable | ClockBehind | TooManyConnections | ShuttingDown | IdleTimeout | Saturated
         )
     }
 
@@ -116,6 +121,7 @@ impl ErrorCode {
         use ErrorCode::*;
         match e {
             IssueError::Unavailable(_) => Unavailable,
+            IssueError::Saturated { .. } => Saturated,
             IssueError::Refused(g) => match g {
                 GenError::ClockBehind { .. } => ClockBehind,
                 GenError::TimeOverflow { .. } => TimeExhausted,

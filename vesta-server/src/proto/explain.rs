@@ -5,7 +5,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use vesta_core::{Clock, Explanation, FieldError};
 
-use super::{Outcome, ParseError, RawFields, Request, Response, ServerContext, exact, op};
+use super::{ParseError, RawFields, Request, Response, ServerContext, exact, op};
 use crate::frame;
 
 /// `EXPLAIN`: id u64.
@@ -116,10 +116,9 @@ pub(crate) fn apply<C: Clock>(
     request_id: u32,
     id: u64,
     out: &mut BytesMut,
-) -> Outcome {
+) {
     let x = WireExplanation::from(ctx.issuer.explain(id));
     encode_answer(request_id, &x, out);
-    Outcome::Done
 }
 
 #[cfg(test)]

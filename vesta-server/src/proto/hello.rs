@@ -5,8 +5,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use vesta_core::Clock;
 
 use super::{
-    ErrorCode, MAGIC, MIN_VERSION, Outcome, ParseError, Request, Response, ServerContext, VERSION,
-    exact, op,
+    ErrorCode, MAGIC, MIN_VERSION, ParseError, Request, Response, ServerContext, VERSION, exact, op,
 };
 use crate::frame;
 
@@ -84,7 +83,7 @@ pub(crate) fn apply<C: Clock>(
         request_id,
         version,
         limits.max_frame_bytes,
-        limits.max_batch,
+        limits.max_batch_u32(),
         out,
     );
     true
@@ -97,8 +96,7 @@ pub(crate) fn required(request_id: u32, out: &mut BytesMut) {
 }
 
 /// Answers a `HELLO` after the handshake: the connection goes on with its version.
-pub(crate) fn repeated(request_id: u32, out: &mut BytesMut) -> Outcome {
+pub(crate) fn repeated(request_id: u32, out: &mut BytesMut) {
     let msg = "HELLO was already received on this connection";
     Response::encode_error(request_id, ErrorCode::BadPayload, msg, out);
-    Outcome::Done
 }

@@ -7,7 +7,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use vesta_core::{Clock, IdType};
 use vesta_embed::LeaseState;
 
-use super::{Outcome, ParseError, Request, Response, ServerContext, cut, exact, op};
+use super::{ParseError, Request, Response, ServerContext, cut, exact, op};
 use crate::frame;
 
 /// `INFO_OK` before the reason: machine u16, genMethod, type, version, lease_state, seq_bits,
@@ -176,7 +176,7 @@ pub(crate) fn describe<C: Clock>(ctx: &ServerContext<C>) -> ServerInfo {
         server_pool_start: config.machine.server_pool_start as u16,
         last_issued_time: s.last_issued_time,
         end_of_life_ms: s.end_of_life_ms,
-        max_batch: ctx.limits.max_batch,
+        max_batch: ctx.limits.max_batch_u32(),
         max_frame_bytes: ctx.limits.max_frame_bytes,
         connections: ctx.connections.load(Ordering::Relaxed),
         reason: s.lease.reason.unwrap_or_default(),
@@ -184,11 +184,6 @@ pub(crate) fn describe<C: Clock>(ctx: &ServerContext<C>) -> ServerInfo {
 }
 
 /// Answers `INFO_OK`.
-pub(crate) fn apply<C: Clock>(
-    ctx: &ServerContext<C>,
-    request_id: u32,
-    out: &mut BytesMut,
-) -> Outcome {
+pub(crate) fn apply<C: Clock>(ctx: &ServerContext<C>, request_id: u32, out: &mut BytesMut) {
     encode_answer(request_id, &describe(ctx), out);
-    Outcome::Done
 }

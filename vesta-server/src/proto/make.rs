@@ -5,7 +5,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use vesta_core::{Clock, GenMethod, IdFields, IdType};
 
-use super::{ErrorCode, Outcome, ParseError, Request, Response, ServerContext, exact, op};
+use super::{ErrorCode, ParseError, Request, Response, ServerContext, exact, op};
 use crate::frame;
 
 /// `MAKE`: version u8, type u8, genMethod u8, time u64, seq u64, machine u64.
@@ -98,12 +98,11 @@ pub(crate) fn apply<C: Clock>(
     request_id: u32,
     f: &RawFields,
     out: &mut BytesMut,
-) -> Outcome {
+) {
     match f.to_fields().and_then(|fields| ctx.issuer.make(&fields)) {
         Ok(id) => encode_answer(request_id, id, out),
         Err(e) => {
             Response::encode_error(request_id, ErrorCode::FieldOutOfRange, &e.to_string(), out)
         }
     }
-    Outcome::Done
 }

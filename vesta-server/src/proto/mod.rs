@@ -28,7 +28,7 @@ use vesta_core::IdRun;
 
 use crate::frame::Frame;
 
-pub(crate) use apply::{Outcome, ServerContext, Waiting};
+pub(crate) use apply::{Pending, ServerContext};
 pub use error::ErrorCode;
 pub use explain::WireExplanation;
 pub use info::{ServerInfo, lease_state_code, lease_state_from_code};

@@ -1,12 +1,14 @@
 //! `NEXT_ID` → `ID`: one ID, without ever blocking the connection's task: a used-up time unit
-//! parks the request until the next one starts. The hot path of the protocol.
+//! queues the request until a unit boundary serves it. The hot path of the protocol.
+
+use std::collections::VecDeque;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use vesta_core::{Clock, GenError};
-use vesta_embed::IssueError;
+use vesta_core::{Clock, IdBatch};
+use vesta_embed::Flow;
 
-use super::apply::refused;
-use super::{Outcome, ParseError, Request, Response, ServerContext, Waiting, exact, op};
+use super::apply::{self, Pending};
+use super::{ErrorCode, ParseError, Request, Response, exact, op};
 use crate::frame;
 
 /// `ID`: id u64 (the request is empty).
@@ -32,38 +34,28 @@ pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
     Ok(Response::Id(b.get_u64()))
 }
 
-/// Issues one ID, or queues the request behind the connection's parked ID requests
-/// (`after_parked`), so a connection's IDs come in order.
+/// Issues one ID through the connection's flow: answered now, or queued behind the
+/// connection's waiting requests (in order) until a unit boundary brings it.
 #[inline]
 pub(crate) fn apply<C: Clock>(
-    ctx: &ServerContext<C>,
+    flow: &Flow<C>,
     request_id: u32,
-    after_parked: bool,
+    pending: &mut VecDeque<Pending>,
     out: &mut BytesMut,
-) -> Outcome {
-    if after_parked {
-        return Outcome::Queued(Waiting::One { request_id });
-    }
-    issue(ctx, request_id, out)
+) {
+    apply::issue(flow, request_id, 1, encode_batch, pending, out);
 }
 
-/// Issues one ID, or parks the request when this unit's sequence is used up.
-#[inline]
-pub(crate) fn issue<C: Clock>(
-    ctx: &ServerContext<C>,
-    request_id: u32,
-    out: &mut BytesMut,
-) -> Outcome {
-    match ctx.issuer.try_next_id() {
-        Ok(id) => {
-            encode_answer(request_id, id, out);
-            Outcome::Done
-        }
-        Err(IssueError::Refused(GenError::WouldBlock { wait_ms, .. })) => Outcome::Wait {
-            waiting: Waiting::One { request_id },
-            wait_ms,
-        },
-        Err(e) => refused(request_id, &e, out),
+/// The `ID` answer from a batch of one.
+fn encode_batch(request_id: u32, batch: &IdBatch, out: &mut BytesMut) {
+    match batch.iter().next() {
+        Some(id) => encode_answer(request_id, id, out),
+        None => Response::encode_error(
+            request_id,
+            ErrorCode::Internal,
+            "the issuer answered no ID",
+            out,
+        ),
     }
 }
 
@@ -73,37 +65,43 @@ mod tests {
     use crate::proto::apply::testing::{answer, context};
     use vesta_core::{IdFields, IdType};
 
-    #[test]
-    fn behind_parked_requests_it_is_queued_unissued() {
+    #[tokio::test]
+    async fn answered_at_once_while_the_unit_has_room() {
         let (ctx, _clock) = context(IdType::MaxPeak, 10);
-        let mut out = BytesMut::new();
-        let outcome = apply(&ctx, 3, true, &mut out);
-        assert!(
-            matches!(outcome, Outcome::Queued(Waiting::One { request_id: 3 })),
-            "{outcome:?}"
-        );
-        assert!(out.is_empty());
+        let flow = ctx.ids.flow();
+        let (mut pending, mut out) = (VecDeque::new(), BytesMut::new());
+        apply(&flow, 3, &mut pending, &mut out);
+        assert!(pending.is_empty());
+        let (3, Response::Id(id)) = answer(&mut out) else {
+            panic!("not ID");
+        };
+        assert_eq!(IdFields::decode(id).machine, 930);
     }
 
-    #[test]
-    fn a_used_up_unit_parks_it_until_the_next_unit() {
+    #[tokio::test]
+    async fn a_used_up_unit_queues_it_until_the_next_unit() {
         // Min-granularity: 1024 IDs per millisecond, and the manual clock stands still.
         let (ctx, clock) = context(IdType::MinGranularity, 1024);
         let batch = ctx.issuer.try_next_ids(1024).unwrap();
         assert_eq!(batch.len(), 1024);
-        let mut out = BytesMut::new();
-        let Outcome::Wait { waiting, wait_ms } = apply(&ctx, 3, false, &mut out) else {
-            panic!("not parked");
-        };
-        assert!(wait_ms >= 1 && out.is_empty(), "nothing answered yet");
+        let flow = ctx.ids.flow();
+        let (mut pending, mut out) = (VecDeque::new(), BytesMut::new());
+        apply(&flow, 3, &mut pending, &mut out);
+        assert!(out.is_empty() && pending.len() == 1, "nothing answered yet");
+        // A later request of the same connection queues behind it.
+        apply(&flow, 4, &mut pending, &mut out);
+        assert_eq!(pending.len(), 2);
 
-        clock.advance(wait_ms);
-        assert!(matches!(waiting.retry(&ctx, &mut out), Outcome::Done));
-        let (3, Response::Id(id)) = answer(&mut out) else {
-            panic!("not ID");
-        };
-        let last = batch.runs().last().unwrap();
-        assert!(id > last.first, "after the batch");
-        assert_eq!(IdFields::decode(id).seq, 0, "first of the next unit");
+        clock.advance(1);
+        for expected in [3, 4] {
+            let mut p = pending.pop_front().unwrap();
+            let ids = (&mut p.ids).await;
+            p.answer(ids, &mut out);
+            let (id, Response::Id(x)) = answer(&mut out) else {
+                panic!("not ID");
+            };
+            assert_eq!(id, expected);
+            assert!(x > batch.runs()[0].first, "after the batch");
+        }
     }
 }

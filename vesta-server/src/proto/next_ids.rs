@@ -1,13 +1,16 @@
 //! `NEXT_IDS` → `IDS`: exactly `count` IDs as contiguous runs (one per time unit touched), issued
-//! without blocking: what the current unit has is taken at once, the rest after the next unit
-//! starts. The count is checked against the server's cap here, and only here.
+//! without blocking: what the current unit has is taken at once, the rest at later unit
+//! boundaries, in turns with other connections. The count is checked against the server's cap
+//! here, and only here.
+
+use std::collections::VecDeque;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use vesta_core::{Clock, GenError, IdRun};
-use vesta_embed::IssueError;
+use vesta_core::{Clock, IdBatch, IdRun};
+use vesta_embed::Flow;
 
-use super::apply::refused;
-use super::{ErrorCode, Outcome, ParseError, Request, Response, ServerContext, Waiting, exact, op};
+use super::apply::{self, Pending};
+use super::{ErrorCode, ParseError, Request, Response, exact, op};
 use crate::frame;
 
 /// `NEXT_IDS`: count u32.
@@ -65,61 +68,33 @@ pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
     Ok(Response::Ids(runs))
 }
 
-/// Checks the count against the cap (0 or above it: `INVALID_ARGUMENT`), then issues, or queues
-/// the request behind the connection's parked ID requests (`after_parked`) so a connection's
-/// IDs come in order.
+/// Checks the count against the cap (0 or above it: `INVALID_ARGUMENT`), then issues through
+/// the connection's flow: answered now, or queued behind the connection's waiting requests
+/// until unit boundaries bring all `count` IDs.
 pub(crate) fn apply<C: Clock>(
-    ctx: &ServerContext<C>,
+    flow: &Flow<C>,
+    max_batch: u64,
     request_id: u32,
     count: u32,
-    after_parked: bool,
+    pending: &mut VecDeque<Pending>,
     out: &mut BytesMut,
-) -> Outcome {
-    let max = ctx.limits.max_batch;
-    if count == 0 || count > max {
-        let msg = format!("NEXT_IDS count {count} is out of range: allowed 1..={max}");
-        Response::encode_error(request_id, ErrorCode::InvalidArgument, &msg, out);
-        return Outcome::Done;
+) {
+    if count == 0 || u64::from(count) > max_batch {
+        let msg = format!("NEXT_IDS count {count} is out of range: allowed 1..={max_batch}");
+        return Response::encode_error(request_id, ErrorCode::InvalidArgument, &msg, out);
     }
-    let (left, runs) = (u64::from(count), Vec::new());
-    if after_parked {
-        return Outcome::Queued(Waiting::Many {
-            request_id,
-            left,
-            runs,
-        });
-    }
-    issue(ctx, request_id, left, runs, out)
+    apply::issue(
+        flow,
+        request_id,
+        u64::from(count),
+        encode_batch,
+        pending,
+        out,
+    );
 }
 
-/// Issues `left` more IDs after `runs`; answers when all are there, parks otherwise. An error
-/// midway answers the error: the runs already taken are dropped (gaps, never duplicates).
-pub(crate) fn issue<C: Clock>(
-    ctx: &ServerContext<C>,
-    request_id: u32,
-    mut left: u64,
-    mut runs: Vec<IdRun>,
-    out: &mut BytesMut,
-) -> Outcome {
-    while left > 0 {
-        match ctx.issuer.try_next_ids(left) {
-            Ok(batch) => {
-                left -= batch.len();
-                runs.extend_from_slice(batch.runs());
-            }
-            Err(IssueError::Refused(GenError::WouldBlock { wait_ms, .. })) => {
-                let waiting = Waiting::Many {
-                    request_id,
-                    left,
-                    runs,
-                };
-                return Outcome::Wait { waiting, wait_ms };
-            }
-            Err(e) => return refused(request_id, &e, out),
-        }
-    }
-    encode_answer(request_id, &runs, out);
-    Outcome::Done
+fn encode_batch(request_id: u32, batch: &IdBatch, out: &mut BytesMut) {
+    encode_answer(request_id, batch.runs(), out);
 }
 
 #[cfg(test)]
@@ -128,67 +103,45 @@ mod tests {
     use crate::proto::apply::testing::{answer, context};
     use vesta_core::IdType;
 
-    #[test]
-    fn a_count_of_zero_or_above_the_cap_is_refused_whether_or_not_requests_are_parked() {
-        let (ctx, _clock) = context(IdType::MaxPeak, 10);
-        for after_parked in [false, true] {
+    #[tokio::test]
+    async fn a_count_of_zero_or_above_the_cap_is_refused_whether_or_not_requests_wait() {
+        let (ctx, clock) = context(IdType::MinGranularity, 10);
+        let flow = ctx.ids.flow();
+        ctx.issuer.try_next_ids(1024).unwrap();
+        let mut waiting = VecDeque::new();
+        let mut out = BytesMut::new();
+        apply(&flow, 10, 1, 5, &mut waiting, &mut out);
+        assert_eq!(waiting.len(), 1, "the unit is used up: it waits");
+        for pending in [VecDeque::new(), waiting] {
+            let mut pending = pending;
+            let before = pending.len();
             for count in [0, 11] {
-                let mut out = BytesMut::new();
-                let outcome = apply(&ctx, 7, count, after_parked, &mut out);
-                assert!(matches!(outcome, Outcome::Done), "{outcome:?}");
+                apply(&flow, 10, 7, count, &mut pending, &mut out);
                 let message = format!("NEXT_IDS count {count} is out of range: allowed 1..=10");
                 let code = ErrorCode::InvalidArgument;
                 assert_eq!(answer(&mut out), (7, Response::Error { code, message }));
+                assert_eq!(pending.len(), before, "nothing queued");
             }
         }
+        clock.advance(1);
     }
 
-    #[test]
-    fn a_valid_count_behind_parked_requests_is_queued_unissued() {
-        let (ctx, _clock) = context(IdType::MaxPeak, 10);
-        let mut out = BytesMut::new();
-        let outcome = apply(&ctx, 7, 10, true, &mut out);
-        let Outcome::Queued(Waiting::Many {
-            request_id,
-            left,
-            runs,
-        }) = outcome
-        else {
-            panic!("not queued: {outcome:?}");
-        };
-        assert_eq!((request_id, left, runs.len()), (7, 10, 0));
-        assert!(out.is_empty());
-        let first = ctx.issuer.try_next_id().unwrap();
-        assert_eq!(
-            vesta_core::IdFields::decode(first).seq,
-            0,
-            "nothing was issued before"
-        );
-    }
-
-    #[test]
-    fn a_batch_larger_than_the_unit_parks_and_finishes_in_the_next_unit() {
+    #[tokio::test]
+    async fn a_batch_larger_than_the_unit_waits_and_finishes_in_the_next_unit() {
         // Min-granularity: 1024 IDs per millisecond, and the manual clock stands still.
         let (ctx, clock) = context(IdType::MinGranularity, 1500);
-        let mut out = BytesMut::new();
-        let outcome = apply(&ctx, 7, 1500, false, &mut out);
-        let Outcome::Wait { waiting, wait_ms } = outcome else {
-            panic!("not parked: {outcome:?}");
-        };
-        let Waiting::Many { left, runs, .. } = &waiting else {
-            panic!("not a batch: {waiting:?}");
-        };
-        assert_eq!(
-            (*left, runs.iter().map(|r| r.count).sum::<u64>()),
-            (476, 1024)
-        );
-        assert!(wait_ms >= 1 && out.is_empty(), "nothing answered yet");
-
-        clock.advance(wait_ms);
-        assert!(matches!(waiting.retry(&ctx, &mut out), Outcome::Done));
+        let flow = ctx.ids.flow();
+        let (mut pending, mut out) = (VecDeque::new(), BytesMut::new());
+        apply(&flow, 1500, 7, 1500, &mut pending, &mut out);
+        assert!(out.is_empty() && pending.len() == 1, "nothing answered yet");
+        clock.advance(1);
+        let mut p = pending.pop_front().unwrap();
+        let ids = (&mut p.ids).await;
+        p.answer(ids, &mut out);
         let (7, Response::Ids(runs)) = answer(&mut out) else {
             panic!("not IDS");
         };
+        assert_eq!(runs.len(), 2, "one run per unit");
         let ids: Vec<u64> = runs.iter().flat_map(|r| r.iter()).collect();
         assert_eq!(ids.len(), 1500);
         assert!(ids.windows(2).all(|w| w[0] < w[1]), "increasing");

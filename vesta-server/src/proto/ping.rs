@@ -3,7 +3,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::{Outcome, ParseError, Request, Response, exact, op};
+use super::{ParseError, Request, Response, exact, op};
 use crate::frame;
 
 pub(super) fn parse_request(payload: &Bytes) -> Result<Request, ParseError> {
@@ -25,7 +25,6 @@ pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
 }
 
 /// Answers `PONG`.
-pub(crate) fn apply(request_id: u32, out: &mut BytesMut) -> Outcome {
+pub(crate) fn apply(request_id: u32, out: &mut BytesMut) {
     encode_answer(request_id, out);
-    Outcome::Done
 }

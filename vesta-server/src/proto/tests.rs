@@ -62,7 +62,7 @@ fn request_strategy() -> impl Strategy<Value = Request> {
 }
 
 fn response_strategy() -> impl Strategy<Value = Response> {
-    let code = (1u16..=16).prop_map(ErrorCode::from_u16);
+    let code = (1u16..=17).prop_map(ErrorCode::from_u16);
     prop_oneof![
         (any::<u8>(), any::<u32>(), any::<u32>()).prop_map(|(v, f, b)| Response::HelloOk {
             version: v,

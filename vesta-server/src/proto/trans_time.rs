@@ -4,7 +4,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use vesta_core::Clock;
 
-use super::{ErrorCode, Outcome, ParseError, Request, Response, ServerContext, exact, op};
+use super::{ErrorCode, ParseError, Request, Response, ServerContext, exact, op};
 use crate::frame;
 
 /// `TRANS_TIME`: time u64.
@@ -38,7 +38,7 @@ pub(crate) fn apply<C: Clock>(
     request_id: u32,
     time: u64,
     out: &mut BytesMut,
-) -> Outcome {
+) {
     match ctx.issuer.trans_time(time) {
         // Within the layout's range the instant is after 1970, so it is non-negative.
         Ok(at) => encode_answer(
@@ -50,5 +50,4 @@ pub(crate) fn apply<C: Clock>(
             Response::encode_error(request_id, ErrorCode::FieldOutOfRange, &e.to_string(), out)
         }
     }
-    Outcome::Done
 }

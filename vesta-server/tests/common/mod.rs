@@ -10,27 +10,27 @@ use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
-use vesta_server::config::ServerConfig;
+use vesta_server::config::TcpConfig;
 use vesta_server::frame::{self, Frame};
 use vesta_server::proto::{MIN_VERSION, Request, Response, VERSION};
-use vesta_server::{Server, ServerHandle};
+use vesta_server::{ServerHandle, TcpServer};
 
 /// A server config on an ephemeral loopback port with static machine `machine`.
-pub fn config(machine: u64) -> ServerConfig {
-    let mut c = ServerConfig::default();
+pub fn config(machine: u64) -> TcpConfig {
+    let mut c = TcpConfig::default();
     c.server.listen = "127.0.0.1:0".parse().unwrap();
     c.machine.id = Some(machine);
     c
 }
 
 /// Starts a server from `config` on the current runtime.
-pub async fn start(config: ServerConfig) -> ServerHandle {
-    ServerHandle::spawn(Server::start(config).await.unwrap())
+pub async fn start(config: TcpConfig) -> ServerHandle {
+    ServerHandle::spawn(TcpServer::start(config).await.unwrap())
 }
 
 /// Starts a server and also returns its issuer, to inspect or fence it.
-pub async fn start_with_issuer(config: ServerConfig) -> (ServerHandle, Arc<vesta_embed::Issuer>) {
-    let server = Server::start(config).await.unwrap();
+pub async fn start_with_issuer(config: TcpConfig) -> (ServerHandle, Arc<vesta_embed::Issuer>) {
+    let server = TcpServer::start(config).await.unwrap();
     let issuer = server.issuer().clone();
     (ServerHandle::spawn(server), issuer)
 }
