@@ -47,8 +47,9 @@ impl<C: Clock + ?Sized> Clock for &C {
 ///
 /// Waiting on it moves it forward to the target at once, as if the wait had happened, so a
 /// test of sequence overflow runs in microseconds. Share it with `Arc` or `&`. With
-/// [`hold_waits`](Self::hold_waits) a wait instead lasts until the test moves the clock to the
-/// target (or ten real seconds pass), for tests that watch callers while they wait.
+/// [`hold_waits`](Self::hold_waits) a wait instead ends when the test moves the clock to the
+/// target, or after 20 real milliseconds with the clock unmoved (the caller then reads the clock
+/// and waits again, as after a clock step), for tests that watch callers while they wait.
 #[derive(Debug, Default)]
 pub struct ManualClock {
     now: AtomicU64,
@@ -66,8 +67,9 @@ impl ManualClock {
         }
     }
 
-    /// `true`: a wait lasts until the clock is moved to its target (at most ten real seconds)
-    /// instead of moving the clock itself. The test thread moves it with `advance` or `set`.
+    /// `true`: a wait lasts until the clock is moved to its target (at most 20 real ms per
+    /// call) instead of moving the clock itself. The test thread moves it with `advance` or
+    /// `set`.
     pub fn hold_waits(&self, hold: bool) {
         self.hold.store(hold, Ordering::SeqCst);
     }
@@ -105,7 +107,7 @@ impl Clock for ManualClock {
             return;
         }
         // A test clock may sleep: vesta-core's own code never calls this.
-        for _ in 0..10_000 {
+        for _ in 0..20 {
             if self.now_ms() >= target_ms || !self.hold.load(Ordering::SeqCst) {
                 return;
             }

@@ -209,6 +209,23 @@ impl Layout {
     }
 }
 
+/// How long a layout has left at `now_ms` (0 once it has ended), for operators who must pick a
+/// new epoch long before the time field fills.
+pub const fn time_left_ms(end_of_life_ms: u64, now_ms: u64) -> u64 {
+    end_of_life_ms.saturating_sub(now_ms)
+}
+
+/// A span of time for people: whole days, with years beside them (`8083 days (22.1 years)`).
+pub fn describe_span(ms: u64) -> String {
+    const DAY_MS: u64 = 86_400_000;
+    let days = ms / DAY_MS;
+    if days >= 365 {
+        format!("{days} days ({:.1} years)", days as f64 / 365.25)
+    } else {
+        format!("{days} days")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,6 +254,15 @@ mod tests {
         let eol = Layout::MAX_PEAK.end_of_life_ms(Epoch::VESTA);
         let year = Epoch::datetime_of_unix_ms(eol).format("%Y").to_string();
         assert_eq!(year, "2049");
+    }
+
+    #[test]
+    fn time_left_is_counted_down_to_zero_and_described_in_days() {
+        let eol = Layout::MAX_PEAK.end_of_life_ms(Epoch::VESTA);
+        assert_eq!(time_left_ms(eol, eol + 5), 0);
+        assert_eq!(time_left_ms(eol, eol - 86_400_000), 86_400_000);
+        assert_eq!(describe_span(3 * 86_400_000 + 5), "3 days");
+        assert_eq!(describe_span(3653 * 86_400_000), "3653 days (10.0 years)");
     }
 
     #[test]

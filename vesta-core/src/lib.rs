@@ -38,6 +38,6 @@ pub use fields::{GenMethod, IdFields};
 pub use generator::{
     ConfigError, Generator, GeneratorConfig, GeneratorStats, IdBatch, IdRun, SeqStart,
 };
-pub use layout::{FieldSpan, IdType, Layout, MACHINE_BITS};
+pub use layout::{FieldSpan, IdType, Layout, MACHINE_BITS, describe_span, time_left_ms};
 pub use parse::{ParseIdError, parse_id};
 pub use pool::{MachinePools, PoolError};

@@ -127,6 +127,13 @@ impl IssuerConfig {
 
     /// The generator config for `machine` with no floor; checks every value.
     pub fn generator_config(&self, machine: u64) -> Result<GeneratorConfig, ConfigError> {
+        let margin = self.id.end_of_life_margin_days;
+        if margin > IdSection::MAX_END_OF_LIFE_MARGIN_DAYS {
+            return Err(ConfigError::Inconsistent(format!(
+                "id.end_of_life_margin_days {margin} is out of range: allowed 0..={}",
+                IdSection::MAX_END_OF_LIFE_MARGIN_DAYS
+            )));
+        }
         let id_type = self.id.id_type;
         let seq_start = match self.clock.seq_start {
             SeqStartKind::Zero => SeqStart::Zero,
@@ -160,6 +167,21 @@ pub struct IdSection {
     pub epoch: Epoch,
     /// The version bit of issued IDs: 0, or 1 for the extension scheme.
     pub version: u8,
+    /// How long before the layout's end of life (the time field full) the issuer warns: in the
+    /// log at start and daily, and as `degraded` in the servers' health.
+    pub end_of_life_margin_days: u64,
+}
+
+impl IdSection {
+    /// Default of `end_of_life_margin_days`: five years, time to roll out a new epoch.
+    pub const DEFAULT_END_OF_LIFE_MARGIN_DAYS: u64 = 1826;
+    /// Largest `end_of_life_margin_days`: a century.
+    pub const MAX_END_OF_LIFE_MARGIN_DAYS: u64 = 36_525;
+
+    /// The margin in ms.
+    pub fn end_of_life_margin_ms(&self) -> u64 {
+        self.end_of_life_margin_days.saturating_mul(86_400_000)
+    }
 }
 
 impl Default for IdSection {
@@ -168,6 +190,7 @@ impl Default for IdSection {
             id_type: IdType::MaxPeak,
             epoch: Epoch::VESTA,
             version: 0,
+            end_of_life_margin_days: Self::DEFAULT_END_OF_LIFE_MARGIN_DAYS,
         }
     }
 }

@@ -80,10 +80,21 @@ impl Issuer<SystemClock> {
 impl<C: Clock + 'static> Issuer<C> {
     /// Starts an issuer reading time from `clock` (tests pass a manual clock).
     pub fn start_with_clock(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
-        match config.machine.source {
+        let issuer = match config.machine.source {
             MachineSource::Static => Self::start_static(config, clock),
             MachineSource::Zookeeper => Self::start_leased(config, clock),
-        }
+        }?;
+        issuer.warn_near_end_of_life();
+        Ok(issuer)
+    }
+
+    /// Logs a warning if the layout ends within `id.end_of_life_margin_days`; returns it. The
+    /// servers call it again once a day.
+    pub fn warn_near_end_of_life(&self) -> Option<String> {
+        let now = self.shared.generator.clock().now_ms();
+        let warning = self.status().end_of_life_warning(now)?;
+        tracing::warn!("{warning}");
+        Some(warning)
     }
 
     /// A static machine ID; with `machine.state_file`, the file's mark is the floor, the start
@@ -266,6 +277,7 @@ impl<C: Clock + 'static> Issuer<C> {
             lease,
             last_issued_time: g.last_issued_time(),
             end_of_life_ms: g.layout().end_of_life_ms(c.epoch),
+            end_of_life_margin_ms: self.config.id.end_of_life_margin_ms(),
             generator: g.stats(),
         }
     }
@@ -347,6 +359,37 @@ mod tests {
             T0 / 1000
         );
         assert!(issuer.status().can_issue());
+    }
+
+    #[test]
+    fn an_issuer_near_its_layouts_end_warns() {
+        let issuer =
+            Issuer::start_with_clock(IssuerConfig::default(), ManualClock::new(T0)).unwrap();
+        assert_eq!(
+            issuer.warn_near_end_of_life(),
+            None,
+            "2049 is far from 2023"
+        );
+        let mut config = IssuerConfig::default();
+        config.id.epoch = "1994-01-01T00:00:00Z".parse().unwrap();
+        let issuer = Issuer::start_with_clock(config.clone(), ManualClock::new(T0)).unwrap();
+        let warning = issuer.warn_near_end_of_life().unwrap();
+        assert!(
+            warning.contains("max-peak layout's time field is full at 2028-01-10"),
+            "{warning}"
+        );
+        assert!(warning.contains("1517 days (4.2 years) left"), "{warning}");
+        config.id.end_of_life_margin_days = 1000;
+        let issuer = Issuer::start_with_clock(config.clone(), ManualClock::new(T0)).unwrap();
+        assert_eq!(issuer.warn_near_end_of_life(), None);
+        config.id.end_of_life_margin_days = 40_000;
+        let err = Issuer::start_with_clock(config, ManualClock::new(T0))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("id.end_of_life_margin_days 40000 is out of range: allowed 0..=36525"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -101,6 +101,8 @@ pub struct Status {
     pub last_issued_time: u64,
     /// The layout's last representable instant with this epoch (ms since the Unix epoch).
     pub end_of_life_ms: u64,
+    /// How long before the end of life the issuer warns (`id.end_of_life_margin_days`), ms.
+    pub end_of_life_margin_ms: u64,
     /// Clock-rollback and overflow counters.
     pub generator: GeneratorStats,
 }
@@ -109,5 +111,21 @@ impl Status {
     /// True if IDs may be issued now (the generator may still refuse, e.g. clock behind).
     pub fn can_issue(&self) -> bool {
         self.lease.state.can_issue()
+    }
+
+    /// The warning to give at `now_ms` if the layout ends within the margin: what ends when,
+    /// and what to do. `None` while more than the margin is left.
+    pub fn end_of_life_warning(&self, now_ms: u64) -> Option<String> {
+        let left = vesta_core::time_left_ms(self.end_of_life_ms, now_ms);
+        (left <= self.end_of_life_margin_ms).then(|| {
+            format!(
+                "the {} layout's time field is full at {} with epoch {}: {} left, less than \
+                 id.end_of_life_margin_days; plan a new epoch (docs/operations.md, end of life)",
+                self.id_type,
+                vesta_core::Epoch::rfc3339(self.end_of_life_ms),
+                vesta_core::Epoch::rfc3339(self.epoch.unix_ms()),
+                vesta_core::describe_span(left),
+            )
+        })
     }
 }

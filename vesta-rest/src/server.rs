@@ -92,6 +92,7 @@ impl<C: Clock + 'static> RestServer<C> {
         let trigger = Trigger::new();
         let mut tasks = JoinSet::new();
         let mut connections = 0u64;
+        let end_of_life = lifecycle::warn_daily_near_end_of_life(Arc::clone(&app.issuer));
         tracing::info!(%addr, "serving");
         tokio::pin!(shutdown);
         loop {
@@ -144,6 +145,7 @@ impl<C: Clock + 'static> RestServer<C> {
             while tasks.try_join_next().is_some() {}
         }
         drop(listener);
+        end_of_life.abort();
         tracing::info!("shutting down: finishing requests in flight");
         trigger.fire();
         let forced_closed = lifecycle::drain(&mut tasks, limits.common().shutdown_grace()).await;

@@ -8,9 +8,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Client, T0, manual_issuer, rest, sample, spawn, system_issuer};
+use common::{Client, T0, issuer_config, manual_issuer, rest, sample, spawn, system_issuer};
 use hyper::Method;
-use vesta_core::{Epoch, GenMethod, IdFields, IdType};
+use vesta_core::{Epoch, GenMethod, IdFields, IdType, ManualClock};
+use vesta_embed::Issuer;
 use vesta_rest::RestSection;
 
 fn decode(id: u64) -> IdFields {
@@ -227,15 +228,47 @@ async fn transtime_uses_the_servers_unit() {
     server.stop().await;
 }
 
+/// Inside the end-of-life margin the server still issues and answers 200, but says it is
+/// degraded and why; the metrics carry the margin for alert rules.
+#[tokio::test]
+async fn healthz_is_degraded_inside_the_end_of_life_margin() {
+    let mut config = issuer_config();
+    // With this epoch max-peak IDs end in January 2028, about four years after T0.
+    config.id.epoch = "1994-01-01T00:00:00Z".parse().unwrap();
+    let issuer = Issuer::start_with_clock(config, Arc::new(ManualClock::new(T0))).unwrap();
+    let server = spawn(issuer, rest()).await;
+    let c = server.client();
+    let r = c.get("/healthz").await;
+    assert_eq!(r.status, 200);
+    let v = r.json();
+    assert_eq!(v["status"], "degraded");
+    assert_eq!(v["endOfLife"], "2028-01-10T13:37:03.999Z");
+    let warning = v["warning"].as_str().unwrap();
+    assert!(warning.contains("1517 days (4.2 years) left"), "{warning}");
+    assert!(warning.contains("plan a new epoch"), "{warning}");
+    c.get("/genid").await.id();
+    let m = c.get("/metrics").await.body;
+    assert_eq!(
+        sample(&m, "vesta_end_of_life_margin_seconds"),
+        1826.0 * 86400.0
+    );
+    assert!(sample(&m, "vesta_end_of_life_remaining_seconds") < 1826.0 * 86400.0);
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn healthz_and_metrics_report_the_issuer() {
     let server = spawn(system_issuer(), rest()).await;
     let c = server.client();
     let r = c.get("/healthz").await;
     assert_eq!(r.status, 200);
+    let mut health = r.json();
+    let left = health["endOfLifeSecondsLeft"].take().as_u64().unwrap();
+    assert!(left > 5 * 365 * 86400 && left < 35 * 365 * 86400, "{left}");
     assert_eq!(
-        r.json(),
-        serde_json::json!({"status": "ok", "lease": "static", "machine": 924, "genMethod": 2, "type": 0})
+        health,
+        serde_json::json!({"status": "ok", "lease": "static", "machine": 924, "genMethod": 2,
+            "type": 0, "endOfLife": "2049-01-09T05:37:03.999Z", "endOfLifeSecondsLeft": null})
     );
     for _ in 0..3 {
         c.get("/genid").await.id();

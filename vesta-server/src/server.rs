@@ -103,6 +103,7 @@ impl<C: Clock + 'static> TcpServer<C> {
         let mut tasks = JoinSet::new();
         let mut connections = 0u64;
         let mut accept_backoff = Duration::from_millis(5);
+        let end_of_life = lifecycle::warn_daily_near_end_of_life(Arc::clone(&ctx.issuer));
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -139,6 +140,7 @@ impl<C: Clock + 'static> TcpServer<C> {
             }
         }
         drop(listener);
+        end_of_life.abort();
         info!(
             connections = tasks.len(),
             "shutting down: answering in-flight requests"

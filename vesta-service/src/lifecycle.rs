@@ -103,6 +103,24 @@ fn listen<C: Clock + 'static>(
     })
 }
 
+/// How often a serving server repeats its end-of-life warning.
+const END_OF_LIFE_CHECK: Duration = Duration::from_secs(24 * 3600);
+
+/// Repeats the issuer's end-of-life warning once a day while a server runs (the first was
+/// logged at start); abort the task when serving ends.
+pub fn warn_daily_near_end_of_life<C: Clock + 'static>(
+    issuer: Arc<Issuer<C>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut daily = tokio::time::interval(END_OF_LIFE_CHECK);
+        daily.tick().await;
+        loop {
+            daily.tick().await;
+            issuer.warn_near_end_of_life();
+        }
+    })
+}
+
 /// What a server did between start and stop.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ServeReport {

@@ -110,6 +110,12 @@ impl<C: Clock + 'static> Collector for IssuerCollector<C> {
             "Seconds until the layout's time field is full (no IDs after that)",
             i64::try_from(remaining_s).unwrap_or(i64::MAX),
         )?;
+        gauge(
+            &mut encoder,
+            "end_of_life_margin_seconds",
+            "id.end_of_life_margin_days in seconds: below it the issuer warns of its end of life",
+            i64::try_from(s.end_of_life_margin_ms / 1000).unwrap_or(i64::MAX),
+        )?;
         let waits = self.ids.stats();
         counter(
             &mut encoder,

@@ -1,8 +1,10 @@
-//! `vesta layout`: both layouts as data — bit ranges, capacity, epoch and end of life.
+//! `vesta layout`: both layouts as data — bit ranges, capacity, epoch, end of life and how long
+//! is left until it in the epoch in force (with a warning inside `id.end_of_life_margin_days`).
 
 use std::io::{self, Write};
 
-use vesta_core::{Epoch, IdType};
+use vesta_core::{Clock, Epoch, IdType, describe_span, time_left_ms};
+use vesta_embed::SystemClock;
 
 use super::common::EpochArgs;
 
@@ -16,6 +18,8 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let epoch = args.epoch.epoch()?;
+    let margin_ms = args.epoch.issuer_config()?.id.end_of_life_margin_ms();
+    let now = SystemClock::precise().now_ms();
     let mut out = io::stdout().lock();
     writeln!(
         out,
@@ -54,11 +58,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             write!(out, " ({} per second)", l.capacity_per_second())?;
         }
         writeln!(out)?;
-        writeln!(
-            out,
-            "  end of life {}",
-            Epoch::rfc3339(l.end_of_life_ms(epoch))
-        )?;
+        let end = l.end_of_life_ms(epoch);
+        let left = time_left_ms(end, now);
+        writeln!(out, "  end of life {}", Epoch::rfc3339(end))?;
+        writeln!(out, "  time left   {}", describe_span(left))?;
+        if left <= margin_ms {
+            writeln!(
+                out,
+                "  WARNING     less than id.end_of_life_margin_days ({}) left: plan a new \
+                 epoch (docs/operations.md, end of life)",
+                describe_span(margin_ms)
+            )?;
+        }
     }
     Ok(())
 }

@@ -1,5 +1,7 @@
 //! `/healthz`: 200 while the issuer may issue, 503 with the reason while it is fenced or waiting
-//! on its start guard, so a load balancer takes a fenced instance out of rotation.
+//! on its start guard, so a load balancer takes a fenced instance out of rotation. Inside the
+//! end-of-life margin it still answers 200, with `"status":"degraded"` and the warning, so the
+//! instance keeps serving while monitoring sees the layout's end coming.
 
 use hyper::Response;
 use vesta_core::Clock;
@@ -9,7 +11,8 @@ use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
 
-/// `GET /healthz`: `{"status":"ok","lease":…,"machine":…,"genMethod":…,"type":…}` or a 503 error.
+/// `GET /healthz`: `{"status":"ok"|"degraded","lease":…,"machine":…,"genMethod":…,"type":…,
+/// "endOfLife":…,"endOfLifeSecondsLeft":…}` (with `"warning"` when degraded) or a 503 error.
 pub fn healthz<C: Clock + 'static>(
     app: &App<C>,
     query: Option<&str>,
@@ -26,12 +29,19 @@ pub fn healthz<C: Clock + 'static>(
             Some(1),
         ));
     }
-    let body = serde_json::json!({
+    let now = app.issuer.generator().clock().now_ms();
+    let mut body = serde_json::json!({
         "status": "ok",
         "lease": s.lease.state.name(),
         "machine": s.machine,
         "genMethod": s.gen_method.code(),
         "type": s.id_type.code(),
+        "endOfLife": vesta_core::Epoch::rfc3339(s.end_of_life_ms),
+        "endOfLifeSecondsLeft": vesta_core::time_left_ms(s.end_of_life_ms, now) / 1000,
     });
+    if let Some(warning) = s.end_of_life_warning(now) {
+        body["status"] = "degraded".into();
+        body["warning"] = warning.into();
+    }
     Ok(response::json(body.to_string()))
 }
