@@ -182,8 +182,9 @@ fn a_server_leases_its_machine_id_from_zookeeper_and_gives_it_back() {
     let conf = dir.path().join("server.toml");
     std::fs::write(
         &conf,
-        "[zookeeper]\nroot = \"/vesta/tcp-test\"\nsession_timeout_ms = 2000\n\
-         report_interval_ms = 300\nstart_guard_max_wait_ms = 3000\n",
+        "[machine]\nstart_guard_max_wait_ms = 3000\n\n\
+         [zookeeper]\nroot = \"/vesta/tcp-test\"\nsession_timeout_ms = 2000\n\
+         report_interval_ms = 300\n",
     )
     .unwrap();
     let server = TcpServer::start(&["--config", conf.to_str().unwrap(), "--zk", &zk.connect()]);

@@ -18,9 +18,9 @@ const ROOT: &str = "/vesta/crash";
 
 fn config_toml(connect: &str) -> String {
     format!(
-        "[machine]\nsource = \"zookeeper\"\nserver_pool_start = 1\n\n\
+        "[machine]\nsource = \"zookeeper\"\nserver_pool_start = 1\nstart_guard_max_wait_ms = 5000\n\n\
          [zookeeper]\nconnect = \"{connect}\"\nroot = \"{ROOT}\"\nsession_timeout_ms = 1500\n\
-         report_interval_ms = 300\nconnect_timeout_ms = 3000\nstart_guard_max_wait_ms = 5000\n"
+         report_interval_ms = 300\nconnect_timeout_ms = 3000\n"
     )
 }
 

@@ -18,7 +18,7 @@ fn config(connect: &str, root: &str, pool_size: u64, session_ms: u64) -> IssuerC
     c.zookeeper.session_timeout_ms = session_ms;
     c.zookeeper.connect_timeout_ms = 3000;
     c.zookeeper.report_interval_ms = 300;
-    c.zookeeper.start_guard_max_wait_ms = 3000;
+    c.machine.start_guard_max_wait_ms = 3000;
     c
 }
 

@@ -18,9 +18,9 @@ const RUN: Duration = Duration::from_secs(10);
 
 fn config_toml(connect: &str) -> String {
     format!(
-        "[machine]\nsource = \"zookeeper\"\nserver_pool_start = 4\n\n\
+        "[machine]\nsource = \"zookeeper\"\nserver_pool_start = 4\nstart_guard_max_wait_ms = 5000\n\n\
          [zookeeper]\nconnect = \"{connect}\"\nroot = \"/vesta/many\"\nsession_timeout_ms = 1500\n\
-         report_interval_ms = 300\nconnect_timeout_ms = 3000\nstart_guard_max_wait_ms = 5000\n"
+         report_interval_ms = 300\nconnect_timeout_ms = 3000\n"
     )
 }
 

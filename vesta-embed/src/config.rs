@@ -5,6 +5,7 @@
 //! REST servers reuse them in their own config files beside a section of their own.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 use vesta_core::{
@@ -64,8 +65,17 @@ pub fn load_toml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ConfigE
 pub fn parse_toml<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, ConfigError> {
     toml::from_str(text).map_err(|e| ConfigError::Parse {
         path: None,
-        message: e.message().to_owned() + &location(text, e.span()),
+        message: e.message().to_owned() + &moved_hint(e.message()) + &location(text, e.span()),
     })
+}
+
+/// For an unknown key that moved to another section: where it lives now.
+fn moved_hint(message: &str) -> String {
+    MOVED_KEYS
+        .iter()
+        .find(|(key, _)| message.starts_with(&format!("unknown field `{key}`")))
+        .map(|(key, section)| format!(" ({key} moved to {section}: see CHANGELOG.md)"))
+        .unwrap_or_default()
 }
 
 fn location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
@@ -76,6 +86,13 @@ fn location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     let line = before.matches('\n').count() + 1;
     format!(" (line {line})")
 }
+
+/// The shortest allowed `machine.state_file_interval_ms`: one fsync'd write per 10 ms at most.
+const MIN_STATE_FILE_INTERVAL_MS: u64 = 10;
+
+/// Keys that moved to another section, named in the error a stale config gets
+/// (see CHANGELOG.md).
+const MOVED_KEYS: &[(&str, &str)] = &[("start_guard_max_wait_ms", "[machine]")];
 
 /// Everything an [`Issuer`](crate::Issuer) needs. `Default` is the embedded default: max-peak,
 /// Vesta's epoch, static machine ID 0, no ZooKeeper.
@@ -123,6 +140,23 @@ impl IssuerConfig {
                 Ok(*range.start())
             }
         }
+    }
+
+    /// The longest the start guard waits (`machine.start_guard_max_wait_ms`), for both sources.
+    pub(crate) fn start_guard_max_wait(&self) -> Duration {
+        Duration::from_millis(self.machine.start_guard_max_wait_ms)
+    }
+
+    /// How often a static source rewrites its state file (`machine.state_file_interval_ms`).
+    pub(crate) fn state_file_interval(&self) -> Result<Duration, ConfigError> {
+        let ms = self.machine.state_file_interval_ms;
+        if ms < MIN_STATE_FILE_INTERVAL_MS {
+            return Err(ConfigError::Inconsistent(format!(
+                "machine.state_file_interval_ms {ms} is too small: at least \
+                 {MIN_STATE_FILE_INTERVAL_MS}"
+            )));
+        }
+        Ok(Duration::from_millis(ms))
     }
 
     /// The generator config for `machine` with no floor; checks every value.
@@ -219,6 +253,13 @@ pub struct MachineSection {
     /// A local file keeping the machine ID and its high-water mark across restarts (for both
     /// sources; see docs/zookeeper.md).
     pub state_file: Option<PathBuf>,
+    /// Static source with a `state_file`: how often the file is rewritten. Each write promises
+    /// three intervals ahead, so a restart after a crash waits at most about that long.
+    pub state_file_interval_ms: u64,
+    /// The longest the start guard waits for the clock to pass the machine ID's mark (from
+    /// ZooKeeper or the state file, for either source); a clock further behind is a startup
+    /// error naming both times.
+    pub start_guard_max_wait_ms: u64,
 }
 
 impl Default for MachineSection {
@@ -228,6 +269,8 @@ impl Default for MachineSection {
             id: None,
             server_pool_start: MachinePools::DEFAULT_SERVER_START,
             state_file: None,
+            state_file_interval_ms: 1_000,
+            start_guard_max_wait_ms: 5_000,
         }
     }
 }
@@ -278,11 +321,8 @@ pub struct ZooKeeperSection {
     pub session_timeout_ms: u64,
     /// How long to try connecting at start before failing.
     pub connect_timeout_ms: u64,
-    /// How often the high-water mark is written (also the static source's state file).
+    /// How often the high-water mark is written, which confirms the lease.
     pub report_interval_ms: u64,
-    /// The longest the start guard waits for the clock to pass the mark; further is an error
-    /// (also the static source's state file).
-    pub start_guard_max_wait_ms: u64,
     /// Start from the local state file when ZooKeeper is unreachable (off: fail closed).
     pub start_without_zookeeper: bool,
     /// `user:password` for digest auth and a creator-only ACL on the znodes.
@@ -299,7 +339,6 @@ impl Default for ZooKeeperSection {
             session_timeout_ms: 10_000,
             connect_timeout_ms: 5_000,
             report_interval_ms: 3_000,
-            start_guard_max_wait_ms: 5_000,
             start_without_zookeeper: false,
             auth: None,
             instance: None,
@@ -380,6 +419,44 @@ mod tests {
         assert_eq!(
             IssuerConfig::from_file(std::path::Path::new(path)).unwrap(),
             IssuerConfig::default()
+        );
+    }
+
+    #[test]
+    fn a_key_that_moved_sections_says_where_it_went() {
+        let err = IssuerConfig::from_toml_str("[zookeeper]\nstart_guard_max_wait_ms = 3000\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown field `start_guard_max_wait_ms`"),
+            "{err}"
+        );
+        assert!(
+            err.contains("start_guard_max_wait_ms moved to [machine]: see CHANGELOG.md"),
+            "{err}"
+        );
+        assert!(err.contains("(line 2)"), "{err}");
+        let c = IssuerConfig::from_toml_str(
+            "[machine]\nstart_guard_max_wait_ms = 3000\nstate_file_interval_ms = 250\n",
+        )
+        .unwrap();
+        assert_eq!(c.start_guard_max_wait(), Duration::from_millis(3000));
+        assert_eq!(c.state_file_interval().unwrap(), Duration::from_millis(250));
+        // Other unknown keys get no hint.
+        let err = IssuerConfig::from_toml_str("[zookeeper]\nreport_interval = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("moved"), "{err}");
+    }
+
+    #[test]
+    fn a_state_file_interval_below_10_ms_is_refused_by_name() {
+        let mut c = IssuerConfig::default();
+        c.machine.state_file_interval_ms = 9;
+        let err = c.state_file_interval().unwrap_err().to_string();
+        assert!(
+            err.contains("machine.state_file_interval_ms 9 is too small: at least 10"),
+            "{err}"
         );
     }
 

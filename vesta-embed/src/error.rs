@@ -3,7 +3,7 @@
 use vesta_core::GenError;
 
 use crate::config::ConfigError;
-use crate::lease::zk::LeaseError;
+use crate::lease::LeaseError;
 
 /// Why an issuer did not start.
 #[derive(Debug, thiserror::Error)]

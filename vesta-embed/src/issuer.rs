@@ -2,71 +2,31 @@
 //! make and trans_time beside it. Generation stays lock-free; lease keeping, when there is a
 //! lease, runs on a background thread owned by the issuer and stopped when it is dropped.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use vesta_core::{Clock, Epoch, Explanation, FieldError, GenError, Generator, IdBatch, IdFields};
+use vesta_core::{
+    Clock, Epoch, Explanation, FieldError, GenError, Generator, IdBatch, IdFields, Layout,
+};
 
 use crate::clock::SystemClock;
 use crate::config::{ConfigError, IssuerConfig, MachineSource};
 use crate::error::{IssueError, ShutdownError, StartError};
 use crate::lease::LeaseSettings;
-use crate::lease::keeper::KeeperHandle;
-use crate::static_state::{self, StateKeeper};
+use crate::lease::leased_generator::LeasedGenerator;
+use crate::lease::static_source::StaticSource;
+use crate::lease::worker::{Lease, LeaseSource, LeaseThread};
+use crate::lease::zk_source::{self, ZkSource};
 use crate::status::{LeaseInfo, LeaseState, Status};
-
-/// State shared between the issuer and whatever keeps its machine ID.
-#[derive(Debug)]
-pub struct Shared<C> {
-    /// The generator; its machine ID and floor change only through lease events.
-    pub generator: Generator<C>,
-    lease: Mutex<LeaseInfo>,
-}
-
-impl<C: Clock> Shared<C> {
-    /// The current lease info.
-    pub fn lease(&self) -> MutexGuard<'_, LeaseInfo> {
-        self.lease.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Stops issuing at once and records why (lease lost, start guard pending, shut down).
-    pub fn fence(&self, state: LeaseState, reason: impl Into<String>) {
-        self.generator.fence();
-        let mut lease = self.lease();
-        if state == LeaseState::Fenced && lease.state != LeaseState::Fenced {
-            lease.fence_events += 1;
-        }
-        lease.state = state;
-        lease.reason = Some(reason.into());
-    }
-
-    /// Allows issuing until the clock reads `deadline_ms` (`u64::MAX`: no deadline).
-    pub fn resume(&self, state: LeaseState, deadline_ms: u64) {
-        let mut lease = self.lease();
-        lease.state = state;
-        lease.reason = None;
-        drop(lease);
-        self.generator.set_deadline_ms(deadline_ms);
-    }
-}
 
 /// Issues IDs in this process. Cheap to share: wrap it in an `Arc` or lend `&Issuer`.
 #[derive(Debug)]
 pub struct Issuer<C: Clock + 'static = SystemClock> {
-    shared: Arc<Shared<C>>,
+    leased: Arc<LeasedGenerator<C>>,
     config: IssuerConfig,
-    /// The background thread (lease keeper or state-file writer), if any; taken by `shutdown`.
-    keeper: Mutex<Option<Background>>,
-}
-
-/// The issuer's background work.
-#[derive(Debug)]
-enum Background {
-    /// Keeps a ZooKeeper lease.
-    Lease(KeeperHandle),
-    /// Keeps the state file of a static machine ID.
-    StateFile(StateKeeper),
+    /// The lease thread (ZooKeeper, or a static ID's state file), if any; taken by `shutdown`.
+    lease_thread: Mutex<Option<LeaseThread>>,
 }
 
 impl Issuer<SystemClock> {
@@ -91,71 +51,66 @@ impl<C: Clock + 'static> Issuer<C> {
     /// Logs a warning if the layout ends within `id.end_of_life_margin_days`; returns it. The
     /// servers call it again once a day.
     pub fn warn_near_end_of_life(&self) -> Option<String> {
-        let now = self.shared.generator.clock().now_ms();
+        let now = self.clock().now_ms();
         let warning = self.status().end_of_life_warning(now)?;
         tracing::warn!("{warning}");
         Some(warning)
     }
 
-    /// A static machine ID; with `machine.state_file`, the file's mark is the floor, the start
-    /// guard waits the clock past it, and a thread keeps the file current.
+    /// A static machine ID; with `machine.state_file`, a lease thread takes the file's mark as
+    /// the floor (after the start guard) and keeps the file's promise ahead of issuing.
     fn start_static(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
         let machine = config.static_machine()?;
-        let mut gen_config = config.generator_config(machine)?;
-        let layout = gen_config.id_type.layout();
-        let inherited = match &config.machine.state_file {
-            Some(path) => static_state::inherited(path, machine, layout, gen_config.epoch)?,
-            None => None,
+        let generator =
+            Generator::new(config.generator_config(machine)?, clock).map_err(ConfigError::from)?;
+        let Some(path) = config.machine.state_file.clone() else {
+            return Ok(Issuer {
+                leased: Arc::new(LeasedGenerator::new(generator, LeaseInfo::fixed())),
+                config,
+                lease_thread: Mutex::new(None),
+            });
         };
-        if let Some(inherited) = inherited {
-            let max_wait = Duration::from_millis(config.zookeeper.start_guard_max_wait_ms);
-            static_state::pass_guard(&clock, machine, inherited.target_ms, max_wait)?;
-            gen_config.floor = Some(inherited.floor);
-        }
-        let generator = Generator::new(gen_config, clock).map_err(ConfigError::from)?;
-        let shared = Arc::new(Shared {
-            generator,
-            lease: Mutex::new(LeaseInfo::fixed()),
-        });
-        let keeper = match &config.machine.state_file {
-            Some(path) => {
-                let interval = Duration::from_millis(config.zookeeper.report_interval_ms.max(10));
-                Some(Background::StateFile(StateKeeper::start(
-                    shared.clone(),
-                    path.clone(),
-                    interval,
-                )?))
-            }
-            None => None,
-        };
-        Ok(Issuer {
-            shared,
-            config,
-            keeper: Mutex::new(keeper),
-        })
+        let interval = config.state_file_interval()?;
+        let reason = format!("reading the state file {}", path.display());
+        let source = StaticSource::new(path, machine, config.start_guard_max_wait());
+        let window = StaticSource::window(interval);
+        Self::start_lease(config, generator, reason, (window, interval), source)
     }
 
-    /// Leases the machine ID from ZooKeeper: the generator starts fenced on a placeholder ID
-    /// and the keeper thread switches it to the claimed one once the start guard has passed.
+    /// Leases the machine ID from ZooKeeper: the generator starts on a placeholder ID and the
+    /// lease thread switches it to the claimed one once the start guard has passed.
     fn start_leased(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
         let settings = LeaseSettings::from_config(&config)?;
         let placeholder = *settings.pool.start();
         let generator = Generator::new(config.generator_config(placeholder)?, clock)
             .map_err(ConfigError::from)?;
+        let timing = zk_source::initial_timing(&settings);
+        let source = ZkSource::new(settings, generator.clock().now_ms())?;
+        let reason = "claiming a machine ID from ZooKeeper".to_owned();
+        Self::start_lease(config, generator, reason, timing, source)
+    }
+
+    /// Runs `source` on a lease thread for `generator`, which stays fenced (`reason` says why)
+    /// until the source holds the machine ID; `timing` is the first (window, beat).
+    fn start_lease<S: LeaseSource<C>>(
+        config: IssuerConfig,
+        generator: Generator<C>,
+        reason: String,
+        (window, beat): (Duration, Duration),
+        source: S,
+    ) -> Result<Self, StartError> {
         generator.fence();
-        let shared = Arc::new(Shared {
-            generator,
-            lease: Mutex::new(LeaseInfo {
-                state: LeaseState::Acquiring,
-                reason: Some("claiming a machine ID from ZooKeeper".into()),
-                ..LeaseInfo::fixed()
-            }),
-        });
-        let keeper = KeeperHandle::spawn(shared.clone(), settings)?;
+        let info = LeaseInfo {
+            state: LeaseState::Acquiring,
+            reason: Some(reason),
+            ..LeaseInfo::fixed()
+        };
+        let leased = Arc::new(LeasedGenerator::new(generator, info));
+        let thread = LeaseThread::spawn(Lease::new(leased.clone(), window, beat), source)?;
         Ok(Issuer {
-            shared,
+            leased,
             config,
-            keeper: Mutex::new(Some(Background::Lease(keeper))),
+            lease_thread: Mutex::new(Some(thread)),
         })
     }
 
@@ -163,17 +118,16 @@ impl<C: Clock + 'static> Issuer<C> {
     /// deletes the claim so the ID is free at once. Idempotent; also done on drop. Afterwards
     /// every call fails with [`IssueError::Unavailable`].
     pub fn shutdown(&self) -> Result<(), ShutdownError> {
-        let keeper = self
-            .keeper
+        let thread = self
+            .lease_thread
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        match keeper {
-            Some(Background::Lease(mut k)) => k.stop(),
-            Some(Background::StateFile(mut k)) => k.stop(),
+        match thread {
+            Some(mut thread) => thread.stop(),
             None => {
-                if self.shared.lease().state == LeaseState::Static {
-                    self.shared
+                if self.leased.with_info(|info| info.state) == LeaseState::Static {
+                    self.leased
                         .fence(LeaseState::Released, "the issuer was shut down");
                 }
                 Ok(())
@@ -184,7 +138,7 @@ impl<C: Clock + 'static> Issuer<C> {
     /// The next ID.
     #[inline]
     pub fn next_id(&self) -> Result<u64, IssueError> {
-        self.shared
+        self.leased
             .generator
             .next_id()
             .map_err(|e| self.issue_error(e))
@@ -193,7 +147,7 @@ impl<C: Clock + 'static> Issuer<C> {
     /// The next ID, or an error instead of waiting for the next time unit.
     #[inline]
     pub fn try_next_id(&self) -> Result<u64, IssueError> {
-        self.shared
+        self.leased
             .generator
             .try_next_id()
             .map_err(|e| self.issue_error(e))
@@ -201,7 +155,7 @@ impl<C: Clock + 'static> Issuer<C> {
 
     /// `n` IDs as contiguous runs; may wait for later time units when `n` is large.
     pub fn next_ids(&self, n: u64) -> Result<IdBatch, IssueError> {
-        self.shared
+        self.leased
             .generator
             .next_ids(n)
             .map_err(|e| self.issue_error(e))
@@ -210,15 +164,26 @@ impl<C: Clock + 'static> Issuer<C> {
     /// Up to `n` IDs that the current time unit still has (at least one), without waiting; for
     /// async servers, which sleep on `WouldBlock` instead of blocking a worker thread.
     pub fn try_next_ids(&self, n: u64) -> Result<IdBatch, IssueError> {
-        self.shared
+        self.leased
             .generator
             .try_next_ids(n)
             .map_err(|e| self.issue_error(e))
     }
 
-    /// The state shared with the lease keeper (fence, resume, lease info).
-    pub fn shared(&self) -> &Arc<Shared<C>> {
-        &self.shared
+    /// Test hook (feature `test-util`): stops issuing with `reason`, as a lease event would
+    /// (lease lost, start guard pending), to test how a server answers a fenced issuer. A lease
+    /// thread, if any, lifts it at its next renewal.
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn fence_for_test(&self, state: LeaseState, reason: &str) {
+        self.leased.fence(state, reason);
+    }
+
+    /// Test hook (feature `test-util`): lets a fenced issuer issue again, without a deadline,
+    /// in `state` (e.g. `Held` after a test fenced it). Never for a leased issuer in use: the
+    /// lease alone decides when it may issue.
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn resume_for_test(&self, state: LeaseState) {
+        self.leased.resume(state, u64::MAX, String::new());
     }
 
     /// Explains any ID with this issuer's epoch.
@@ -233,20 +198,20 @@ impl<C: Clock + 'static> Issuer<C> {
 
     /// Fields as this issuer would issue them at `time` with `seq`: the base for `make`.
     pub fn own_fields(&self, time: u64, seq: u64) -> IdFields {
-        let c = self.shared.generator.config();
+        let c = self.leased.generator.config();
         IdFields {
             version: c.version,
             id_type: c.id_type,
             gen_method: c.gen_method,
             time,
             seq,
-            machine: self.shared.generator.machine(),
+            machine: self.leased.generator.machine(),
         }
     }
 
     /// The instant at which time value `time` of this issuer's layout starts.
     pub fn trans_time(&self, time: u64) -> Result<DateTime<Utc>, FieldError> {
-        let layout = self.shared.generator.layout();
+        let layout = self.leased.generator.layout();
         if time > layout.max_time() {
             return Err(FieldError::OutOfRange {
                 field: "time",
@@ -261,14 +226,10 @@ impl<C: Clock + 'static> Issuer<C> {
 
     /// A snapshot of the machine ID, lease, high-water mark and counters.
     pub fn status(&self) -> Status {
-        let g = &self.shared.generator;
+        let g = &self.leased.generator;
         let c = g.config();
-        let mut lease = self.shared.lease().clone();
-        // The generator's deadline may pass a moment before the keeper's watchdog records it.
-        if lease.state.can_issue() && g.clock().now_ms() >= g.deadline_ms() {
-            lease.reason = Some(unconfirmed_reason(lease.state));
-            lease.state = LeaseState::Fenced;
-        }
+        // The generator's deadline may pass a moment before the lease thread records it.
+        let lease = self.leased.info_at(g.clock().now_ms());
         Status {
             machine: g.machine(),
             gen_method: c.gen_method,
@@ -292,37 +253,28 @@ impl<C: Clock + 'static> Issuer<C> {
         &self.config
     }
 
-    /// The generator (for benchmarks and tests).
-    pub fn generator(&self) -> &Generator<C> {
-        &self.shared.generator
+    /// The layout of the issued IDs (capacity per unit, time span).
+    pub fn layout(&self) -> &'static Layout {
+        self.leased.generator.layout()
+    }
+
+    /// The clock this issuer reads.
+    pub fn clock(&self) -> &C {
+        self.leased.generator.clock()
+    }
+
+    /// When the unit after the last issued one starts (ms since the Unix epoch): where the
+    /// async waiting list sleeps until.
+    pub(crate) fn next_unit_start_ms(&self) -> u64 {
+        self.leased.generator.next_unit_start_ms()
     }
 
     #[cold]
     fn issue_error(&self, e: GenError) -> IssueError {
         match e {
-            GenError::Fenced { .. } => {
-                let lease = self.shared.lease();
-                let reason = lease
-                    .reason
-                    .clone()
-                    .unwrap_or_else(|| unconfirmed_reason(lease.state));
-                IssueError::Unavailable(reason)
-            }
+            GenError::Fenced { .. } => IssueError::Unavailable(self.leased.refusal_reason()),
             other => IssueError::Refused(other),
         }
-    }
-}
-
-/// Why issuing stopped when the generator's deadline passed before anyone recorded a reason.
-fn unconfirmed_reason(state: LeaseState) -> String {
-    match state {
-        LeaseState::Held => "the machine-ID lease was not confirmed by ZooKeeper before its \
-                             deadline; waiting for confirmation"
-            .into(),
-        LeaseState::Static => {
-            "the state file was not renewed before its deadline; waiting for the next write".into()
-        }
-        state => format!("the machine-ID lease is {state}"),
     }
 }
 
@@ -396,14 +348,14 @@ mod tests {
     fn fenced_issuer_says_why_and_resumes() {
         let issuer =
             Issuer::start_with_clock(IssuerConfig::default(), ManualClock::new(T0)).unwrap();
-        issuer.shared().fence(LeaseState::Fenced, "lease lost");
+        issuer.fence_for_test(LeaseState::Fenced, "lease lost");
         assert_eq!(
             issuer.next_id(),
             Err(IssueError::Unavailable("lease lost".into()))
         );
         assert!(!issuer.status().can_issue());
         assert_eq!(issuer.status().lease.fence_events, 1);
-        issuer.shared().resume(LeaseState::Held, u64::MAX);
+        issuer.resume_for_test(LeaseState::Held);
         assert!(issuer.next_id().is_ok());
     }
 
@@ -425,12 +377,12 @@ mod tests {
         let path = dir.path().join("static.state");
         let mut c = IssuerConfig::default();
         c.machine.state_file = Some(path.clone());
-        c.zookeeper.report_interval_ms = 50;
+        c.machine.state_file_interval_ms = 50;
         let a = Issuer::start_with_clock(c.clone(), Arc::new(ManualClock::new(T0))).unwrap();
         let a_last = a.next_ids(1000).unwrap().to_vec()[999];
         a.shutdown().unwrap();
         assert_eq!(a.status().lease.state, LeaseState::Released);
-        let rec = crate::state_file::read(&path).unwrap().unwrap();
+        let rec = crate::lease::state_file::read(&path).unwrap().unwrap();
         assert!(rec.clean);
         assert_eq!((rec.machine, rec.source.as_str()), (0, "static"));
         assert_eq!(rec.mark_ms, T0 + 1000, "the end of the last issued second");
@@ -457,19 +409,19 @@ mod tests {
         let mut c = IssuerConfig::default();
         c.id.id_type = vesta_core::IdType::MinGranularity;
         c.machine.state_file = Some(path.clone());
-        c.zookeeper.report_interval_ms = 50;
+        c.machine.state_file_interval_ms = 50;
         let a = Issuer::start_with_clock(c.clone(), Arc::new(ManualClock::new(T0))).unwrap();
         let a_ids = a.next_ids(5000).unwrap().to_vec();
         // What a kill -9 would leave behind: the running issuer's last (unclean) record.
         std::thread::sleep(std::time::Duration::from_millis(120));
-        let crashed = crate::state_file::read(&path).unwrap().unwrap();
+        let crashed = crate::lease::state_file::read(&path).unwrap().unwrap();
         assert!(!crashed.clean);
         assert!(
             crashed.mark_ms >= T0 + 150,
             "the promise reaches three intervals ahead"
         );
         drop(a);
-        crate::state_file::write(&path, &crashed).unwrap();
+        crate::lease::state_file::write(&path, &crashed).unwrap();
 
         let clock = Arc::new(ManualClock::new(T0));
         let b = Issuer::start_with_clock(c, clock.clone()).unwrap();
@@ -480,6 +432,38 @@ mod tests {
         assert!(
             first_ms >= crashed.mark_ms,
             "issued inside the crashed holder's promise"
+        );
+    }
+
+    /// The generator's deadline ran out with no rewrite of the state file in time: the caller
+    /// is told the one documented reason (the one the lease thread fences with), and no
+    /// "waiting".
+    #[test]
+    fn a_static_term_running_out_gives_the_documented_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("static.state");
+        let mut c = IssuerConfig::default();
+        c.machine.state_file = Some(path.clone());
+        // No rewrite while the test runs: the term is three minutes of the manual clock.
+        c.machine.state_file_interval_ms = 60_000;
+        let clock = Arc::new(ManualClock::new(T0));
+        let issuer = Issuer::start_with_clock(c, clock.clone()).unwrap();
+        issuer.next_id().unwrap();
+        clock.advance(180_000);
+        let expected = format!(
+            "the state file {} was not rewritten in time (last written at {}, allowed 180000 \
+             ms); not issuing until it is",
+            path.display(),
+            Epoch::rfc3339(T0)
+        );
+        assert_eq!(
+            issuer.next_id(),
+            Err(IssueError::Unavailable(expected.clone()))
+        );
+        let lease = issuer.status().lease;
+        assert_eq!(
+            (lease.state, lease.reason),
+            (LeaseState::Fenced, Some(expected))
         );
     }
 }

@@ -150,9 +150,9 @@ impl<C: Clock + 'static> RestServer<C> {
         trigger.fire();
         let forced_closed = lifecycle::drain(&mut tasks, limits.common().shutdown_grace()).await;
         // Release the machine ID now, even if the caller still holds the issuer.
-        let issuer = Arc::clone(&app.issuer);
+        let ids = app.ids.clone();
         drop(app);
-        let release_error = lifecycle::release(issuer).await;
+        let release_error = lifecycle::release(ids).await;
         ServeReport {
             connections,
             forced_closed,

@@ -22,8 +22,7 @@ async fn a_fenced_issuer_answers_503_and_recovers() {
     c.get("/genid").await.id();
     server
         .issuer
-        .shared()
-        .fence(LeaseState::Fenced, "the machine-ID lease was lost");
+        .fence_for_test(LeaseState::Fenced, "the machine-ID lease was lost");
     let expected = "not issuing: the machine-ID lease was lost";
     for path in ["/healthz", "/genid", "/genids?count=3"] {
         let r = c.get(path).await;
@@ -47,13 +46,12 @@ async fn a_fenced_issuer_answers_503_and_recovers() {
         1.0
     );
     // A start guard reads the same way, with the state named when there is no reason text.
-    server.issuer.shared().resume(LeaseState::Held, u64::MAX);
+    server.issuer.resume_for_test(LeaseState::Held);
     assert_eq!(c.get("/healthz").await.status, 200);
     c.get("/genid").await.id();
     server
         .issuer
-        .shared()
-        .fence(LeaseState::Acquiring, "waiting out the start guard");
+        .fence_for_test(LeaseState::Acquiring, "waiting out the start guard");
     let r = c.get("/healthz").await;
     assert_eq!(r.status, 503);
     assert_eq!(r.error(), "not issuing: waiting out the start guard");

@@ -360,8 +360,7 @@ async fn every_documented_response_is_what_the_server_sends() {
     let fenced = spawn(system_issuer(), limits).await;
     fenced
         .issuer
-        .shared()
-        .fence(LeaseState::Fenced, "the machine-ID lease was lost");
+        .fence_for_test(LeaseState::Fenced, "the machine-ID lease was lost");
     for &(path, status, setup, method, target) in CASES {
         let covered = documented
             .get_mut(&(path.to_owned(), status))

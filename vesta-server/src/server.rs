@@ -148,9 +148,9 @@ impl<C: Clock + 'static> TcpServer<C> {
         trigger.fire();
         let forced_closed =
             lifecycle::drain(&mut tasks, ctx.limits.common().shutdown_grace()).await;
-        let issuer = ctx.issuer.clone();
+        let ids = ctx.ids.clone();
         drop(ctx);
-        let release_error = lifecycle::release(issuer).await;
+        let release_error = lifecycle::release(ids).await;
         ServeReport {
             connections,
             forced_closed,

@@ -227,9 +227,7 @@ async fn a_dead_endpoint_is_rechecked_and_preferred_again() {
 async fn a_server_that_is_not_issuing_is_skipped() {
     let (a, issuer_a) = start_with_issuer(config(924)).await;
     let b = start(config(925)).await;
-    issuer_a
-        .shared()
-        .fence(LeaseState::Fenced, "lease lost (test)");
+    issuer_a.fence_for_test(LeaseState::Fenced, "lease lost (test)");
     let client = Client::connect(client_config(&[a.addr(), b.addr()]))
         .await
         .unwrap();
@@ -242,7 +240,7 @@ async fn a_server_that_is_not_issuing_is_skipped() {
     // The health check asks INFO, so a fenced server stays out of rotation.
     sleep(Duration::from_millis(300)).await;
     assert!(!client.endpoint_health()[0].1, "marked dead");
-    issuer_a.shared().resume(LeaseState::Held, u64::MAX);
+    issuer_a.resume_for_test(LeaseState::Held);
     let deadline = Instant::now() + Duration::from_secs(3);
     while IdFields::decode(client.next_id().await.unwrap()).machine != 924 {
         assert!(Instant::now() < deadline, "never came back");

@@ -160,10 +160,16 @@ pub async fn drain(tasks: &mut JoinSet<()>, grace: Duration) -> usize {
 }
 
 /// Step 6: gives the machine ID back ([`Issuer::shutdown`]: final mark and claim deleted for a
-/// lease, released state for a static ID) off the async workers, since it may wait on ZooKeeper.
-/// After it the issuer issues nothing, even through other handles.
-pub async fn release<C: Clock + 'static>(issuer: Arc<Issuer<C>>) -> Option<String> {
-    let released = tokio::task::spawn_blocking(move || issuer.shutdown()).await;
+/// lease, released state for a static ID) and stops the issuer's clock thread, off the async
+/// workers, since both may wait (on ZooKeeper, on a unit boundary). After it the issuer issues
+/// nothing, even through other handles.
+pub async fn release<C: Clock + 'static>(ids: AsyncIssuer<C>) -> Option<String> {
+    let released = tokio::task::spawn_blocking(move || {
+        let released = ids.issuer().shutdown();
+        ids.stop();
+        released
+    })
+    .await;
     let error = match released {
         Ok(Ok(())) => None,
         Ok(Err(e)) => Some(e.to_string()),

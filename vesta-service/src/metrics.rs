@@ -58,7 +58,7 @@ const LEASE_STATES: [LeaseState; 5] = [
 impl<C: Clock + 'static> Collector for IssuerCollector<C> {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         let s = self.issuer.status();
-        let now_ms = self.issuer.generator().clock().now_ms();
+        let now_ms = self.issuer.clock().now_ms();
         let counter = |e: &mut DescriptorEncoder, name: &str, help: &str, v: u64| {
             let m = ConstCounter::new(v);
             m.encode(e.encode_descriptor(name, help, None, m.metric_type())?)

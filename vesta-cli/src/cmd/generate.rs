@@ -66,7 +66,7 @@ fn apply_overrides(config: &mut IssuerConfig, args: &Args) {
 
 /// Issues `count` IDs in per-unit batches and prints them.
 fn write_ids(issuer: &Issuer, count: u64) -> anyhow::Result<()> {
-    let chunk = issuer.generator().layout().capacity_per_unit();
+    let chunk = issuer.layout().capacity_per_unit();
     let progress = progress_bar(count);
     let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
     let mut left = count;

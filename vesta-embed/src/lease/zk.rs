@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, MultiWriteError};
 
+use super::LeaseSettings;
+use super::rules::claim_order;
 use super::znode::{Claim, Mark};
-use super::{LeaseSettings, claim_order};
 
 /// Why a lease operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -74,7 +75,7 @@ pub enum LeaseError {
 
 impl LeaseError {
     /// True if the session (and so any claim made in it) is gone for good.
-    pub fn session_lost(&self) -> bool {
+    pub(crate) fn session_lost(&self) -> bool {
         matches!(
             self,
             LeaseError::Op {
@@ -88,7 +89,7 @@ impl LeaseError {
     }
 
     /// True if the claim or the mark changed under us: someone else holds the ID now.
-    pub fn lease_taken(&self) -> bool {
+    pub(crate) fn lease_taken(&self) -> bool {
         matches!(
             self,
             LeaseError::Op {
@@ -122,27 +123,30 @@ pub(crate) async fn connect(s: &LeaseSettings, timeout: Duration) -> Result<ZkLe
         timeout_ms: timeout.as_millis(),
         cause,
     };
-    // Fail fast per round (all hosts tried once), retry until the timeout, keep the last error.
+    // Fail fast per round (all hosts tried once), retry until the timeout. The client says only
+    // "no hosts" or "timeout" when no session came about; other errors are kept as they are.
     let connector = connector.with_fail_eagerly();
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut last = "no session established in time".to_owned();
+    let mut last: Option<String> = None;
     let client = loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
-            return Err(unreachable(last));
+            break None;
         }
         match tokio::time::timeout(left, connector.clone().connect(&s.connect)).await {
-            Ok(Ok(c)) => break c,
-            Ok(Err(ZkError::NoHosts)) => {
-                last = "no server accepted a connection".into();
-                tokio::time::sleep(left.min(Duration::from_millis(100))).await;
-            }
-            Ok(Err(e)) => {
-                last = e.to_string();
-                tokio::time::sleep(left.min(Duration::from_millis(100))).await;
-            }
-            Err(_) => return Err(unreachable(last)),
+            Ok(Ok(c)) => break Some(c),
+            Ok(Err(ZkError::NoHosts | ZkError::Timeout | ZkError::ConnectionLoss)) => {}
+            Ok(Err(e)) => last = Some(e.to_string()),
+            Err(_) => break None,
         }
+        tokio::time::sleep(left.min(Duration::from_millis(100))).await;
+    };
+    let Some(client) = client else {
+        let cause = match last {
+            Some(cause) => cause,
+            None => no_session_cause(&s.connect, PROBE_BUDGET.min(timeout)).await,
+        };
+        return Err(unreachable(cause));
     };
     let acls = if s.auth.is_some() {
         Acls::creator_all()
@@ -155,6 +159,49 @@ pub(crate) async fn connect(s: &LeaseSettings, timeout: Duration) -> Result<ZkLe
         root: s.root.clone(),
         acls,
     })
+}
+
+/// The longest the diagnosis of a failed connect may take on top of the connect timeout (no
+/// longer than the timeout itself either, so a lease thread retrying every beat keeps its pace).
+const PROBE_BUDGET: Duration = Duration::from_millis(500);
+
+/// Why no session came about, when the client only says "no hosts": a plain TCP connection to
+/// each host (within `budget`) tells "nothing listens" from "something accepts but does not
+/// speak ZooKeeper" (a hung server, a wrong port, a proxy without a backend).
+async fn no_session_cause(connect: &str, budget: Duration) -> String {
+    let probe = async {
+        for host in hosts(connect) {
+            if tokio::net::TcpStream::connect(host.as_str()).await.is_ok() {
+                return Some(host);
+            }
+        }
+        None
+    };
+    match tokio::time::timeout(budget, probe).await {
+        Ok(Some(host)) => {
+            format!("connected to {host} but ZooKeeper did not answer the session handshake")
+        }
+        _ => "no server accepted a connection".into(),
+    }
+}
+
+/// The `host:port` of each server in a connect string (`tcp://` prefixes and a chroot suffix
+/// dropped, ZooKeeper's port 2181 when none is given).
+fn hosts(connect: &str) -> Vec<String> {
+    connect
+        .split(',')
+        .filter_map(|h| {
+            let h = h.trim();
+            let h = h.split_once("://").map_or(h, |(_, rest)| rest);
+            // A chroot follows the last host: `host:port/chroot`.
+            let h = h.split('/').next().unwrap_or_default();
+            match h {
+                "" => None,
+                h if h.contains(':') => Some(h.to_owned()),
+                h => Some(format!("{h}:2181")),
+            }
+        })
+        .collect()
 }
 
 impl ZkLease {
@@ -437,4 +484,113 @@ pub fn inspect(settings: &LeaseSettings) -> std::result::Result<Vec<LeaseRow>, L
         let zk = connect(settings, settings.connect_timeout).await?;
         zk.list().await
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use crate::{Issuer, IssuerConfig, MachineSource};
+
+    #[test]
+    fn hosts_of_a_connect_string() {
+        assert_eq!(
+            hosts("a:1, tcp://b:2,c/chroot/x"),
+            vec!["a:1", "b:2", "c:2181"]
+        );
+        assert_eq!(hosts("127.0.0.1:2181/vesta"), vec!["127.0.0.1:2181"]);
+    }
+
+    /// A TCP listener that accepts connections and never answers, until dropped.
+    struct SilentServer {
+        addr: String,
+        stop: Arc<AtomicBool>,
+        thread: Option<std::thread::JoinHandle<usize>>,
+    }
+
+    impl SilentServer {
+        fn start() -> Self {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let addr = listener.local_addr().unwrap().to_string();
+            let stop = Arc::new(AtomicBool::new(false));
+            let flag = stop.clone();
+            let thread = std::thread::spawn(move || {
+                let mut held = Vec::new();
+                while !flag.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((stream, _)) => held.push(stream),
+                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    }
+                }
+                held.len()
+            });
+            SilentServer {
+                addr,
+                stop,
+                thread: Some(thread),
+            }
+        }
+
+        /// Stops accepting; how many connections it accepted.
+        fn stop(&mut self) -> usize {
+            self.stop.store(true, Ordering::Relaxed);
+            self.thread.take().map_or(0, |t| t.join().unwrap())
+        }
+    }
+
+    impl Drop for SilentServer {
+        fn drop(&mut self) {
+            self.stop();
+        }
+    }
+
+    fn leased_config(connect: &str) -> IssuerConfig {
+        let mut c = IssuerConfig::default();
+        c.machine.source = MachineSource::Zookeeper;
+        c.zookeeper.connect = connect.into();
+        c.zookeeper.connect_timeout_ms = 700;
+        c
+    }
+
+    #[test]
+    fn a_server_that_accepts_but_never_answers_is_named_as_such() {
+        let mut silent = SilentServer::start();
+        let started = std::time::Instant::now();
+        let err = Issuer::start(leased_config(&silent.addr))
+            .unwrap_err()
+            .to_string();
+        let took = started.elapsed();
+        assert_eq!(
+            err,
+            format!(
+                "cannot reach ZooKeeper at {0} within 700 ms (zookeeper.connect_timeout_ms): \
+                 connected to {0} but ZooKeeper did not answer the session handshake",
+                silent.addr
+            )
+        );
+        assert!(
+            took < Duration::from_millis(700) + PROBE_BUDGET * 2,
+            "{took:?}"
+        );
+        assert!(silent.stop() >= 1, "the client really connected");
+    }
+
+    #[test]
+    fn nothing_listening_is_named_as_such() {
+        let addr = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        let err = Issuer::start(leased_config(&addr)).unwrap_err().to_string();
+        assert!(
+            err.ends_with(
+                "within 700 ms (zookeeper.connect_timeout_ms): no server accepted a connection"
+            ),
+            "{err}"
+        );
+    }
 }

@@ -81,12 +81,20 @@ impl<C: Clock + 'static> Shared<C> {
 /// Stops the clock thread when the last handle goes.
 struct Owner<C: Clock + 'static> {
     shared: Arc<Shared<C>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl<C: Clock + 'static> Owner<C> {
+    fn signal_stop(&self) {
+        self.shared.lock().stop = true;
+        self.shared.wake.notify_all();
+    }
 }
 
 impl<C: Clock + 'static> Drop for Owner<C> {
     fn drop(&mut self) {
-        self.shared.lock().stop = true;
-        self.shared.wake.notify_all();
+        // Not joined here: the thread may be sleeping to a boundary (up to a unit).
+        self.signal_stop();
     }
 }
 
@@ -128,9 +136,12 @@ impl<C: Clock + 'static> AsyncIssuer<C> {
             expired_total: AtomicU64::new(0),
             next_flow: AtomicU64::new(SHARED_FLOW + 1),
         });
-        unit_clock::spawn(shared.clone())?;
+        let thread = unit_clock::spawn(shared.clone())?;
         Ok(AsyncIssuer {
-            owner: Arc::new(Owner { shared }),
+            owner: Arc::new(Owner {
+                shared,
+                thread: Mutex::new(Some(thread)),
+            }),
         })
     }
 
@@ -160,6 +171,22 @@ impl<C: Clock + 'static> AsyncIssuer<C> {
     /// Exactly `n` IDs as contiguous runs (one per time unit touched), waiting as needed.
     pub async fn next_ids(&self, n: u64) -> Result<IdBatch, IssueError> {
         self.issue(SHARED_FLOW, n).await
+    }
+
+    /// Stops the clock thread and waits for it (at most about one time unit): calls still
+    /// waiting are answered `Unavailable`, later calls get IDs only while the unit has them.
+    /// Blocking: call it off the async workers, e.g. when a server releases its machine ID.
+    pub fn stop(&self) {
+        self.owner.signal_stop();
+        let thread = self
+            .owner
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
     }
 
     /// Counters of the waiting list.
@@ -350,8 +377,7 @@ mod tests {
     async fn a_fenced_issuer_fails_parked_calls_with_its_reason() {
         let (a, _clock) = async_issuer(IdType::MinGranularity);
         a.issuer()
-            .shared()
-            .fence(crate::LeaseState::Fenced, "lease lost");
+            .fence_for_test(crate::LeaseState::Fenced, "lease lost");
         let err = a.next_id().await.unwrap_err();
         assert_eq!(err, IssueError::Unavailable("lease lost".into()));
     }

@@ -11,17 +11,17 @@ use vesta_core::Clock;
 use super::Shared;
 use super::queue::Served;
 
-/// Starts the thread; it ends when the last handle is dropped.
-pub(super) fn spawn<C: Clock + 'static>(shared: Arc<Shared<C>>) -> std::io::Result<()> {
+/// Starts the thread; it ends when stopped or when the last handle is dropped.
+pub(super) fn spawn<C: Clock + 'static>(
+    shared: Arc<Shared<C>>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("vesta-unit-clock".into())
         .spawn(move || run(&shared))
-        .map(drop)
 }
 
 fn run<C: Clock + 'static>(s: &Shared<C>) {
-    let generator = s.issuer.generator();
-    let capacity = generator.layout().capacity_per_unit();
+    let capacity = s.issuer.layout().capacity_per_unit();
     let mut p = s.lock();
     loop {
         if p.stop {
@@ -47,9 +47,9 @@ fn run<C: Clock + 'static>(s: &Shared<C>) {
             s.unit_waits_total.fetch_add(carried, Ordering::Relaxed);
             drop(p);
             // Bounded even if the clock steps back meanwhile (the Clock contract).
-            generator
+            s.issuer
                 .clock()
-                .wait_until_ms(generator.next_unit_start_ms());
+                .wait_until_ms(s.issuer.next_unit_start_ms());
             p = s.lock();
         }
     }

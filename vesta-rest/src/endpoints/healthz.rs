@@ -29,7 +29,7 @@ pub fn healthz<C: Clock + 'static>(
             Some(1),
         ));
     }
-    let now = app.issuer.generator().clock().now_ms();
+    let now = app.issuer.clock().now_ms();
     let mut body = serde_json::json!({
         "status": "ok",
         "lease": s.lease.state.name(),

@@ -1,0 +1,127 @@
+//! What a ZooKeeper lease needs, checked and converted from [`IssuerConfig`] once, before
+//! anything connects. Public because `vesta zk ls` reads the same settings.
+
+use std::ops::RangeInclusive;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::config::{ConfigError, IssuerConfig};
+
+/// Everything the ZooKeeper lease needs, checked and converted from [`IssuerConfig`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseSettings {
+    /// `host:port[,host:port...]`.
+    pub connect: String,
+    /// Root znode, e.g. `/vesta/default`; claims live under `<root>/machines`, marks under
+    /// `<root>/last`.
+    pub root: String,
+    /// Session timeout asked of the server (it may negotiate another within its bounds).
+    pub session_timeout: Duration,
+    /// How long the first connection may take before start fails.
+    pub connect_timeout: Duration,
+    /// How often the mark is written (and with it, the lease confirmed).
+    pub report_interval: Duration,
+    /// The longest the start guard waits for the clock to pass the mark.
+    pub start_guard_max_wait: Duration,
+    /// Start from the state file when ZooKeeper is unreachable at start.
+    pub start_without_zookeeper: bool,
+    /// `user:password` for digest auth; the znodes then get a creator-only ACL.
+    pub auth: Option<String>,
+    /// Shown in the claim node.
+    pub instance: Option<String>,
+    /// The local state file, if any.
+    pub state_file: Option<PathBuf>,
+    /// `embed` or `server`.
+    pub pool_name: &'static str,
+    /// The machine IDs this issuer may lease (the pool of its genMethod).
+    pub pool: RangeInclusive<u64>,
+}
+
+impl LeaseSettings {
+    /// Checks the `[zookeeper]` section and picks the pool of the config's genMethod.
+    pub fn from_config(config: &IssuerConfig) -> Result<Self, ConfigError> {
+        let z = &config.zookeeper;
+        let bad = |msg: String| Err(ConfigError::Inconsistent(msg));
+        if z.connect.trim().is_empty() {
+            return bad("zookeeper.connect is empty: expected host:port[,host:port...]".into());
+        }
+        if !z.root.starts_with('/') || z.root.len() < 2 || z.root.ends_with('/') {
+            return bad(format!(
+                "zookeeper.root `{}` is not valid: expected an absolute znode path such as \
+                 /vesta/default, without a trailing slash",
+                z.root
+            ));
+        }
+        for (key, v, min) in [
+            ("session_timeout_ms", z.session_timeout_ms, 100),
+            ("connect_timeout_ms", z.connect_timeout_ms, 1),
+            ("report_interval_ms", z.report_interval_ms, 10),
+        ] {
+            if v < min {
+                return bad(format!("zookeeper.{key} {v} is too small: at least {min}"));
+            }
+        }
+        if z.auth.as_ref().is_some_and(|a| !a.contains(':')) {
+            return bad("zookeeper.auth is not valid: expected user:password".into());
+        }
+        let (pool_name, pool) = config
+            .pools()?
+            .for_gen_method(config.gen_method)
+            .map_err(vesta_core::ConfigError::from)?;
+        Ok(LeaseSettings {
+            connect: z.connect.trim().to_owned(),
+            root: z.root.clone(),
+            session_timeout: Duration::from_millis(z.session_timeout_ms),
+            connect_timeout: Duration::from_millis(z.connect_timeout_ms),
+            report_interval: Duration::from_millis(z.report_interval_ms),
+            start_guard_max_wait: config.start_guard_max_wait(),
+            start_without_zookeeper: z.start_without_zookeeper,
+            auth: z.auth.clone(),
+            instance: z.instance.clone(),
+            state_file: config.machine.state_file.clone(),
+            pool_name,
+            pool,
+        })
+    }
+
+    /// The znode of the claim on `machine`.
+    pub fn claim_path(&self, machine: u64) -> String {
+        format!("{}/machines/{machine}", self.root)
+    }
+
+    /// The znode of the mark of `machine`.
+    pub fn mark_path(&self, machine: u64) -> String {
+        format!("{}/last/{machine}", self.root)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vesta_core::GenMethod;
+
+    #[test]
+    fn settings_check_root_auth_and_pick_the_pool() {
+        let mut c = IssuerConfig::default();
+        let s = LeaseSettings::from_config(&c).unwrap();
+        assert_eq!(s.pool, 0..=923);
+        assert_eq!(s.claim_path(4), "/vesta/default/machines/4");
+        assert_eq!(s.mark_path(4), "/vesta/default/last/4");
+        assert_eq!(s.start_guard_max_wait, Duration::from_millis(5_000));
+        c.machine.start_guard_max_wait_ms = 1_234;
+        assert_eq!(
+            LeaseSettings::from_config(&c).unwrap().start_guard_max_wait,
+            Duration::from_millis(1_234),
+            "the guard's wait comes from [machine]"
+        );
+        c.gen_method = GenMethod::Server;
+        assert_eq!(LeaseSettings::from_config(&c).unwrap().pool, 924..=1023);
+        c.zookeeper.root = "vesta/x".into();
+        let err = LeaseSettings::from_config(&c).unwrap_err().to_string();
+        assert!(err.contains("zookeeper.root `vesta/x`"), "{err}");
+        c.zookeeper.root = "/v".into();
+        c.zookeeper.auth = Some("nopassword".into());
+        let err = LeaseSettings::from_config(&c).unwrap_err().to_string();
+        assert!(err.contains("zookeeper.auth"), "{err}");
+    }
+}
