@@ -18,7 +18,6 @@ pub mod config;
 pub mod connection;
 pub mod error;
 pub mod frame;
-pub mod loadgen;
 pub mod proto;
 pub mod server;
 

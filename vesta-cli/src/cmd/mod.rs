@@ -1,6 +1,7 @@
 //! One module per subcommand, plus the arguments they share.
 
 pub mod bench;
+pub mod bench_rest;
 pub mod bench_tcp;
 pub mod common;
 pub mod explain;

@@ -1,5 +1,5 @@
 //! Saturated throughput as a fraction of the layout's cap (2^20/s max-peak, 1,024,000/s
-//! min-granularity) and the CPU it costs. Run: `cargo bench -p vesta-embed --bench saturation`.
+//! min-granularity) and the CPU it costs. Run: `cargo bench -p vesta-bench --bench saturation`.
 //!
 //! One thread calls the generator flat out on the system clock, starting on a unit boundary, for
 //! a whole number of units; it counts the IDs whose time falls in that window. Waiting for the

@@ -1,13 +1,9 @@
-//! The benchmark baseline: a bare hyper 1.x server (same auto connection builder, runtime and
-//! `TCP_NODELAY` as vesta-rest) whose only handler returns an incrementing counter as text.
-//! `/genid` is measured against it in the same run (docs/bench/rest.md).
-//!
-//! `cargo run --release -p vesta-rest --example bare_hyper -- [ADDR] [SECONDS] [timer]`
-//! (default 127.0.0.1:18081, exits by itself after 120 s). With `timer`, HTTP/1 gets the same
-//! 5 s header read timeout as vesta-rest (a tokio timer per request), to tell that cost apart.
+//! The benchmark baseline: a bare hyper 1.x server with the same auto connection builder,
+//! runtime and `TCP_NODELAY` as vesta-rest, whose only handler answers every request with an
+//! incrementing counter as text. `/genid` is measured against it in the same run
+//! (`vesta bench rest --baseline`, docs/bench/rest.md), so what vesta-rest adds to hyper shows.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -21,27 +17,24 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1);
-    let addr: SocketAddr = args
-        .next()
-        .unwrap_or_else(|| "127.0.0.1:18081".into())
-        .parse()?;
-    let seconds: u64 = args.next().map_or(Ok(120), |s| s.parse())?;
-    let timer = args.next().is_some_and(|a| a == "timer");
-    let listener = TcpListener::bind(addr).await?;
-    println!("bare-hyper listening on http://{}", listener.local_addr()?);
+/// Serves `listener` until `shutdown` completes; returns how many requests were answered.
+/// With `header_read_timeout`, HTTP/1 gets vesta-rest's slow-client limit (a tokio timer per
+/// request head), to tell that cost apart.
+pub async fn serve(
+    listener: TcpListener,
+    header_read_timeout: Option<Duration>,
+    shutdown: impl Future<Output = ()>,
+) -> u64 {
     let counter = Arc::new(AtomicU64::new(0));
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    if timer {
+    if let Some(limit) = header_read_timeout {
         builder
             .http1()
             .timer(TokioTimer::new())
-            .header_read_timeout(Duration::from_secs(5));
+            .header_read_timeout(limit);
     }
     let builder = Arc::new(builder);
-    let serve = async {
+    let accept = async {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
@@ -68,12 +61,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     tokio::select! {
-        _ = serve => {}
-        () = tokio::time::sleep(Duration::from_secs(seconds)) => {}
+        () = accept => {}
+        () = shutdown => {}
     }
-    println!(
-        "bare-hyper served {} requests",
-        counter.load(Ordering::Relaxed)
-    );
-    Ok(())
+    counter.load(Ordering::Relaxed)
 }

@@ -1,5 +1,5 @@
 //! CPU cost per ID below saturation, against the Rust snowflake peers, and the cost of a batch
-//! of one unit's full capacity. Run: `cargo bench -p vesta-embed --bench generator`.
+//! of one unit's full capacity. Run: `cargo bench -p vesta-bench --bench generator`.
 //!
 //! Every contender issues bursts of `BURST` IDs from a fresh generator, so no one's per-unit cap
 //! (ours 2^20/s or 1024/ms, the peers' 4096/ms) is reached and only the cost per call is timed;

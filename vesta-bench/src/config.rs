@@ -1,0 +1,289 @@
+//! What a load run is asked to do, and why it could not be done. Settings are named by their
+//! field ([`Field`]); the CLI maps a field to its own flag, so this library knows no flag names.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Most connections one run opens (each is a thread of the load tool).
+pub const MAX_CONNECTIONS: usize = 1024;
+/// Deepest pipeline per TCP connection.
+pub const MAX_PIPELINE: usize = 65_536;
+/// Shortest run.
+pub const MIN_DURATION: Duration = Duration::from_millis(100);
+/// Longest run.
+pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+/// Highest open-loop rate, requests per second in total.
+pub const MAX_RATE: u64 = 10_000_000;
+
+/// The settings both engines share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Load {
+    /// Servers as `host:port`; connections are spread over them round-robin.
+    pub targets: Vec<String>,
+    /// Connections in total.
+    pub connections: usize,
+    /// How long requests are sent; answers still in flight then get a few more seconds.
+    pub duration: Duration,
+    /// IDs per request (`NEXT_IDS` count, `/genids?count=`); `None` asks for one ID
+    /// (`NEXT_ID`, `/genid`).
+    pub batch: Option<u32>,
+    /// Requests per second in total (open loop); `None` sends as fast as answers return.
+    pub rate: Option<u64>,
+}
+
+/// A TCP run: the shared settings and the pipeline depth.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpLoad {
+    /// The shared settings.
+    pub load: Load,
+    /// Requests in flight per connection.
+    pub pipeline: usize,
+}
+
+/// A REST run: the shared settings over HTTP/1.1 keep-alive connections, one request in flight
+/// on each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestLoad {
+    /// The shared settings.
+    pub load: Load,
+    /// The target is not vesta but a baseline HTTP server (the bare-hyper handler): answers are
+    /// timed and counted by status, but bodies are not read as IDs and no layout is asked for.
+    pub baseline: bool,
+}
+
+/// A setting, by its field name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// [`Load::targets`].
+    Targets,
+    /// [`Load::connections`].
+    Connections,
+    /// [`TcpLoad::pipeline`].
+    Pipeline,
+    /// [`Load::duration`].
+    Duration,
+    /// [`Load::batch`].
+    Batch,
+    /// [`Load::rate`].
+    Rate,
+}
+
+impl Field {
+    /// The field's name in the settings.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Field::Targets => "targets",
+            Field::Connections => "connections",
+            Field::Pipeline => "pipeline",
+            Field::Duration => "duration",
+            Field::Batch => "batch",
+            Field::Rate => "rate",
+        }
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A load run that could not be done.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// A setting is outside its range.
+    #[error("{field} {value} is out of range: allowed {allowed}")]
+    OutOfRange {
+        /// Which setting.
+        field: Field,
+        /// Its value, as written in the message.
+        value: String,
+        /// The allowed range, and whose limit it is when the server sets it.
+        allowed: String,
+    },
+    /// No server to load.
+    #[error("{}: at least one host:port is needed", Field::Targets)]
+    NoTarget,
+    /// A server could not be asked what it is, or refused the request the run would send.
+    #[error("{target}: {message}")]
+    Target {
+        /// The server.
+        target: String,
+        /// What happened.
+        message: String,
+    },
+    /// A connection failed during the run: connect, handshake, a broken stream, an answer that
+    /// does not parse, or answers missing after the drain.
+    #[error("connection {conn} to {target}: {message}")]
+    Connection {
+        /// Which connection (0-based).
+        conn: usize,
+        /// Its server.
+        target: String,
+        /// What happened.
+        message: String,
+    },
+    /// The tool itself failed (a thread could not start or panicked).
+    #[error("{0}")]
+    Tool(String),
+}
+
+fn out_of_range(field: Field, value: impl fmt::Display, allowed: &str) -> BenchError {
+    BenchError::OutOfRange {
+        field,
+        value: value.to_string(),
+        allowed: allowed.to_owned(),
+    }
+}
+
+impl Load {
+    /// Checks the shared settings; the error names the field and its allowed range.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        if self.targets.is_empty() {
+            return Err(BenchError::NoTarget);
+        }
+        if !(1..=MAX_CONNECTIONS).contains(&self.connections) {
+            return Err(out_of_range(
+                Field::Connections,
+                self.connections,
+                &format!("1..={MAX_CONNECTIONS}"),
+            ));
+        }
+        if !(MIN_DURATION..=MAX_DURATION).contains(&self.duration) {
+            return Err(out_of_range(
+                Field::Duration,
+                format_args!("{:?}", self.duration),
+                "100ms..=1h",
+            ));
+        }
+        if self.batch == Some(0) {
+            return Err(out_of_range(
+                Field::Batch,
+                0,
+                "1..=the server's largest batch",
+            ));
+        }
+        if let Some(rate) = self.rate
+            && !(1..=MAX_RATE).contains(&rate)
+        {
+            return Err(out_of_range(
+                Field::Rate,
+                rate,
+                &format!("1..={MAX_RATE} requests/s"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The target of connection `conn` (round-robin).
+    pub(crate) fn target_of(&self, conn: usize) -> &str {
+        &self.targets[conn % self.targets.len()]
+    }
+}
+
+impl TcpLoad {
+    /// Checks every setting; the error names the field and its allowed range.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        self.load.validate()?;
+        if !(1..=MAX_PIPELINE).contains(&self.pipeline) {
+            return Err(out_of_range(
+                Field::Pipeline,
+                self.pipeline,
+                &format!("1..={MAX_PIPELINE}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl RestLoad {
+    /// Checks every setting; the error names the field and its allowed range.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        self.load.validate()
+    }
+
+    /// The request path: `/genid`, or `/genids?count=N` with a batch.
+    pub fn path(&self) -> String {
+        match self.load.batch {
+            Some(n) => format!("/genids?count={n}"),
+            None => "/genid".to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load() -> Load {
+        Load {
+            targets: vec!["127.0.0.1:1".into()],
+            connections: 1,
+            duration: Duration::from_secs(1),
+            batch: None,
+            rate: None,
+        }
+    }
+
+    #[test]
+    fn settings_are_checked_with_the_field_named() {
+        let mut tcp = TcpLoad {
+            load: load(),
+            pipeline: 1,
+        };
+        tcp.validate().unwrap();
+        let msg = |t: &TcpLoad| t.validate().unwrap_err().to_string();
+        tcp.pipeline = 0;
+        assert_eq!(msg(&tcp), "pipeline 0 is out of range: allowed 1..=65536");
+        tcp.pipeline = 1;
+        tcp.load.duration = Duration::from_millis(10);
+        assert_eq!(
+            msg(&tcp),
+            "duration 10ms is out of range: allowed 100ms..=1h"
+        );
+        tcp.load.duration = Duration::from_secs(1);
+        tcp.load.connections = 1025;
+        assert_eq!(
+            msg(&tcp),
+            "connections 1025 is out of range: allowed 1..=1024"
+        );
+        tcp.load.connections = 1;
+        tcp.load.rate = Some(0);
+        assert_eq!(
+            msg(&tcp),
+            "rate 0 is out of range: allowed 1..=10000000 requests/s"
+        );
+        tcp.load.rate = None;
+        tcp.load.batch = Some(0);
+        assert_eq!(
+            msg(&tcp),
+            "batch 0 is out of range: allowed 1..=the server's largest batch"
+        );
+        tcp.load.batch = None;
+        tcp.load.targets.clear();
+        assert_eq!(msg(&tcp), "targets: at least one host:port is needed");
+        let err = tcp.validate().unwrap_err();
+        assert!(matches!(err, BenchError::NoTarget));
+    }
+
+    #[test]
+    fn rest_paths_name_the_endpoint() {
+        let mut rest = RestLoad {
+            load: load(),
+            baseline: false,
+        };
+        assert_eq!(rest.path(), "/genid");
+        rest.load.batch = Some(1000);
+        assert_eq!(rest.path(), "/genids?count=1000");
+    }
+
+    #[test]
+    fn connections_go_round_robin_over_the_targets() {
+        let mut l = load();
+        l.targets = vec!["a:1".into(), "b:2".into()];
+        assert_eq!(
+            (0..4).map(|c| l.target_of(c)).collect::<Vec<_>>(),
+            ["a:1", "b:2", "a:1", "b:2"]
+        );
+    }
+}

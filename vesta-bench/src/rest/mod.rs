@@ -1,0 +1,149 @@
+//! The REST load engine behind `vesta bench rest`: C HTTP/1.1 keep-alive connections (hyper's
+//! client) to `vesta serve rest`, `GET /genid` or `GET /genids?count=N`, closed loop or at a
+//! fixed rate, with the same method and report as the TCP engine. HTTP/1.1 has one request in
+//! flight per connection, so the connections are the concurrency.
+//!
+//! Before the run every server is asked `/healthz` (its machine ID and layout give the cap) and
+//! sent one request as the run will send it, so a refusal (a `count` above the server's limit,
+//! a fenced lease) fails the run at once with the server's own sentence. Answers are read as
+//! IDs and counted per time unit; error answers are counted by status.
+
+mod answer;
+mod conn;
+
+use std::time::{Duration, Instant};
+
+use hyper::StatusCode;
+use vesta_core::IdType;
+
+use crate::config::{BenchError, RestLoad};
+use crate::engine::{self, Ctx, Progress, Worker};
+use crate::report::{Protocol, Report, Target};
+use crate::schedule::sleep_until;
+use crate::tally::Tally;
+
+use self::conn::HttpConn;
+
+/// Runs the load and reports; `progress` is called about every `tick` from the calling thread.
+pub fn run(
+    config: RestLoad,
+    tick: Duration,
+    progress: impl FnMut(Progress),
+) -> Result<Report, BenchError> {
+    config.validate()?;
+    let path = config.path();
+    // IDs per 200 answer as the run reads them; `None` for a baseline, whose bodies are not IDs.
+    let expect = (!config.baseline).then_some(config.load.batch);
+    let mut targets = Vec::with_capacity(config.load.targets.len());
+    for address in &config.load.targets {
+        let target = describe(address, &path, expect).map_err(|message| BenchError::Target {
+            target: address.clone(),
+            message,
+        })?;
+        targets.push(target);
+    }
+    let outcome = engine::drive(&config.load, tick, progress, |_, target| {
+        Ok(RestWorker {
+            conn: HttpConn::connect(target)?,
+            path: path.clone(),
+            expect,
+        })
+    })?;
+    Ok(outcome.into_report(
+        Protocol::Rest {
+            baseline: config.baseline,
+        },
+        config.load,
+        targets,
+    ))
+}
+
+/// Asks a server what it is (`/healthz`, unless a baseline) and sends it one request of the run.
+fn describe(address: &str, path: &str, expect: Option<Option<u32>>) -> Result<Target, String> {
+    let mut conn = HttpConn::connect(address)?;
+    let refused = |path: &str, status: StatusCode, body: &[u8]| {
+        format!(
+            "GET {path} answered {status}: {}",
+            answer::error_sentence(body)
+        )
+    };
+    let mut target = Target {
+        address: address.to_owned(),
+        machine: None,
+        id_type: None,
+        lease: None,
+    };
+    if expect.is_some() {
+        let (status, body) = conn.get("/healthz")?;
+        if status != StatusCode::OK {
+            return Err(refused("/healthz", status, &body));
+        }
+        let health = answer::health(&body)?;
+        let id_type = IdType::from_code(health.id_type)
+            .map_err(|e| format!("/healthz gave an unknown layout: {e}"))?;
+        target.machine = Some(health.machine);
+        target.id_type = Some(id_type);
+        target.lease = Some(health.lease);
+    }
+    let (status, body) = conn.get(path)?;
+    if status != StatusCode::OK {
+        return Err(refused(path, status, &body));
+    }
+    if let Some(batch) = expect {
+        answer::ids(&body, batch, |_| {}).map_err(|e| format!("GET {path}: {e}"))?;
+    }
+    Ok(target)
+}
+
+/// One connection: one request at a time, on the schedule or back to back.
+struct RestWorker {
+    conn: HttpConn,
+    path: String,
+    expect: Option<Option<u32>>,
+}
+
+impl Worker for RestWorker {
+    fn run(mut self, ctx: &Ctx<'_>) -> Result<Tally, String> {
+        let mut tally = Tally::new(ctx.schedule.is_some());
+        let mut schedule = ctx.schedule;
+        loop {
+            if ctx.live.stopped() {
+                return Ok(tally);
+            }
+            let intended = match &mut schedule {
+                Some(s) => {
+                    let due = s.due();
+                    if due >= ctx.deadline {
+                        return Ok(tally);
+                    }
+                    sleep_until(due);
+                    s.advance();
+                    due
+                }
+                None => {
+                    let now = Instant::now();
+                    if now >= ctx.deadline {
+                        return Ok(tally);
+                    }
+                    now
+                }
+            };
+            let written = Instant::now();
+            let (status, body) = self.conn.get(&self.path)?;
+            tally.answer(intended, written, Instant::now());
+            if status == StatusCode::OK {
+                let ids = match self.expect {
+                    Some(batch) => answer::ids(&body, batch, |id| tally.ids(id, 1))
+                        .map_err(|e| format!("GET {}: {e}", self.path))?,
+                    None => 0,
+                };
+                ctx.live.add(1, ids, 0);
+            } else {
+                tally.error(status.as_str(), || {
+                    format!("{status}: {}", answer::error_sentence(&body))
+                });
+                ctx.live.add(1, 0, 1);
+            }
+        }
+    }
+}

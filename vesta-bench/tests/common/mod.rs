@@ -1,0 +1,99 @@
+//! Real servers for the load-engine tests, in process on ephemeral loopback ports: the TCP
+//! server, the REST server and the bare-hyper baseline. The engines are blocking, so tests run
+//! them with [`bench`] on a blocking thread while the servers run on the test's runtime.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use vesta_bench::{Protocol, Report};
+use vesta_core::IdType;
+use vesta_embed::Issuer;
+use vesta_rest::{RestConfig, RestServer};
+use vesta_server::{ServerHandle, TcpConfig, TcpServer};
+
+/// A TCP server with static machine `machine` and layout `id_type`, and its issuer.
+pub async fn tcp_server(machine: u64, id_type: IdType) -> (ServerHandle, Arc<Issuer>) {
+    let mut c = TcpConfig::default();
+    c.server.listen = "127.0.0.1:0".parse().unwrap();
+    c.machine.id = Some(machine);
+    c.id.id_type = id_type;
+    let server = TcpServer::start(c).await.unwrap();
+    let issuer = server.issuer().clone();
+    (ServerHandle::spawn(server), issuer)
+}
+
+/// A server serving on its own task until [`Running::stop`].
+pub struct Running<T> {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<T>,
+}
+
+impl<T> Running<T> {
+    /// Signals shutdown and waits for the server to return.
+    pub async fn stop(self) -> T {
+        let _ = self.stop.send(());
+        self.task.await.unwrap()
+    }
+}
+
+/// A REST server with static machine `machine` and layout `id_type`, and its issuer.
+pub async fn rest_server(
+    machine: u64,
+    id_type: IdType,
+) -> (Running<vesta_rest::ServeReport>, Arc<Issuer>) {
+    let mut c = RestConfig::default();
+    c.server.listen = "127.0.0.1:0".parse().unwrap();
+    c.machine.id = Some(machine);
+    c.id.id_type = id_type;
+    let server = RestServer::start(c).await.unwrap();
+    let addr = server.local_addr();
+    let issuer = server.issuer().clone();
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(server.serve(async move {
+        let _ = rx.await;
+    }));
+    (Running { addr, stop, task }, issuer)
+}
+
+/// The bare-hyper baseline; `stop` returns how many requests it answered.
+pub async fn baseline_server() -> Running<u64> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(vesta_bench::baseline::serve(listener, None, async move {
+        let _ = rx.await;
+    }));
+    Running { addr, stop, task }
+}
+
+/// Runs a blocking load engine off the runtime's workers.
+pub async fn bench<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.unwrap()
+}
+
+/// What every report must satisfy, whatever the speed: one latency per answer, every ID in a
+/// time unit, errors by kind adding up, no unit over its capacity (no duplicate IDs), and one ID
+/// or one error per single-ID request.
+pub fn counts_add_up(r: &Report) {
+    assert_eq!(r.latency.len(), r.requests, "one latency per answer");
+    assert_eq!(
+        r.per_unit.values().sum::<u64>(),
+        r.ids,
+        "every ID in a unit"
+    );
+    assert_eq!(r.errors_by_kind.values().sum::<u64>(), r.errors);
+    assert!(
+        r.overfull_units().is_empty(),
+        "duplicates: {:?}",
+        r.overfull_units()
+    );
+    if r.load.batch.is_none() && r.protocol != (Protocol::Rest { baseline: true }) {
+        assert_eq!(r.requests, r.ids + r.errors);
+    }
+}

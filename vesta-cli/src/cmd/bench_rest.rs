@@ -1,0 +1,40 @@
+//! `vesta bench rest`: a bounded load test of `vesta serve rest` servers (or, with
+//! `--baseline`, of a plain HTTP server such as `bare-hyper`) with the REST engine of
+//! `vesta-bench`: the same method and report as `vesta bench tcp`.
+
+use std::time::Duration;
+
+use vesta_bench::{RestLoad, rest};
+
+use super::bench::{Pace, run_and_report};
+
+/// Arguments of `vesta bench rest`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Servers to load, HOST:PORT[,HOST:PORT...]; connections are spread over them
+    #[arg(long, value_name = "HOST:PORT[,...]", default_value = "127.0.0.1:8080")]
+    server: String,
+    /// HTTP/1.1 keep-alive connections in total, one request in flight on each
+    #[arg(long, short = 'c', default_value_t = 16)]
+    connections: usize,
+    /// IDs per request: GET /genids?count=B; without it every request is GET /genid
+    #[arg(long, short = 'b', value_name = "B")]
+    batch: Option<u32>,
+    #[command(flatten)]
+    pace: Pace,
+    /// The server is a baseline, not vesta (e.g. bare-hyper): time and count its answers,
+    /// without asking /healthz or reading the bodies as IDs
+    #[arg(long)]
+    baseline: bool,
+}
+
+/// Runs the load and prints the report.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let config = RestLoad {
+        load: args.pace.load(&args.server, args.connections, args.batch),
+        baseline: args.baseline,
+    };
+    run_and_report("bench rest", config.load.duration, |progress| {
+        rest::run(config, Duration::from_secs(1), progress)
+    })
+}
