@@ -19,20 +19,22 @@ pub struct EpochArgs {
 }
 
 impl EpochArgs {
-    /// The config file's contents, or the defaults.
+    /// The config file's contents (or the defaults) with `--epoch` applied: the one place where
+    /// flag > config > default is decided for the epoch.
     pub fn issuer_config(&self) -> anyhow::Result<IssuerConfig> {
-        match &self.config {
-            Some(path) => IssuerConfig::from_file(path).context("--config"),
-            None => Ok(IssuerConfig::default()),
+        let mut config = match &self.config {
+            Some(path) => IssuerConfig::from_file(path).context("--config")?,
+            None => IssuerConfig::default(),
+        };
+        if let Some(epoch) = self.epoch {
+            config.id.epoch = epoch;
         }
+        Ok(config)
     }
 
     /// The epoch in force.
     pub fn epoch(&self) -> anyhow::Result<Epoch> {
-        match self.epoch {
-            Some(e) => Ok(e),
-            None => Ok(self.issuer_config()?.id.epoch),
-        }
+        Ok(self.issuer_config()?.id.epoch)
     }
 }
 

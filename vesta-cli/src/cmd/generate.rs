@@ -54,9 +54,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn apply_overrides(config: &mut IssuerConfig, args: &Args) {
-    if let Some(epoch) = args.epoch.epoch {
-        config.id.epoch = epoch;
-    }
     if let Some(t) = args.id_type {
         config.id.id_type = t;
     }

@@ -33,7 +33,7 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = args.epoch.issuer_config()?;
-    let epoch = args.epoch.epoch.unwrap_or(config.id.epoch);
+    let epoch = config.id.epoch;
     let id_type = args.id_type.unwrap_or(config.id.id_type);
     let time = parse_time(&args.time, id_type, epoch)?;
     let id = IdFields {
