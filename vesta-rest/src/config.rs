@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use vesta_core::{GenMethod, IdType};
 use vesta_service::config::{DEFAULT_MAX_WAIT_MS, check};
-use vesta_service::{CommonLimits, ConfigError, ServerSection, ServiceConfig};
+use vesta_service::{ConfigError, ServerSection, ServiceConfig};
 
 /// Everything `vesta serve rest` needs. `Default` equals the shipped `conf/rest.toml`: max-peak,
 /// Vesta's epoch, static machine 924 (the server pool's first ID), listening on 127.0.0.1:8080.
@@ -71,19 +71,7 @@ impl ServerSection for RestSection {
         ("shutdown_timeout_ms", "shutdown_grace_ms"),
     ];
 
-    fn common(&self) -> CommonLimits {
-        CommonLimits {
-            listen: self.listen,
-            max_connections: self.max_connections,
-            max_batch: self.max_batch,
-            max_wait_ms: self.max_wait_ms,
-            shutdown_grace_ms: self.shutdown_grace_ms,
-        }
-    }
-
-    fn set_listen(&mut self, addr: SocketAddr) {
-        self.listen = addr;
-    }
+    vesta_service::common_limits!();
 
     fn validate_own(&self, _: IdType) -> Result<(), ConfigError> {
         check(

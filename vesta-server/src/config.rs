@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use vesta_core::{GenMethod, IdType};
 use vesta_service::config::{DEFAULT_MAX_WAIT_MS, check};
-use vesta_service::{CommonLimits, ConfigError, ServerSection, ServiceConfig};
+use vesta_service::{ConfigError, ServerSection, ServiceConfig};
 
 use crate::frame::{self, HEADER_BYTES};
 use crate::proto::{self, DEFAULT_MAX_BATCH};
@@ -75,21 +75,9 @@ impl ServerSection for TcpSection {
     const GEN_METHOD: GenMethod = GenMethod::Server;
     const RENAMED_KEYS: &'static [(&'static str, &'static str)] = &[];
 
-    fn common(&self) -> CommonLimits {
-        CommonLimits {
-            listen: self.listen,
-            max_connections: self.max_connections,
-            max_batch: self.max_batch,
-            max_wait_ms: self.max_wait_ms,
-            shutdown_grace_ms: self.shutdown_grace_ms,
-        }
-    }
+    vesta_service::common_limits!();
 
     /// The frame limits, the idle timeout, and that a full batch answer fits a frame.
-    fn set_listen(&mut self, addr: SocketAddr) {
-        self.listen = addr;
-    }
-
     fn validate_own(&self, id_type: IdType) -> Result<(), ConfigError> {
         check(
             "server.max_frame_bytes",

@@ -43,6 +43,27 @@ pub trait ServerSection:
     fn validate_own(&self, id_type: IdType) -> Result<(), ConfigError>;
 }
 
+/// Writes the shared half of a [`ServerSection`] impl (`common` and `set_listen`) for a section
+/// whose fields are named like [`CommonLimits`]'s, so the mapping exists once.
+#[macro_export]
+macro_rules! common_limits {
+    () => {
+        fn common(&self) -> $crate::CommonLimits {
+            $crate::CommonLimits {
+                listen: self.listen,
+                max_connections: self.max_connections,
+                max_batch: self.max_batch,
+                max_wait_ms: self.max_wait_ms,
+                shutdown_grace_ms: self.shutdown_grace_ms,
+            }
+        }
+
+        fn set_listen(&mut self, addr: ::std::net::SocketAddr) {
+            self.listen = addr;
+        }
+    };
+}
+
 /// The `[server]` keys both servers have, with the same meaning and unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CommonLimits {
