@@ -42,6 +42,8 @@ pub struct TcpSection {
     /// ID requests one connection may have waiting; beyond it the server stops reading from
     /// it until answers go out (back-pressure that bounds the memory a client can pin).
     pub max_pending_per_connection: u64,
+    /// Where to serve `GET /metrics` (Prometheus) and `GET /healthz` over HTTP; none when unset.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Default for TcpSection {
@@ -55,6 +57,7 @@ impl Default for TcpSection {
             max_frame_bytes: frame::DEFAULT_MAX_FRAME_BYTES,
             idle_timeout_ms: 60_000,
             max_pending_per_connection: 1024,
+            metrics_listen: None,
         }
     }
 }

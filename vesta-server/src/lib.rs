@@ -18,6 +18,7 @@ pub mod config;
 pub mod connection;
 pub mod error;
 pub mod frame;
+mod metrics;
 pub mod proto;
 pub mod server;
 

@@ -12,7 +12,6 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
@@ -24,12 +23,14 @@ use vesta_core::{Clock, GenMethod};
 use vesta_embed::{Flow as IdFlow, Issuer, SystemClock};
 use vesta_service::config::validate_section;
 use vesta_service::lifecycle::{self, Prepared};
+use vesta_service::metrics_http;
 use vesta_service::shutdown::{Shutdown, Trigger};
 use vesta_service::{ServeError, ServeReport, ServerSection};
 
 use crate::config::{TcpConfig, TcpSection};
 use crate::connection::Connection;
 use crate::frame::{Frame, FrameError};
+use crate::metrics::{TcpExposition, TcpMetrics};
 use crate::proto::{
     ErrorCode, Pending, Request, Response, ServerContext, ServerInfo, explain, hello, info, make,
     next_id, next_ids, ping, trans_time,
@@ -40,6 +41,8 @@ use crate::proto::{
 pub struct TcpServer<C: Clock + 'static = SystemClock> {
     listener: TcpListener,
     addr: SocketAddr,
+    /// The HTTP listener for `/metrics` and `/healthz`, when `server.metrics_listen` is set.
+    metrics_listener: Option<TcpListener>,
     ctx: Arc<ServerContext<C>>,
 }
 
@@ -49,7 +52,7 @@ impl TcpServer<SystemClock> {
     /// refused, not left hanging, while the issuer starts.
     pub async fn start(config: TcpConfig) -> Result<Self, ServeError> {
         let prepared = lifecycle::start(&config).await?;
-        Ok(Self::from_prepared(prepared, config.server))
+        Self::from_prepared(prepared, config.server).await
     }
 }
 
@@ -62,20 +65,37 @@ impl<C: Clock + 'static> TcpServer<C> {
         validate_section(&limits, issuer.config().id.id_type)?;
         let prepared =
             lifecycle::start_with_issuer(issuer, GenMethod::Server, &limits.common()).await?;
-        Ok(Self::from_prepared(prepared, limits))
+        Self::from_prepared(prepared, limits).await
     }
 
-    fn from_prepared(p: Prepared<C>, limits: TcpSection) -> Self {
-        TcpServer {
+    async fn from_prepared(p: Prepared<C>, limits: TcpSection) -> Result<Self, ServeError> {
+        let metrics_listener = match limits.metrics_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|cause| ServeError::Bind { addr, cause })?,
+            ),
+            None => None,
+        };
+        let metrics = Arc::new(TcpMetrics::new(&p.issuer, limits.max_connections));
+        Ok(TcpServer {
             listener: p.listener,
             addr: p.addr,
+            metrics_listener,
             ctx: Arc::new(ServerContext {
                 issuer: Arc::clone(p.issuer.issuer()),
                 ids: p.issuer,
                 limits,
-                connections: AtomicU32::new(0),
+                metrics,
             }),
-        }
+        })
+    }
+
+    /// The address of the metrics listener, if `server.metrics_listen` is set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
     }
 
     /// The bound address (the real port when the config asked for port 0).
@@ -96,7 +116,18 @@ impl<C: Clock + 'static> TcpServer<C> {
     /// Serves until `shutdown` resolves, then drains and releases the machine ID
     /// ([`Issuer::shutdown`]); after that the issuer issues nothing, even through other handles.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> ServeReport {
-        let TcpServer { listener, ctx, .. } = self;
+        let TcpServer {
+            listener,
+            metrics_listener,
+            ctx,
+            ..
+        } = self;
+        let exposition = Arc::new(TcpExposition {
+            metrics: Arc::clone(&ctx.metrics),
+            ids: ctx.ids.clone(),
+        });
+        let metrics_http =
+            metrics_listener.map(|l| tokio::spawn(metrics_http::serve(l, exposition)));
         let trigger = Trigger::new();
         let slots = usize::try_from(ctx.limits.max_connections).unwrap_or(usize::MAX);
         let slots = Arc::new(Semaphore::new(slots));
@@ -141,6 +172,9 @@ impl<C: Clock + 'static> TcpServer<C> {
         }
         drop(listener);
         end_of_life.abort();
+        if let Some(task) = metrics_http {
+            task.abort();
+        }
         info!(
             connections = tasks.len(),
             "shutting down: answering in-flight requests"
@@ -168,19 +202,19 @@ async fn refuse(stream: TcpStream, peer: SocketAddr, limit: u64) {
     let _ = timeout(Duration::from_secs(1), conn.close()).await;
 }
 
-/// Counts a connection in `INFO` while it lives.
-struct Counted<'a>(&'a AtomicU32);
+/// Counts a connection (in `INFO` and the metrics) while it lives.
+struct Counted<'a>(&'a TcpMetrics);
 
 impl<'a> Counted<'a> {
-    fn new(c: &'a AtomicU32) -> Self {
-        c.fetch_add(1, Ordering::Relaxed);
-        Counted(c)
+    fn new(m: &'a TcpMetrics) -> Self {
+        m.connections.inc();
+        Counted(m)
     }
 }
 
 impl Drop for Counted<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.0.connections.dec();
     }
 }
 
@@ -190,7 +224,7 @@ async fn handle<C: Clock + 'static>(
     ctx: Arc<ServerContext<C>>,
     shutdown: Shutdown,
 ) {
-    let _counted = Counted::new(&ctx.connections);
+    let _counted = Counted::new(&ctx.metrics);
     let mut h = Handler {
         conn: Connection::new(stream, ctx.limits.max_frame_bytes),
         flow: ctx.ids.flow(),
@@ -301,7 +335,7 @@ impl<C: Clock + 'static> Handler<C> {
                 self.pending.push_front(p);
                 return;
             };
-            p.answer(r, self.conn.out());
+            p.answer(r, &self.ctx.metrics, self.conn.out());
         }
     }
 
@@ -349,26 +383,27 @@ impl<C: Clock + 'static> Handler<C> {
         }
         if id == 0 {
             let msg = "request id 0 is reserved for frames the server sends on its own";
+            self.ctx.metrics.error(ErrorCode::InvalidArgument);
             Response::encode_error(0, ErrorCode::InvalidArgument, msg, out);
             return Next::Continue;
         }
         let request = match request {
             Ok(r) => r,
             Err(e) => {
+                self.ctx.metrics.error(e.code());
                 Response::encode_error(id, e.code(), &e.to_string(), out);
                 return Next::Continue;
             }
         };
         let ctx = &*self.ctx;
+        ctx.metrics.request(request.op());
         let (flow, pending) = (&self.flow, &mut self.pending);
         match request {
             Request::Hello { .. } => hello::repeated(id, out),
             Request::Ping => ping::apply(id, out),
             Request::Info => info::apply(ctx, id, out),
-            Request::NextId => next_id::apply(flow, id, pending, out),
-            Request::NextIds { count } => {
-                next_ids::apply(flow, ctx.limits.max_batch, id, count, pending, out)
-            }
+            Request::NextId => next_id::apply(ctx, flow, id, pending, out),
+            Request::NextIds { count } => next_ids::apply(ctx, flow, id, count, pending, out),
             Request::Explain { id: x } => explain::apply(ctx, id, x, out),
             Request::Make(fields) => make::apply(ctx, id, &fields, out),
             Request::TransTime { time } => trans_time::apply(ctx, id, time, out),

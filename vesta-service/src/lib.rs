@@ -12,8 +12,10 @@
 
 pub mod config;
 pub mod error;
+pub mod health;
 pub mod lifecycle;
 pub mod metrics;
+pub mod metrics_http;
 pub mod shutdown;
 
 pub use config::{CommonLimits, ServerSection, ServiceConfig};

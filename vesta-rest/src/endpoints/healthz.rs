@@ -6,42 +6,22 @@
 use hyper::Response;
 use vesta_core::Clock;
 
+use vesta_service::health::Health;
+
 use crate::app::App;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
 
-/// `GET /healthz`: `{"status":"ok"|"degraded","lease":…,"machine":…,"genMethod":…,"type":…,
-/// "endOfLife":…,"endOfLifeSecondsLeft":…}` (with `"warning"` when degraded) or a 503 error.
+/// `GET /healthz`: the shared health object (`vesta_service::health`) or a 503 error.
 pub fn healthz<C: Clock + 'static>(
     app: &App<C>,
     query: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
     Query::parse(query, "/healthz", &[])?;
-    let s = app.issuer.status();
-    if !s.can_issue() {
-        let reason = s
-            .lease
-            .reason
-            .unwrap_or_else(|| format!("the machine-ID lease is {}", s.lease.state));
-        return Err(ApiError::unavailable(
-            format!("not issuing: {reason}"),
-            Some(1),
-        ));
-    }
     let now = app.issuer.clock().now_ms();
-    let mut body = serde_json::json!({
-        "status": "ok",
-        "lease": s.lease.state.name(),
-        "machine": s.machine,
-        "genMethod": s.gen_method.code(),
-        "type": s.id_type.code(),
-        "endOfLife": vesta_core::Epoch::rfc3339(s.end_of_life_ms),
-        "endOfLifeSecondsLeft": vesta_core::time_left_ms(s.end_of_life_ms, now) / 1000,
-    });
-    if let Some(warning) = s.end_of_life_warning(now) {
-        body["status"] = "degraded".into();
-        body["warning"] = warning.into();
+    match Health::of(&app.issuer.status(), now) {
+        Health::Issuing(body) => Ok(response::json(body.to_string())),
+        Health::NotIssuing(why) => Err(ApiError::unavailable(why, Some(1))),
     }
-    Ok(response::json(body.to_string()))
 }

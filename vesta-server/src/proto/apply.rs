@@ -6,7 +6,6 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU32;
 
 use bytes::BytesMut;
 use vesta_core::{Clock, IdBatch};
@@ -14,6 +13,7 @@ use vesta_embed::{AsyncIssuer, Flow, Issue, IssueError, Issuer};
 
 use super::{ErrorCode, Response};
 use crate::config::TcpSection;
+use crate::metrics::TcpMetrics;
 
 /// What every connection of a server shares, and every op's `apply` reads.
 #[derive(Debug)]
@@ -24,8 +24,8 @@ pub(crate) struct ServerContext<C: Clock + 'static> {
     pub ids: AsyncIssuer<C>,
     /// Limits and listen address.
     pub limits: TcpSection,
-    /// Connections open now (for `INFO`).
-    pub connections: AtomicU32,
+    /// What the metrics listener exposes (and `INFO` reads connections from).
+    pub metrics: Arc<TcpMetrics>,
 }
 
 /// Writes the answer of an ID op from its IDs.
@@ -41,11 +41,19 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    /// Appends the answer (or the issuer's refusal) for `ids`.
-    pub(crate) fn answer(self, ids: Result<IdBatch, IssueError>, out: &mut BytesMut) {
+    /// Appends the answer (or the issuer's refusal) for `ids`, and counts it.
+    pub(crate) fn answer(
+        self,
+        ids: Result<IdBatch, IssueError>,
+        metrics: &TcpMetrics,
+        out: &mut BytesMut,
+    ) {
         match ids {
-            Ok(batch) => (self.encode)(self.request_id, &batch, out),
-            Err(e) => refused(self.request_id, &e, out),
+            Ok(batch) => {
+                metrics.issued(batch.len());
+                (self.encode)(self.request_id, &batch, out)
+            }
+            Err(e) => refused(self.request_id, &e, metrics, out),
         }
     }
 }
@@ -53,6 +61,7 @@ impl Pending {
 /// Issues `count` IDs through the connection's `flow`: answered now if nothing of this
 /// connection waits and the unit has them, else queued in `pending` behind earlier requests.
 pub(crate) fn issue<C: Clock>(
+    ctx: &ServerContext<C>,
     flow: &Flow<C>,
     request_id: u32,
     count: u64,
@@ -69,7 +78,7 @@ pub(crate) fn issue<C: Clock>(
             encode,
             ids,
         };
-        return p.answer(ready, out);
+        return p.answer(ready, &ctx.metrics, out);
     }
     pending.push_back(Pending {
         request_id,
@@ -78,9 +87,10 @@ pub(crate) fn issue<C: Clock>(
     });
 }
 
-/// Appends the error frame for an issuer's refusal.
-pub(super) fn refused(request_id: u32, e: &IssueError, out: &mut BytesMut) {
+/// Appends the error frame for an issuer's refusal, and counts it.
+pub(super) fn refused(request_id: u32, e: &IssueError, metrics: &TcpMetrics, out: &mut BytesMut) {
     let code = ErrorCode::of_issue_error(e);
+    metrics.error(code);
     Response::encode_error(request_id, code, &e.to_string(), out);
 }
 
@@ -88,7 +98,6 @@ pub(super) fn refused(request_id: u32, e: &IssueError, out: &mut BytesMut) {
 #[cfg(test)]
 pub(super) mod testing {
     use std::sync::Arc;
-    use std::sync::atomic::AtomicU32;
 
     use bytes::BytesMut;
     use vesta_core::{GenMethod, IdType, ManualClock};
@@ -117,11 +126,12 @@ pub(super) mod testing {
             max_batch: u64::from(max_batch),
             ..TcpSection::default()
         };
+        let ids = AsyncIssuer::new(issuer.clone(), limits.common().max_wait()).unwrap();
         let ctx = ServerContext {
-            ids: AsyncIssuer::new(issuer.clone(), limits.common().max_wait()).unwrap(),
+            metrics: Arc::new(crate::metrics::TcpMetrics::new(&ids, 1)),
+            ids,
             issuer,
             limits,
-            connections: AtomicU32::new(0),
         };
         (ctx, clock)
     }

@@ -1,8 +1,6 @@
 //! `INFO` → `INFO_OK`: the server's machine ID, genMethod, layout, lease state and limits, so a
 //! client needs no shared configuration to explain or check what it gets.
 
-use std::sync::atomic::Ordering;
-
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use vesta_core::{Clock, IdType};
 use vesta_embed::LeaseState;
@@ -178,7 +176,7 @@ pub(crate) fn describe<C: Clock>(ctx: &ServerContext<C>) -> ServerInfo {
         end_of_life_ms: s.end_of_life_ms,
         max_batch: ctx.limits.max_batch_u32(),
         max_frame_bytes: ctx.limits.max_frame_bytes,
-        connections: ctx.connections.load(Ordering::Relaxed),
+        connections: u32::try_from(ctx.metrics.connections.get()).unwrap_or(0),
         reason: s.lease.reason.unwrap_or_default(),
     }
 }

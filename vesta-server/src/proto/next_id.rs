@@ -7,7 +7,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use vesta_core::{Clock, IdBatch};
 use vesta_embed::Flow;
 
-use super::apply::{self, Pending};
+use super::apply::{self, Pending, ServerContext};
 use super::{ErrorCode, ParseError, Request, Response, exact, op};
 use crate::frame;
 
@@ -38,12 +38,13 @@ pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
 /// connection's waiting requests (in order) until a unit boundary brings it.
 #[inline]
 pub(crate) fn apply<C: Clock>(
+    ctx: &ServerContext<C>,
     flow: &Flow<C>,
     request_id: u32,
     pending: &mut VecDeque<Pending>,
     out: &mut BytesMut,
 ) {
-    apply::issue(flow, request_id, 1, encode_batch, pending, out);
+    apply::issue(ctx, flow, request_id, 1, encode_batch, pending, out);
 }
 
 /// The `ID` answer from a batch of one.
@@ -70,7 +71,7 @@ mod tests {
         let (ctx, _clock) = context(IdType::MaxPeak, 10);
         let flow = ctx.ids.flow();
         let (mut pending, mut out) = (VecDeque::new(), BytesMut::new());
-        apply(&flow, 3, &mut pending, &mut out);
+        apply(&ctx, &flow, 3, &mut pending, &mut out);
         assert!(pending.is_empty());
         let (3, Response::Id(id)) = answer(&mut out) else {
             panic!("not ID");
@@ -86,17 +87,17 @@ mod tests {
         assert_eq!(batch.len(), 1024);
         let flow = ctx.ids.flow();
         let (mut pending, mut out) = (VecDeque::new(), BytesMut::new());
-        apply(&flow, 3, &mut pending, &mut out);
+        apply(&ctx, &flow, 3, &mut pending, &mut out);
         assert!(out.is_empty() && pending.len() == 1, "nothing answered yet");
         // A later request of the same connection queues behind it.
-        apply(&flow, 4, &mut pending, &mut out);
+        apply(&ctx, &flow, 4, &mut pending, &mut out);
         assert_eq!(pending.len(), 2);
 
         clock.advance(1);
         for expected in [3, 4] {
             let mut p = pending.pop_front().unwrap();
             let ids = (&mut p.ids).await;
-            p.answer(ids, &mut out);
+            p.answer(ids, &ctx.metrics, &mut out);
             let (id, Response::Id(x)) = answer(&mut out) else {
                 panic!("not ID");
             };

@@ -9,7 +9,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use vesta_core::{Clock, IdBatch, IdRun};
 use vesta_embed::Flow;
 
-use super::apply::{self, Pending};
+use super::apply::{self, Pending, ServerContext};
 use super::{ErrorCode, ParseError, Request, Response, exact, op};
 use crate::frame;
 
@@ -72,25 +72,21 @@ pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
 /// the connection's flow: answered now, or queued behind the connection's waiting requests
 /// until unit boundaries bring all `count` IDs.
 pub(crate) fn apply<C: Clock>(
+    ctx: &ServerContext<C>,
     flow: &Flow<C>,
-    max_batch: u64,
     request_id: u32,
     count: u32,
     pending: &mut VecDeque<Pending>,
     out: &mut BytesMut,
 ) {
+    let max_batch = ctx.limits.max_batch;
     if count == 0 || u64::from(count) > max_batch {
         let msg = format!("NEXT_IDS count {count} is out of range: allowed 1..={max_batch}");
+        ctx.metrics.error(ErrorCode::InvalidArgument);
         return Response::encode_error(request_id, ErrorCode::InvalidArgument, &msg, out);
     }
-    apply::issue(
-        flow,
-        request_id,
-        u64::from(count),
-        encode_batch,
-        pending,
-        out,
-    );
+    let count = u64::from(count);
+    apply::issue(ctx, flow, request_id, count, encode_batch, pending, out);
 }
 
 fn encode_batch(request_id: u32, batch: &IdBatch, out: &mut BytesMut) {
@@ -110,13 +106,13 @@ mod tests {
         ctx.issuer.try_next_ids(1024).unwrap();
         let mut waiting = VecDeque::new();
         let mut out = BytesMut::new();
-        apply(&flow, 10, 1, 5, &mut waiting, &mut out);
+        apply(&ctx, &flow, 1, 5, &mut waiting, &mut out);
         assert_eq!(waiting.len(), 1, "the unit is used up: it waits");
         for pending in [VecDeque::new(), waiting] {
             let mut pending = pending;
             let before = pending.len();
             for count in [0, 11] {
-                apply(&flow, 10, 7, count, &mut pending, &mut out);
+                apply(&ctx, &flow, 7, count, &mut pending, &mut out);
                 let message = format!("NEXT_IDS count {count} is out of range: allowed 1..=10");
                 let code = ErrorCode::InvalidArgument;
                 assert_eq!(answer(&mut out), (7, Response::Error { code, message }));
@@ -132,12 +128,12 @@ mod tests {
         let (ctx, clock) = context(IdType::MinGranularity, 1500);
         let flow = ctx.ids.flow();
         let (mut pending, mut out) = (VecDeque::new(), BytesMut::new());
-        apply(&flow, 1500, 7, 1500, &mut pending, &mut out);
+        apply(&ctx, &flow, 7, 1500, &mut pending, &mut out);
         assert!(out.is_empty() && pending.len() == 1, "nothing answered yet");
         clock.advance(1);
         let mut p = pending.pop_front().unwrap();
         let ids = (&mut p.ids).await;
-        p.answer(ids, &mut out);
+        p.answer(ids, &ctx.metrics, &mut out);
         let (7, Response::Ids(runs)) = answer(&mut out) else {
             panic!("not IDS");
         };

@@ -1,0 +1,140 @@
+//! The TCP server's metrics (prometheus-client, names prefixed `vesta_`), served by the metrics
+//! listener (`server.metrics_listen`): the issuer's metrics shared with the REST server
+//! (`vesta_service::metrics`), IDs issued, connections open and their limit, requests by op, and
+//! refusals and bad requests by error code. Counters are resolved to handles up front, so the
+//! hot path does an atomic add and no label lookup.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use vesta_core::Clock;
+use vesta_embed::AsyncIssuer;
+use vesta_service::health::Health;
+use vesta_service::metrics_http::Exposition;
+
+use crate::proto::{ErrorCode, op};
+
+/// The ops, in the order of [`TcpMetrics::request`]'s handles, with their label.
+const OPS: [(u8, &str); 8] = [
+    (op::HELLO, "hello"),
+    (op::PING, "ping"),
+    (op::INFO, "info"),
+    (op::NEXT_ID, "next_id"),
+    (op::NEXT_IDS, "next_ids"),
+    (op::EXPLAIN, "explain"),
+    (op::MAKE, "make"),
+    (op::TRANS_TIME, "trans_time"),
+];
+
+type Labels = [(&'static str, &'static str); 1];
+
+/// The TCP server's metrics.
+#[derive(Debug)]
+pub(crate) struct TcpMetrics {
+    registry: Registry,
+    ids_issued: Counter,
+    /// Open connections (a gauge the server moves as they come and go).
+    pub connections: Gauge<i64, AtomicI64>,
+    requests: Vec<Counter>,
+    errors: Family<Labels, Counter>,
+}
+
+impl TcpMetrics {
+    /// Registers every metric for a server issuing through `ids` with `max_connections`.
+    pub(crate) fn new<C: Clock + 'static>(ids: &AsyncIssuer<C>, max_connections: u64) -> Self {
+        let mut registry = Registry::with_prefix("vesta");
+        vesta_service::metrics::register_issuer(&mut registry, ids);
+        let ids_issued = Counter::default();
+        registry.register(
+            "ids_issued",
+            "IDs handed out by NEXT_ID and NEXT_IDS",
+            ids_issued.clone(),
+        );
+        let connections = Gauge::<i64, AtomicI64>::default();
+        registry.register(
+            "connections",
+            "Client connections open now",
+            connections.clone(),
+        );
+        let max = Gauge::<i64, AtomicI64>::default();
+        max.set(i64::try_from(max_connections).unwrap_or(i64::MAX));
+        registry.register(
+            "connections_max",
+            "server.max_connections: connections beyond it are refused",
+            max,
+        );
+        let family = Family::<Labels, Counter>::default();
+        registry.register(
+            "tcp_requests",
+            "Requests received, by protocol op",
+            family.clone(),
+        );
+        let requests = OPS
+            .iter()
+            .map(|(_, name)| family.get_or_create(&[("op", *name)]).clone())
+            .collect();
+        let errors = Family::<Labels, Counter>::default();
+        registry.register(
+            "tcp_errors",
+            "ERROR answers sent, by error code (refusals by the issuer and bad requests)",
+            errors.clone(),
+        );
+        TcpMetrics {
+            registry,
+            ids_issued,
+            connections,
+            requests,
+            errors,
+        }
+    }
+
+    /// Counts a request of op `code`.
+    #[inline]
+    pub(crate) fn request(&self, code: u8) {
+        if let Some(i) = OPS.iter().position(|(c, _)| *c == code) {
+            self.requests[i].inc();
+        }
+    }
+
+    /// Counts `n` IDs handed out.
+    #[inline]
+    pub(crate) fn issued(&self, n: u64) {
+        self.ids_issued.inc_by(n);
+    }
+
+    /// Counts an `ERROR` answer.
+    pub(crate) fn error(&self, code: ErrorCode) {
+        self.errors.get_or_create(&[("code", code.name())]).inc();
+    }
+
+    /// The OpenMetrics text.
+    pub(crate) fn encode(&self) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// What the metrics listener answers for a TCP server.
+pub(crate) struct TcpExposition<C: Clock + 'static> {
+    /// The metrics.
+    pub metrics: Arc<TcpMetrics>,
+    /// The issuer, for `/healthz`.
+    pub ids: AsyncIssuer<C>,
+}
+
+impl<C: Clock + 'static> Exposition for TcpExposition<C> {
+    fn metrics(&self) -> String {
+        self.metrics.encode()
+    }
+
+    fn health(&self) -> (bool, String) {
+        let issuer = self.ids.issuer();
+        Health::of(&issuer.status(), issuer.clock().now_ms()).to_http()
+    }
+}

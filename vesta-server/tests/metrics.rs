@@ -1,0 +1,81 @@
+//! The TCP server's metrics listener against a real server: `/metrics` has the issuer's shared
+//! metrics and the server's own (IDs issued, connections, requests by op, errors by code);
+//! `/healthz` answers 200 while issuing and 503 with the reason when fenced.
+
+mod common;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use vesta_embed::LeaseState;
+use vesta_server::proto::{Request, Response};
+
+use common::{Raw, config};
+
+/// `GET path` over HTTP/1.1; the status code and the body.
+async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let status = out[9..12].parse().unwrap();
+    let body = out.split_once("\r\n\r\n").unwrap().1.to_owned();
+    (status, body)
+}
+
+fn sample(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("no {name} in\n{metrics}"))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn metrics_and_health_are_served_over_http() {
+    let mut c = config(950);
+    c.server.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    let server = vesta_server::TcpServer::start(c).await.unwrap();
+    let http = server.metrics_addr().expect("a metrics listener");
+    let issuer = server.issuer().clone();
+    let handle = vesta_server::ServerHandle::spawn(server);
+
+    let mut raw = Raw::hello(handle.addr()).await;
+    raw.send(2, &Request::NextIds { count: 10 }).await;
+    assert!(matches!(raw.recv().await, Some((2, Response::Ids(_)))));
+    raw.send(3, &Request::NextIds { count: 0 }).await;
+    assert!(matches!(
+        raw.recv().await,
+        Some((3, Response::Error { .. }))
+    ));
+
+    let (status, m) = get(http, "/metrics").await;
+    assert_eq!(status, 200);
+    assert_eq!(sample(&m, "vesta_ids_issued_total"), 10.0);
+    assert_eq!(sample(&m, "vesta_connections"), 1.0);
+    assert_eq!(sample(&m, "vesta_connections_max"), 1024.0);
+    assert_eq!(sample(&m, "vesta_tcp_requests_total{op=\"next_ids\"}"), 2.0);
+    assert_eq!(
+        sample(&m, "vesta_tcp_errors_total{code=\"INVALID_ARGUMENT\"}"),
+        1.0
+    );
+    assert_eq!(sample(&m, "vesta_machine_id"), 950.0);
+    assert_eq!(sample(&m, "vesta_lease_state{state=\"static\"}"), 1.0);
+    assert!(m.contains("vesta_issuer_info{gen_method=\"server\",type=\"max-peak\""));
+    assert!(m.ends_with("# EOF\n"));
+
+    let (status, body) = get(http, "/healthz").await;
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["genMethod"], 1);
+    issuer.fence_for_test(LeaseState::Fenced, "lease lost (test)");
+    let (status, body) = get(http, "/healthz").await;
+    assert_eq!(status, 503);
+    assert!(body.contains("not issuing: lease lost (test)"), "{body}");
+    assert_eq!(get(http, "/nope").await.0, 404);
+
+    drop(raw);
+    handle.shutdown().await.unwrap();
+}

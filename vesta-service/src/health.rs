@@ -1,0 +1,50 @@
+//! What a server says about its health, the same on both: issuing or not (and why), the lease,
+//! and how long the layout has left. The REST server answers it at `/healthz`, the TCP server at
+//! `/healthz` of its metrics listener.
+
+use vesta_embed::Status;
+
+/// The health of an issuer at one instant.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Health {
+    /// Issuing: `status` is `ok`, or `degraded` inside the end-of-life margin (with a warning).
+    Issuing(serde_json::Value),
+    /// Not issuing (fenced, acquiring, released): the sentence saying why.
+    NotIssuing(String),
+}
+
+impl Health {
+    /// The health of an issuer whose status is `s`, at `now_ms`.
+    pub fn of(s: &Status, now_ms: u64) -> Health {
+        if !s.can_issue() {
+            let reason = s
+                .lease
+                .reason
+                .clone()
+                .unwrap_or_else(|| format!("the machine-ID lease is {}", s.lease.state));
+            return Health::NotIssuing(format!("not issuing: {reason}"));
+        }
+        let mut body = serde_json::json!({
+            "status": "ok",
+            "lease": s.lease.state.name(),
+            "machine": s.machine,
+            "genMethod": s.gen_method.code(),
+            "type": s.id_type.code(),
+            "endOfLife": vesta_core::Epoch::rfc3339(s.end_of_life_ms),
+            "endOfLifeSecondsLeft": vesta_core::time_left_ms(s.end_of_life_ms, now_ms) / 1000,
+        });
+        if let Some(warning) = s.end_of_life_warning(now_ms) {
+            body["status"] = "degraded".into();
+            body["warning"] = warning.into();
+        }
+        Health::Issuing(body)
+    }
+
+    /// `(healthy, JSON body)`: the body is the status object, or `{"error": why}`.
+    pub fn to_http(&self) -> (bool, String) {
+        match self {
+            Health::Issuing(body) => (true, body.to_string()),
+            Health::NotIssuing(why) => (false, serde_json::json!({ "error": why }).to_string()),
+        }
+    }
+}
