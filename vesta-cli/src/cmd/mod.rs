@@ -8,6 +8,7 @@ pub mod gen_server;
 pub mod generate;
 pub mod layout;
 pub mod make;
+pub mod segment;
 pub mod serve;
 pub mod serve_rest;
 pub mod serve_tcp;

@@ -10,9 +10,10 @@ mod sql;
 use std::ops::Range;
 use std::time::Duration;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlSslMode};
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgSslMode};
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+use sqlx::Connection;
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlSslMode};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgSslMode};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
 
 use crate::error::{SegmentError, shown_tag};
 use crate::tag::validate_tag;
@@ -26,6 +27,13 @@ const MAX_CONNECTIONS: u32 = 4;
 
 /// The longest description (Leaf's `varchar(256)`), in characters.
 pub const MAX_DESCRIPTION_LEN: usize = 256;
+
+/// The pool settings: a few connections, each acquisition bounded by the timeout.
+fn pool_options<DB: sqlx::Database>(timeout: Duration) -> sqlx::pool::PoolOptions<DB> {
+    sqlx::pool::PoolOptions::new()
+        .max_connections(MAX_CONNECTIONS)
+        .acquire_timeout(timeout)
+}
 
 /// Probe that fails with "no such table" when `leaf_alloc` is missing (same in every dialect).
 const TABLE_PROBE: &str = "SELECT 1 FROM leaf_alloc LIMIT 1";
@@ -130,6 +138,9 @@ impl Database {
             action: "connecting".into(),
             cause: e,
         };
+        // One direct connection first, so an unreachable server or bad credentials fail at
+        // once with the driver's own reason (the pool would retry a refused connection until
+        // its timeout); the pool then connects on demand.
         let connecting = async {
             Ok::<Pool, sqlx::Error>(match url.target() {
                 DbTarget::Sqlite(path) => {
@@ -140,13 +151,8 @@ impl Database {
                         .filename(path)
                         .create_if_missing(create)
                         .busy_timeout(timeout);
-                    Pool::Sqlite(
-                        SqlitePoolOptions::new()
-                            .max_connections(MAX_CONNECTIONS)
-                            .acquire_timeout(timeout)
-                            .connect_with(opts)
-                            .await?,
-                    )
+                    SqliteConnection::connect_with(&opts).await?.close().await?;
+                    Pool::Sqlite(pool_options(timeout).connect_lazy_with(opts))
                 }
                 DbTarget::Postgres(a) => {
                     let mut opts = PgConnectOptions::new_without_pgpass()
@@ -159,13 +165,8 @@ impl Database {
                     if let Some(pw) = &a.password {
                         opts = opts.password(pw);
                     }
-                    Pool::Postgres(
-                        PgPoolOptions::new()
-                            .max_connections(MAX_CONNECTIONS)
-                            .acquire_timeout(timeout)
-                            .connect_with(opts)
-                            .await?,
-                    )
+                    PgConnection::connect_with(&opts).await?.close().await?;
+                    Pool::Postgres(pool_options(timeout).connect_lazy_with(opts))
                 }
                 DbTarget::MySql(a) => {
                     let mut opts = MySqlConnectOptions::new()
@@ -177,13 +178,8 @@ impl Database {
                     if let Some(pw) = &a.password {
                         opts = opts.password(pw);
                     }
-                    Pool::MySql(
-                        MySqlPoolOptions::new()
-                            .max_connections(MAX_CONNECTIONS)
-                            .acquire_timeout(timeout)
-                            .connect_with(opts)
-                            .await?,
-                    )
+                    MySqlConnection::connect_with(&opts).await?.close().await?;
+                    Pool::MySql(pool_options(timeout).connect_lazy_with(opts))
                 }
             })
         };
