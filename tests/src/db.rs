@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, Signal, kill_process};
 use tempfile::TempDir;
 
-use crate::zk::free_ports;
+use crate::zk::{free_ports, wait_until};
 
 /// How long a server may take to accept connections.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -127,31 +127,49 @@ fn run_ok(cmd: &mut Command, what: &str) -> String {
     text
 }
 
-fn wait_until(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < timeout {
-        if ready() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-    false
+/// A server process we started: stopped by PID with its own signal, SIGKILL if it lingers,
+/// and always on drop.
+#[derive(Debug)]
+struct ServerProcess {
+    child: Option<Child>,
+    stop_signal: Signal,
 }
 
-/// Sends `signal` to `child` and reaps it, escalating to SIGKILL after `grace`.
-fn end_child(child: &mut Child, signal: Signal, grace: Duration) {
-    if let Some(pid) = Pid::from_raw(child.id() as i32) {
-        let _ = kill_process(pid, signal);
-    }
-    let start = Instant::now();
-    while start.elapsed() < grace {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
+impl ServerProcess {
+    fn new(stop_signal: Signal) -> Self {
+        ServerProcess {
+            child: None,
+            stop_signal,
         }
-        thread::sleep(Duration::from_millis(20));
     }
-    let _ = child.kill();
-    let _ = child.wait();
+
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Some(pid) = Pid::from_raw(child.id() as i32) {
+            let _ = kill_process(pid, self.stop_signal);
+        }
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 fn id_of(flag: &str) -> u32 {
@@ -167,7 +185,7 @@ pub struct Postgres {
     bin: PathBuf,
     dir: TempDir,
     port: u16,
-    child: Option<Child>,
+    process: ServerProcess,
 }
 
 impl Postgres {
@@ -186,7 +204,8 @@ impl Postgres {
             bin,
             port: free_ports(1)[0],
             dir,
-            child: None,
+            // Immediate shutdown: no checkpoint, every backend gone at once, like a crash.
+            process: ServerProcess::new(Signal::QUIT),
         };
         pg.spawn();
         pg
@@ -219,7 +238,7 @@ impl Postgres {
             .stderr(log)
             .spawn()
             .expect("starting postgres");
-        self.child = Some(child);
+        self.process.child = Some(child);
         let port = self.port;
         let ready = self.bin.join("pg_isready");
         assert!(
@@ -276,28 +295,20 @@ impl Postgres {
 
     /// The postmaster's PID while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.process.pid()
     }
 
     /// Stops the server like a crash: an immediate shutdown (SIGQUIT: no checkpoint, every
     /// backend gone at once), SIGKILL if it lingers. Data stays; [`restart`](Self::restart)
     /// recovers it.
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            end_child(&mut child, Signal::QUIT, Duration::from_secs(10));
-        }
+        self.process.stop();
     }
 
     /// Starts the stopped server again on the same port and data.
     pub fn restart(&mut self) {
         self.stop();
         self.spawn();
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 
@@ -333,7 +344,7 @@ fn postgres_template(bin: &Path) -> PathBuf {
 pub struct MariaDb {
     dir: TempDir,
     port: u16,
-    child: Option<Child>,
+    process: ServerProcess,
 }
 
 /// Server options shared by the template bootstrap and the servers.
@@ -356,7 +367,7 @@ impl MariaDb {
         let mut db = MariaDb {
             port: free_ports(1)[0],
             dir,
-            child: None,
+            process: ServerProcess::new(Signal::KILL),
         };
         db.spawn();
         db
@@ -385,7 +396,7 @@ impl MariaDb {
             .stderr(log)
             .spawn()
             .expect("starting mariadbd");
-        self.child = Some(child);
+        self.process.child = Some(child);
         assert!(
             wait_until(START_TIMEOUT, || self.try_sql("SELECT 1").is_ok()),
             "MariaDB on port {} did not start within {START_TIMEOUT:?}; log: {}",
@@ -434,27 +445,19 @@ impl MariaDb {
 
     /// The server's PID while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.process.pid()
     }
 
     /// Kills the server (SIGKILL), like a crash; data stays and InnoDB recovers it on
     /// [`restart`](Self::restart).
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            end_child(&mut child, Signal::KILL, Duration::from_secs(10));
-        }
+        self.process.stop();
     }
 
     /// Starts the stopped server again on the same port and data.
     pub fn restart(&mut self) {
         self.stop();
         self.spawn();
-    }
-}
-
-impl Drop for MariaDb {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 

@@ -432,6 +432,39 @@ mod sqlite {
         super::bad_input(&url, &[(&missing, "nope.db does not exist")]);
         assert!(!dir.path().join("nope.db").exists(), "no file created");
     }
+
+    #[test]
+    fn the_default_database_is_a_file_in_the_working_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |args: &[&str]| {
+            let out = vesta_cmd(args)
+                .current_dir(dir.path())
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            (
+                out.status.success(),
+                String::from_utf8(out.stdout).unwrap(),
+                err,
+            )
+        };
+        let (ok, _, err) = run(&["segment", "get", "t"]);
+        assert!(
+            !ok && err.contains("vesta-segments.db does not exist"),
+            "{err}"
+        );
+        assert!(
+            !dir.path().join("vesta-segments.db").exists(),
+            "get created nothing"
+        );
+        assert!(run(&["segment", "init"]).0);
+        assert!(dir.path().join("vesta-segments.db").exists());
+        assert!(run(&["segment", "create", "t", "--step", "3", "--start", "42"]).0);
+        let (ok, out, err) = run(&["segment", "get", "t", "-n", "4"]);
+        assert!(ok, "{err}");
+        assert_eq!(out, "42\n43\n44\n45\n");
+    }
 }
 
 mod postgres {
