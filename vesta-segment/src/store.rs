@@ -367,3 +367,28 @@ impl Tag {
         self.buffer.status()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Servers hold the store in an `Arc` and call it from spawned tasks: the store, its
+    /// handles and every future it returns must be `Send` (and the first two `Sync`).
+    #[test]
+    fn store_handles_and_futures_can_cross_threads() {
+        fn shared<T: Send + Sync>() {}
+        fn send<T: Send>(_: &T) {}
+        #[allow(dead_code)]
+        fn futures(store: &Store, tag: &Tag) {
+            send(&store.next("t"));
+            send(&store.next_n("t", 2));
+            send(&store.tag("t"));
+            send(&store.shutdown());
+            send(&tag.next());
+            send(&tag.next_n(2));
+        }
+        shared::<Store>();
+        shared::<Tag>();
+        shared::<StoreStatus>();
+    }
+}
