@@ -50,3 +50,41 @@ fn build() -> PathBuf {
     assert!(path.exists(), "{} missing after build", path.display());
     path
 }
+
+/// Runs `vesta` with `args`; asserts success and a silent stderr; returns stdout.
+pub fn vesta_ok<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
+    let out = vesta_cmd(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("running vesta");
+    let shown: Vec<_> = args.iter().map(|a| a.as_ref().to_string_lossy()).collect();
+    assert!(
+        out.status.success(),
+        "vesta {shown:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stderr.is_empty(), "vesta {shown:?} wrote to stderr");
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// Runs `vesta` with `args`; asserts failure with exactly one stderr line, no panic, containing
+/// every needle; returns that line.
+pub fn vesta_fails<S: AsRef<std::ffi::OsStr>>(args: &[S], needles: &[&str]) -> String {
+    let out = vesta_cmd(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("running vesta");
+    let shown: Vec<_> = args.iter().map(|a| a.as_ref().to_string_lossy()).collect();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "vesta {shown:?} succeeded");
+    assert_eq!(
+        err.lines().count(),
+        1,
+        "vesta {shown:?}: not one line: {err:?}"
+    );
+    assert!(!err.contains("panicked"), "vesta {shown:?} panicked: {err}");
+    for n in needles {
+        assert!(err.contains(n), "vesta {shown:?}: {err:?} lacks {n:?}");
+    }
+    err
+}

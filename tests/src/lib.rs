@@ -1,5 +1,8 @@
 //! Harnesses for the cross-crate integration tests: the real `vesta` binary (built on demand, so
-//! it is never stale) and, for the lease tests, real ZooKeeper servers on loopback ports.
+//! it is never stale), real ZooKeeper servers for the lease tests, and real PostgreSQL and
+//! MariaDB servers plus a raw Leaf-style allocator for the segment tests.
 
 pub mod bin;
+pub mod db;
+pub mod leaf;
 pub mod zk;

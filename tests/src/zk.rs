@@ -187,7 +187,8 @@ fn write_config(path: &Path, data_dir: &Path, client_port: u16, opts: ZkOptions,
     fs::write(path, text).expect("writing zoo.cfg");
 }
 
-fn wait_until(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
+/// Polls `ready` every 50 ms until it holds (true) or `timeout` passes (false).
+pub(crate) fn wait_until(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while start.elapsed() < timeout {
         if ready() {

@@ -44,10 +44,10 @@ fn read_ids(path: &std::path::Path, into: &mut Vec<u64>) {
     for line in file.lines() {
         let line = line.unwrap();
         // A SIGKILL may cut the last line; IDs here have 18 digits.
-        if line.len() >= 18 {
-            if let Ok(id) = line.parse() {
-                into.push(id);
-            }
+        if line.len() >= 18
+            && let Ok(id) = line.parse()
+        {
+            into.push(id);
         }
     }
 }

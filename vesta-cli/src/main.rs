@@ -34,6 +34,9 @@ enum Command {
     /// Inspect machine-ID leases in ZooKeeper.
     #[command(subcommand)]
     Zk(cmd::zk::Args),
+    /// Leaf-style segment numbers: dense, increasing numbers per tag from a database table.
+    #[command(subcommand)]
+    Segment(cmd::segment::Args),
     /// Load-test a running server.
     #[command(subcommand)]
     Bench(cmd::bench::Args),
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         Command::Layout(args) => cmd::layout::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Zk(args) => cmd::zk::run(args),
+        Command::Segment(args) => cmd::segment::run(args),
         Command::Bench(args) => cmd::bench::run(args),
     };
     output::finish(result)

@@ -9,5 +9,6 @@ pub mod gen_server;
 pub mod generate;
 pub mod layout;
 pub mod make;
+pub mod segment;
 pub mod serve;
 pub mod zk;

@@ -1,0 +1,561 @@
+//! The database layer (sqlx, runtime query API only): one pool per store, and the few
+//! operations on `leaf_alloc` — take a segment, give a tail back, list, create, init.
+//!
+//! A segment is taken only by [`Database::fetch`]: Leaf's `UPDATE ... SET max_id = max_id +
+//! step WHERE biz_tag = ?` then its `SELECT` of the row, in one transaction (SQLite:
+//! `BEGIN IMMEDIATE`). The row read back is checked before the commit; a bad one is rolled back.
+
+mod sql;
+
+use std::ops::Range;
+use std::time::Duration;
+
+use sqlx::Connection;
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlSslMode};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgSslMode};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
+
+use crate::error::{SegmentError, shown_tag};
+use crate::tag::validate_tag;
+use crate::url::{DbKind, DbTarget, DbUrl};
+
+use self::sql::{Dialect, dialect};
+
+/// Connections per store: fetches of different tags may run together; one tag fetches one at
+/// a time.
+const MAX_CONNECTIONS: u32 = 4;
+
+/// The longest description (Leaf's `varchar(256)`), in characters.
+pub const MAX_DESCRIPTION_LEN: usize = 256;
+
+/// The pool settings: a few connections, each acquisition bounded by the timeout.
+fn pool_options<DB: sqlx::Database>(timeout: Duration) -> sqlx::pool::PoolOptions<DB> {
+    sqlx::pool::PoolOptions::new()
+        .max_connections(MAX_CONNECTIONS)
+        .acquire_timeout(timeout)
+}
+
+/// Probe that fails with "no such table" when `leaf_alloc` is missing (same in every dialect).
+const TABLE_PROBE: &str = "SELECT 1 FROM leaf_alloc LIMIT 1";
+
+enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+    MySql(MySqlPool),
+}
+
+/// Runs the same body against whichever pool this is; `$p` is `&Pool<DB>` in each arm.
+macro_rules! on_pool {
+    ($pool:expr, $p:ident => $body:expr) => {
+        match $pool {
+            Pool::Sqlite($p) => $body,
+            Pool::Postgres($p) => $body,
+            Pool::MySql($p) => $body,
+        }
+    };
+}
+
+/// How the step of a fetch is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StepRequest {
+    /// The table's own `step` (Leaf's `updateMaxId`).
+    Table,
+    /// An adapted step (Leaf's `updateMaxIdByCustomStep`).
+    Custom(u32),
+}
+
+/// A segment taken from the table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Fetched {
+    /// `[max_id - step, max_id)`.
+    pub range: Range<u64>,
+    /// The step added.
+    pub step: u32,
+    /// The table's `step` column as read back.
+    pub table_step: u32,
+}
+
+/// Why a fetch failed; the caller adds the tag.
+#[derive(Debug)]
+pub(crate) enum FetchError {
+    /// No row for the tag.
+    UnknownTag,
+    /// No table.
+    MissingTable,
+    /// The row read back is not a valid segment.
+    Inconsistent(String),
+    /// The database failed or did not answer in time.
+    Unavailable(String),
+}
+
+/// One row of `leaf_alloc`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TagRow {
+    /// `biz_tag`.
+    pub tag: String,
+    /// `max_id`: the first number the next fetch hands out.
+    pub max_id: i64,
+    /// `step`.
+    pub step: i32,
+    /// `update_time` as RFC 3339 UTC, when readable.
+    pub updated: Option<String>,
+    /// `description`.
+    pub description: Option<String>,
+}
+
+/// A pool of connections to the database holding `leaf_alloc`.
+pub struct Database {
+    pool: Pool,
+    url: DbUrl,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Database({})", self.url)
+    }
+}
+
+impl Database {
+    /// Connects to an existing database; an SQLite file that does not exist is an error (only
+    /// [`Database::connect_or_create`] creates one). Every round trip, the first connection
+    /// included, is bounded by `timeout`.
+    pub async fn connect(url: &DbUrl, timeout: Duration) -> Result<Database, SegmentError> {
+        Self::open(url, timeout, false).await
+    }
+
+    /// Like [`Database::connect`], but creates a missing SQLite file (for `init`).
+    pub async fn connect_or_create(
+        url: &DbUrl,
+        timeout: Duration,
+    ) -> Result<Database, SegmentError> {
+        Self::open(url, timeout, true).await
+    }
+
+    async fn open(url: &DbUrl, timeout: Duration, create: bool) -> Result<Database, SegmentError> {
+        let connect_failed = |e: String| SegmentError::Database {
+            db: url.to_string(),
+            action: "connecting".into(),
+            cause: e,
+        };
+        // One direct connection first, so an unreachable server or bad credentials fail at
+        // once with the driver's own reason (the pool would retry a refused connection until
+        // its timeout); the pool then connects on demand.
+        let connecting = async {
+            Ok::<Pool, sqlx::Error>(match url.target() {
+                DbTarget::Sqlite(path) => {
+                    if !create && !path.exists() {
+                        return Err(sqlx::Error::Configuration("missing file".into()));
+                    }
+                    let opts = SqliteConnectOptions::new()
+                        .filename(path)
+                        .create_if_missing(create)
+                        .busy_timeout(timeout);
+                    SqliteConnection::connect_with(&opts).await?.close().await?;
+                    Pool::Sqlite(pool_options(timeout).connect_lazy_with(opts))
+                }
+                DbTarget::Postgres(a) => {
+                    let mut opts = PgConnectOptions::new_without_pgpass()
+                        .host(&a.host)
+                        .port(a.port)
+                        .username(&a.user)
+                        .database(&a.database)
+                        .ssl_mode(PgSslMode::Disable)
+                        .application_name("vesta-segment");
+                    if let Some(pw) = &a.password {
+                        opts = opts.password(pw);
+                    }
+                    PgConnection::connect_with(&opts).await?.close().await?;
+                    Pool::Postgres(pool_options(timeout).connect_lazy_with(opts))
+                }
+                DbTarget::MySql(a) => {
+                    let mut opts = MySqlConnectOptions::new()
+                        .host(&a.host)
+                        .port(a.port)
+                        .username(&a.user)
+                        .database(&a.database)
+                        .ssl_mode(MySqlSslMode::Disabled);
+                    if let Some(pw) = &a.password {
+                        opts = opts.password(pw);
+                    }
+                    MySqlConnection::connect_with(&opts).await?.close().await?;
+                    Pool::MySql(pool_options(timeout).connect_lazy_with(opts))
+                }
+            })
+        };
+        let pool = match tokio::time::timeout(timeout, connecting).await {
+            Ok(Ok(pool)) => pool,
+            Ok(Err(sqlx::Error::Configuration(_))) if url.kind() == DbKind::Sqlite => {
+                let path = url.sqlite_path().unwrap_or(std::path::Path::new(""));
+                return Err(SegmentError::NoDatabaseFile {
+                    path: path.to_owned(),
+                });
+            }
+            Ok(Err(e)) => return Err(connect_failed(driver_message(&e))),
+            Err(_) => return Err(connect_failed(no_answer(timeout))),
+        };
+        Ok(Database {
+            pool,
+            url: url.clone(),
+            timeout,
+        })
+    }
+
+    /// The URL (its `Display` hides the password).
+    pub fn url(&self) -> &DbUrl {
+        &self.url
+    }
+
+    fn dialect(&self) -> &'static Dialect {
+        dialect(self.url.kind())
+    }
+
+    /// Runs `op` within the timeout, mapping its errors to [`SegmentError`] naming `action`.
+    async fn bounded<T>(
+        &self,
+        action: impl FnOnce() -> String,
+        op: impl Future<Output = Result<T, sqlx::Error>>,
+    ) -> Result<T, SegmentError> {
+        match tokio::time::timeout(self.timeout, op).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) if is_missing_table(&e) => Err(SegmentError::MissingTable {
+                db: self.url.to_string(),
+            }),
+            Ok(Err(e)) => Err(SegmentError::Database {
+                db: self.url.to_string(),
+                action: action(),
+                cause: driver_message(&e),
+            }),
+            Err(_) => Err(SegmentError::Database {
+                db: self.url.to_string(),
+                action: action(),
+                cause: no_answer(self.timeout),
+            }),
+        }
+    }
+
+    /// Creates `leaf_alloc` (Leaf's DDL for this database) unless it exists. Returns true when
+    /// it was created.
+    pub async fn init(&self) -> Result<bool, SegmentError> {
+        match self.check_table().await {
+            Ok(()) => return Ok(false),
+            Err(SegmentError::MissingTable { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let ddl = self.dialect().create_table;
+        self.bounded(|| "creating table leaf_alloc".into(), async {
+            on_pool!(&self.pool, p => {
+                sqlx::query(ddl).execute(p).await.map(|_| ())
+            })
+        })
+        .await?;
+        Ok(true)
+    }
+
+    /// Ok when `leaf_alloc` exists; [`SegmentError::MissingTable`] when not.
+    pub async fn check_table(&self) -> Result<(), SegmentError> {
+        self.bounded(|| "reading table leaf_alloc".into(), async {
+            on_pool!(&self.pool, p => {
+                sqlx::query(TABLE_PROBE).fetch_optional(p).await.map(|_| ())
+            })
+        })
+        .await
+    }
+
+    /// Adds a tag whose first number will be `start` (`max_id = start`), with `step`. An
+    /// existing tag, a step outside `1..=2^31-1`, a start that leaves no room for one step,
+    /// a bad tag or a description over 256 characters is an error, and nothing is written.
+    pub async fn create_tag(
+        &self,
+        tag: &str,
+        step: i64,
+        start: i64,
+        description: Option<&str>,
+    ) -> Result<(), SegmentError> {
+        validate_tag(tag)?;
+        let context = format!(" for tag {:?}", shown_tag(tag));
+        let range = |field, value: i64, min: i64, max: i64| SegmentError::OutOfRange {
+            field,
+            value: value.into(),
+            min: min.into(),
+            max: max.into(),
+            context: context.clone(),
+        };
+        let max_step = i64::from(i32::MAX);
+        if !(1..=max_step).contains(&step) {
+            return Err(range("step", step, 1, max_step));
+        }
+        if !(0..=i64::MAX - step).contains(&start) {
+            return Err(range("start", start, 0, i64::MAX - step));
+        }
+        if let Some(d) = description {
+            let len = d.chars().count();
+            if len > MAX_DESCRIPTION_LEN {
+                return Err(range(
+                    "description length",
+                    len as i64,
+                    0,
+                    MAX_DESCRIPTION_LEN as i64,
+                ));
+            }
+        }
+        let insert = self.dialect().insert;
+        let result = self
+            .bounded(|| format!("creating tag {:?}", shown_tag(tag)), async {
+                on_pool!(&self.pool, p => {
+                    sqlx::query(insert)
+                        .bind(tag)
+                        .bind(start)
+                        .bind(step as i32)
+                        .bind(description)
+                        .execute(p)
+                        .await
+                        .map(|_| ())
+                })
+            })
+            .await;
+        match result {
+            Err(SegmentError::Database { ref cause, .. }) if cause.starts_with(UNIQUE) => {
+                Err(SegmentError::TagExists {
+                    tag: shown_tag(tag),
+                    db: self.url.to_string(),
+                })
+            }
+            other => other,
+        }
+    }
+
+    /// Every row, ordered by tag.
+    pub async fn list(&self) -> Result<Vec<TagRow>, SegmentError> {
+        type Row = (String, i64, i32, Option<String>, Option<String>);
+        let list = self.dialect().list;
+        let rows: Vec<Row> = self
+            .bounded(|| "listing leaf_alloc".into(), async {
+                on_pool!(&self.pool, p => {
+                    sqlx::query_as::<_, Row>(list).fetch_all(p).await
+                })
+            })
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(tag, max_id, step, updated, description)| TagRow {
+                tag,
+                max_id,
+                step,
+                updated,
+                description,
+            })
+            .collect())
+    }
+
+    /// Every tag name (Leaf's `getAllTags`).
+    pub async fn tags(&self) -> Result<Vec<String>, SegmentError> {
+        let all = self.dialect().all_tags;
+        self.bounded(|| "reading the tags of leaf_alloc".into(), async {
+            on_pool!(&self.pool, p => {
+                sqlx::query_scalar::<_, String>(all).fetch_all(p).await
+            })
+        })
+        .await
+    }
+
+    /// Takes a segment for `tag`: the UPDATE and the read-back in one transaction, committed
+    /// only if the row describes a valid segment starting at or above `floor`.
+    pub(crate) async fn fetch(
+        &self,
+        tag: &str,
+        request: StepRequest,
+        floor: u64,
+    ) -> Result<Fetched, FetchError> {
+        let d = self.dialect();
+        let fetching = async {
+            on_pool!(&self.pool, p => {
+                let mut tx = p.begin_with(d.begin).await?;
+                let updated = match request {
+                    StepRequest::Table => {
+                        sqlx::query(d.take_table_step).bind(tag).execute(&mut *tx).await?
+                    }
+                    StepRequest::Custom(step) => {
+                        sqlx::query(d.take_custom_step)
+                            .bind(i64::from(step))
+                            .bind(tag)
+                            .execute(&mut *tx)
+                            .await?
+                    }
+                };
+                if updated.rows_affected() != 1 {
+                    tx.rollback().await?;
+                    return Ok(Err(FetchError::UnknownTag));
+                }
+                let row: Option<(String, i64, i32)> = sqlx::query_as(d.read_back)
+                    .bind(tag)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                match check_row(row, request, floor) {
+                    Ok(fetched) => {
+                        tx.commit().await?;
+                        Ok(Ok(fetched))
+                    }
+                    Err(e) => {
+                        tx.rollback().await?;
+                        Ok(Err(e))
+                    }
+                }
+            })
+        };
+        match tokio::time::timeout(self.timeout, fetching).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) if is_missing_table(&e) => Err(FetchError::MissingTable),
+            Ok(Err(e)) => Err(FetchError::Unavailable(driver_message(&e))),
+            Err(_) => Err(FetchError::Unavailable(no_answer(self.timeout))),
+        }
+    }
+
+    /// Lowers `max_id` back to `first_unused` if it still equals `reserved_end` (nobody took a
+    /// segment after ours). Returns whether it did.
+    pub(crate) async fn give_back(
+        &self,
+        tag: &str,
+        first_unused: u64,
+        reserved_end: u64,
+    ) -> Result<bool, SegmentError> {
+        let (Ok(to), Ok(expect)) = (i64::try_from(first_unused), i64::try_from(reserved_end))
+        else {
+            return Ok(false);
+        };
+        let sql = self.dialect().give_back;
+        let affected = self
+            .bounded(
+                || format!("giving back the tail of tag {:?}", shown_tag(tag)),
+                async {
+                    on_pool!(&self.pool, p => {
+                        sqlx::query(sql)
+                            .bind(to)
+                            .bind(tag)
+                            .bind(expect)
+                            .execute(p)
+                            .await
+                            .map(|r| r.rows_affected())
+                    })
+                },
+            )
+            .await?;
+        Ok(affected == 1)
+    }
+
+    /// Closes every connection.
+    pub async fn close(&self) {
+        on_pool!(&self.pool, p => p.close().await)
+    }
+}
+
+/// Validates the row read back after the UPDATE.
+fn check_row(
+    row: Option<(String, i64, i32)>,
+    request: StepRequest,
+    floor: u64,
+) -> Result<Fetched, FetchError> {
+    let Some((_, max_id, table_step)) = row else {
+        return Err(FetchError::Inconsistent(
+            "the row vanished between the UPDATE and the SELECT".into(),
+        ));
+    };
+    let table_step = u32::try_from(table_step)
+        .ok()
+        .filter(|s| *s > 0)
+        .ok_or_else(|| {
+            FetchError::Inconsistent(format!("step {table_step} in the table is not positive"))
+        })?;
+    let step = match request {
+        StepRequest::Table => table_step,
+        StepRequest::Custom(s) => s,
+    };
+    let start = max_id - i64::from(step);
+    let start = u64::try_from(start).map_err(|_| {
+        FetchError::Inconsistent(format!(
+            "max_id {max_id} minus step {step} is negative (numbers are never negative)"
+        ))
+    })?;
+    if start < floor {
+        return Err(FetchError::Inconsistent(format!(
+            "segment [{start}, {max_id}) starts below {floor}, the end of a segment this \
+             process already took: was max_id lowered by hand?"
+        )));
+    }
+    Ok(Fetched {
+        range: start..max_id as u64,
+        step,
+        table_step,
+    })
+}
+
+/// Prefix of a unique-violation message (see [`driver_message`]).
+const UNIQUE: &str = "unique violation: ";
+
+/// The driver's error as one line; unique violations get a recognisable prefix.
+fn driver_message(e: &sqlx::Error) -> String {
+    let text = match e {
+        sqlx::Error::Database(db) if db.kind() == sqlx::error::ErrorKind::UniqueViolation => {
+            format!("{UNIQUE}{}", db.message())
+        }
+        sqlx::Error::Database(db) => db.message().to_owned(),
+        sqlx::Error::PoolTimedOut => "no connection could be made in time".into(),
+        other => other.to_string(),
+    };
+    text.replace('\n', " ")
+}
+
+fn no_answer(timeout: Duration) -> String {
+    format!(
+        "no answer within {} ms (segment.fetch_timeout_ms)",
+        timeout.as_millis()
+    )
+}
+
+/// PostgreSQL `42P01`, MySQL/MariaDB `42S02` (1146), SQLite "no such table".
+fn is_missing_table(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => {
+            matches!(db.code().as_deref(), Some("42P01" | "42S02"))
+                || db.message().starts_with("no such table")
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_becomes_leafs_segment() {
+        let row = Some(("t".into(), 2001, 1000));
+        assert_eq!(
+            check_row(row.clone(), StepRequest::Table, 0).unwrap(),
+            Fetched {
+                range: 1001..2001,
+                step: 1000,
+                table_step: 1000
+            }
+        );
+        assert_eq!(
+            check_row(row, StepRequest::Custom(2000), 0).unwrap().range,
+            1..2001
+        );
+    }
+
+    #[test]
+    fn bad_rows_are_refused() {
+        let refused = |row, req, floor| match check_row(row, req, floor) {
+            Err(FetchError::Inconsistent(m)) => m,
+            other => panic!("accepted: {other:?}"),
+        };
+        assert!(refused(None, StepRequest::Table, 0).contains("vanished"));
+        assert!(refused(Some(("t".into(), 10, 0)), StepRequest::Table, 0).contains("step 0"));
+        assert!(refused(Some(("t".into(), 5, 10)), StepRequest::Table, 0).contains("negative"));
+        assert!(
+            refused(Some(("t".into(), 2001, 1000)), StepRequest::Table, 3000)
+                .contains("below 3000")
+        );
+    }
+}

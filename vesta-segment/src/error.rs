@@ -1,0 +1,188 @@
+//! Typed errors. Each message names the tag, key or URL it is about and what is allowed, so the
+//! CLI prints it as one line and a server can map it to a status code (see [`SegmentError::leaf_code`]).
+
+use std::path::PathBuf;
+
+/// A database URL that cannot be used. The URL in the message never shows a password.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid database URL {url}: {reason}; expected sqlite://PATH, \
+     postgres://USER[:PASS]@HOST:PORT/DB or mysql://USER[:PASS]@HOST:PORT/DB"
+)]
+pub struct UrlError {
+    /// The URL as given, password replaced by `***`.
+    pub url: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// A `[segment]` setting out of range or inconsistent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A number outside its allowed range.
+    #[error("{key} {value} is out of range: allowed {min}..={max}")]
+    OutOfRange {
+        /// The key, e.g. `segment.prefetch_percent`.
+        key: &'static str,
+        /// The value given.
+        value: u64,
+        /// Smallest allowed value.
+        min: u64,
+        /// Largest allowed value.
+        max: u64,
+    },
+    /// Two settings that contradict each other.
+    #[error("{0}")]
+    Inconsistent(String),
+    /// `segment.db` is not a usable URL.
+    #[error("segment.db: {0}")]
+    Url(#[from] UrlError),
+    /// No database configured where one is needed.
+    #[error("segment.db is not set: no database to take segments from")]
+    NoDatabase,
+}
+
+/// Why a segment call or an admin operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SegmentError {
+    /// The tag name breaks the naming rule (empty, too long, or a disallowed character).
+    #[error("invalid tag {tag:?}: {reason}")]
+    InvalidTag {
+        /// The tag as given (cut to 64 characters).
+        tag: String,
+        /// Which rule it breaks and what is allowed.
+        reason: String,
+    },
+    /// No row for the tag in `leaf_alloc`; nothing is created implicitly.
+    #[error("unknown tag {tag:?}: no such biz_tag in leaf_alloc at {db}")]
+    UnknownTag {
+        /// The tag.
+        tag: String,
+        /// The database (password hidden).
+        db: String,
+    },
+    /// `create` of a tag that already has a row.
+    #[error("tag {tag:?} already exists in leaf_alloc at {db}; nothing was written")]
+    TagExists {
+        /// The tag.
+        tag: String,
+        /// The database (password hidden).
+        db: String,
+    },
+    /// A numeric argument out of range (count, step, start).
+    #[error("{field} {value} is out of range{context}: allowed {min}..={max}")]
+    OutOfRange {
+        /// The argument, e.g. `count` or `step`.
+        field: &'static str,
+        /// The value given.
+        value: i128,
+        /// Smallest allowed value.
+        min: i128,
+        /// Largest allowed value.
+        max: i128,
+        /// Extra context, e.g. ` for tag "orders"` (empty when none).
+        context: String,
+    },
+    /// The `leaf_alloc` table is missing.
+    #[error("table leaf_alloc does not exist at {db} (create it with `vesta segment init`)")]
+    MissingTable {
+        /// The database (password hidden).
+        db: String,
+    },
+    /// A `sqlite://` file that does not exist (only `init` creates it).
+    #[error(
+        "SQLite database file {} does not exist (create it with `vesta segment init`)",
+        path.display()
+    )]
+    NoDatabaseFile {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The database could not be reached or failed the operation.
+    #[error("database {db}: {action}: {cause}")]
+    Database {
+        /// The database (password hidden).
+        db: String,
+        /// What was being done, e.g. `taking a segment for tag "orders"`.
+        action: String,
+        /// The driver's message.
+        cause: String,
+    },
+    /// Both buffers of the tag are empty and the last fetch failed: failing fast, not waiting.
+    #[error("tag {tag:?}: no numbers buffered and the database is unavailable: {cause}")]
+    Unavailable {
+        /// The tag.
+        tag: String,
+        /// The last fetch error.
+        cause: String,
+    },
+    /// Both buffers of the tag are empty and no segment arrived within the wait limit.
+    #[error("tag {tag:?}: no segment arrived within segment.wait_ms = {waited_ms} ms")]
+    Timeout {
+        /// The tag.
+        tag: String,
+        /// How long the caller waited.
+        waited_ms: u64,
+    },
+    /// Both buffers are empty and a fetch is under way ([`crate::Tag::try_next`] only).
+    #[error("tag {tag:?}: both segments are used up; the next one is being fetched")]
+    WouldBlock {
+        /// The tag.
+        tag: String,
+    },
+    /// The row read back is not a valid segment (or goes back below a segment this process
+    /// already holds): refused, so no number can be issued twice.
+    #[error("tag {tag:?}: refusing the segment read back from leaf_alloc: {detail}")]
+    Inconsistent {
+        /// The tag.
+        tag: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The store was shut down.
+    #[error("the segment store is shut down")]
+    Closed,
+    /// A setting out of range.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A bad database URL.
+    #[error(transparent)]
+    Url(#[from] UrlError),
+}
+
+impl SegmentError {
+    /// Leaf's own error code for this failure, as its `Result{id=CODE, status=EXCEPTION}`
+    /// shows it: -2 for an unknown tag, -3 when both segments are unavailable, -1 otherwise
+    /// (Leaf's "not initialised"). For servers answering on Leaf's paths.
+    pub fn leaf_code(&self) -> i64 {
+        match self {
+            SegmentError::UnknownTag { .. } | SegmentError::InvalidTag { .. } => -2,
+            SegmentError::Unavailable { .. }
+            | SegmentError::Timeout { .. }
+            | SegmentError::WouldBlock { .. }
+            | SegmentError::Inconsistent { .. } => -3,
+            _ => -1,
+        }
+    }
+
+    /// True when the caller's input is at fault (a 4xx for a server), false when the database
+    /// or the store is (a 5xx).
+    pub fn is_client_error(&self) -> bool {
+        matches!(
+            self,
+            SegmentError::InvalidTag { .. }
+                | SegmentError::UnknownTag { .. }
+                | SegmentError::TagExists { .. }
+                | SegmentError::OutOfRange { .. }
+        )
+    }
+}
+
+/// Cuts a tag for an error message so a huge input cannot make a huge message.
+pub(crate) fn shown_tag(tag: &str) -> String {
+    const SHOWN: usize = 64;
+    match tag.char_indices().nth(SHOWN) {
+        Some((i, _)) => format!("{}…", &tag[..i]),
+        None => tag.to_owned(),
+    }
+}

@@ -1,0 +1,88 @@
+//! What health checks and metrics read: each tag's buffers, step, fetch latency and errors,
+//! and the store's overall health. Serializable, so `/healthz` can answer with it as is.
+
+use serde::Serialize;
+
+use crate::url::DbKind;
+
+/// The state of one tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TagState {
+    /// In use, first segment not fetched yet.
+    Starting,
+    /// The last fetch succeeded.
+    Ok,
+    /// The last fetch failed; numbers are still buffered and issued.
+    Degraded,
+    /// The last fetch failed and nothing is buffered: calls fail fast until a fetch succeeds
+    /// (the fetcher keeps retrying by itself).
+    Down,
+    /// The store was shut down.
+    Closed,
+}
+
+/// One segment in a buffer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SegmentStatus {
+    /// First number of the segment.
+    pub start: u64,
+    /// One past its last number (the `max_id` its fetch left in the table).
+    pub end: u64,
+    /// Numbers not yet handed out.
+    pub remaining: u64,
+}
+
+/// One tag's buffers and fetch history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TagStatus {
+    /// The tag.
+    pub tag: String,
+    /// Overall state.
+    pub state: TagState,
+    /// The segment numbers are taken from.
+    pub current: Option<SegmentStatus>,
+    /// The prefetched segment, if any.
+    pub next: Option<SegmentStatus>,
+    /// Numbers left in both segments.
+    pub buffered: u64,
+    /// Step of the newest segment.
+    pub step: u32,
+    /// The table's `step` as last read (the adaptive step's floor).
+    pub table_step: u32,
+    /// A fetch is under way.
+    pub fetching: bool,
+    /// Successful fetches.
+    pub fetches: u64,
+    /// Failed fetches.
+    pub fetch_errors: u64,
+    /// Duration of the last fetch attempt, in microseconds.
+    pub last_fetch_latency_us: Option<u64>,
+    /// The last fetch error, if any (kept after recovery, for diagnosis).
+    pub last_error: Option<String>,
+}
+
+/// The store's overall health.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Health {
+    /// Every tag in use fetched fine last time.
+    Ok,
+    /// At least one tag's last fetch failed.
+    Degraded,
+    /// Shut down.
+    Closed,
+}
+
+/// A snapshot of the whole store.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StoreStatus {
+    /// The database (password hidden).
+    pub db: String,
+    /// Which kind of database.
+    pub kind: DbKind,
+    /// Overall health.
+    pub health: Health,
+    /// The tags in use, by name.
+    pub tags: Vec<TagStatus>,
+}

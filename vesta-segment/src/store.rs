@@ -1,0 +1,394 @@
+//! The store: every tag's double buffer over one database, shared by all callers (hold it in
+//! an `Arc`). Numbers come from [`Store::next`] / [`Store::next_n`] or from a [`Tag`] handle,
+//! which skips the name lookup. [`Store::shutdown`] stops issuing and gives unused tails back.
+//!
+//! Tags are looked up in a copy-on-write map (`ArcSwap<HashMap>`): the warm path reads it
+//! without a lock. A tag enters the map on first use, after its row is seen in `leaf_alloc`
+//! (the names are re-read at most once a second on a miss, so unknown tags cost the database
+//! little); its fetcher task starts then.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::buffer::TagBuffer;
+use crate::clock::{Clock, MonotonicClock};
+use crate::config::SegmentSection;
+use crate::db::Database;
+use crate::error::{SegmentError, shown_tag};
+use crate::fetcher::{self, FetcherContext};
+use crate::status::{Health, StoreStatus, TagState, TagStatus};
+use crate::tag::validate_tag;
+
+/// The most numbers one [`Store::next_n`] call hands out.
+pub const MAX_BATCH: u64 = 1_000_000;
+
+/// A miss re-reads the tag names at most this often.
+const RELOAD_EVERY: Duration = Duration::from_secs(1);
+
+type TagMap = HashMap<Box<str>, Arc<TagBuffer>>;
+
+/// The tag names seen in `leaf_alloc`, and when they were read.
+struct Known {
+    names: HashSet<String>,
+    read_at: Instant,
+}
+
+/// Segment numbers for every tag of one `leaf_alloc` table.
+pub struct Store {
+    db: Arc<Database>,
+    db_shown: Arc<str>,
+    settings: SegmentSection,
+    clock: Arc<dyn Clock>,
+    tags: ArcSwap<TagMap>,
+    known: tokio::sync::Mutex<Known>,
+    closed: AtomicBool,
+    shutdown: watch::Sender<bool>,
+    fetchers: Mutex<Vec<JoinHandle<()>>>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store({})", self.db_shown)
+    }
+}
+
+/// What shutdown did with one tag's unused numbers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GiveBack {
+    /// The tag.
+    pub tag: String,
+    /// What happened.
+    pub outcome: GiveBackOutcome,
+}
+
+/// The outcome of one give-back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+pub enum GiveBackOutcome {
+    /// `max_id` was lowered to `max_id`: the next fetch starts there.
+    Returned {
+        /// The new `max_id`.
+        max_id: u64,
+        /// How many numbers came back.
+        numbers: u64,
+    },
+    /// Every reserved number was issued (or none was ever reserved).
+    NothingUnused,
+    /// Someone took a segment after ours; `max_id` was left alone and the tail is a gap.
+    Moved,
+    /// The UPDATE failed (the tail is a gap).
+    Failed {
+        /// Why.
+        error: String,
+    },
+}
+
+impl Store {
+    /// Opens the store on `section.db` with the monotonic clock. The table must exist; nothing
+    /// is created. Call from within a tokio runtime: the fetchers run on it.
+    pub async fn open(section: &SegmentSection) -> Result<Store, SegmentError> {
+        Self::open_with_clock(section, Arc::new(MonotonicClock::default())).await
+    }
+
+    /// Like [`Store::open`], with the clock the adaptive step reads (a
+    /// [`ManualClock`](crate::clock::ManualClock) in tests).
+    pub async fn open_with_clock(
+        section: &SegmentSection,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Store, SegmentError> {
+        section.validate()?;
+        let url = section.db_url()?;
+        let db = Database::connect(&url, section.fetch_timeout()).await?;
+        let names = db.tags().await?.into_iter().collect();
+        Ok(Store {
+            db_shown: url.redacted().into(),
+            db: Arc::new(db),
+            settings: section.clone(),
+            clock,
+            tags: ArcSwap::from_pointee(TagMap::new()),
+            known: tokio::sync::Mutex::new(Known {
+                names,
+                read_at: Instant::now(),
+            }),
+            closed: AtomicBool::new(false),
+            shutdown: watch::channel(false).0,
+            fetchers: Mutex::new(Vec::new()),
+            runtime: tokio::runtime::Handle::current(),
+        })
+    }
+
+    /// The database, for admin operations on the same pool.
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    /// The next number of `tag`. On a warm buffer this is a map lookup and one atomic add and
+    /// completes without awaiting; when both segments are used up it waits for the fetch up to
+    /// `segment.wait_ms`, or fails fast if the last fetch failed.
+    pub async fn next(&self, tag: &str) -> Result<u64, SegmentError> {
+        let hit = self.tags.load().get(tag).and_then(|b| b.take(1));
+        match hit {
+            Some(range) => Ok(range.start),
+            None => self.tag(tag).await?.next().await,
+        }
+    }
+
+    /// `n` numbers of `tag` (1 ≤ n ≤ [`MAX_BATCH`]) as increasing ranges (more than one when
+    /// the batch spans segments). If it fails part-way, the numbers already taken are a gap.
+    pub async fn next_n(&self, tag: &str, n: u64) -> Result<Vec<Range<u64>>, SegmentError> {
+        self.tag(tag).await?.next_n(n).await
+    }
+
+    /// A handle on `tag`, for calls that skip the name lookup. Fails on a bad or unknown tag.
+    pub async fn tag(&self, name: &str) -> Result<Tag, SegmentError> {
+        if let Some(buffer) = self.tags.load().get(name) {
+            return Ok(Tag {
+                buffer: Arc::clone(buffer),
+            });
+        }
+        self.load(name).await
+    }
+
+    #[cold]
+    async fn load(&self, name: &str) -> Result<Tag, SegmentError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(SegmentError::Closed);
+        }
+        validate_tag(name)?;
+        let mut known = self.known.lock().await;
+        if let Some(buffer) = self.tags.load().get(name) {
+            return Ok(Tag {
+                buffer: Arc::clone(buffer),
+            });
+        }
+        if !known.names.contains(name) && known.read_at.elapsed() >= RELOAD_EVERY {
+            known.names = self.db.tags().await?.into_iter().collect();
+            known.read_at = Instant::now();
+        }
+        if !known.names.contains(name) {
+            return Err(SegmentError::UnknownTag {
+                tag: shown_tag(name),
+                db: self.db_shown.to_string(),
+            });
+        }
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(SegmentError::Closed);
+        }
+        let buffer = Arc::new(TagBuffer::new(
+            name,
+            Arc::clone(&self.db_shown),
+            self.settings.prefetch_percent,
+            self.settings.wait(),
+        ));
+        let ctx = FetcherContext {
+            db: Arc::clone(&self.db),
+            policy: self.settings.step_policy(),
+            clock: Arc::clone(&self.clock),
+            shutdown: self.shutdown.subscribe(),
+        };
+        let task = self.runtime.spawn(fetcher::run(Arc::clone(&buffer), ctx));
+        self.fetchers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(task);
+        self.tags.rcu(|map| {
+            let mut map = TagMap::clone(map);
+            map.insert(name.into(), Arc::clone(&buffer));
+            map
+        });
+        Ok(Tag { buffer })
+    }
+
+    /// Every tag in use, by name.
+    pub fn status(&self) -> StoreStatus {
+        let mut tags: Vec<TagStatus> = self.tags.load().values().map(|b| b.status()).collect();
+        tags.sort_by(|a, b| a.tag.cmp(&b.tag));
+        let health = if self.closed.load(Ordering::SeqCst) {
+            Health::Closed
+        } else if tags
+            .iter()
+            .any(|t| matches!(t.state, TagState::Degraded | TagState::Down))
+        {
+            Health::Degraded
+        } else {
+            Health::Ok
+        };
+        StoreStatus {
+            db: self.db_shown.to_string(),
+            kind: self.db.url().kind(),
+            health,
+            tags,
+        }
+    }
+
+    /// Stops issuing, lets fetches under way finish, and gives back each tag's unused tail:
+    /// `UPDATE leaf_alloc SET max_id = <first unused> WHERE biz_tag = ? AND max_id = <our
+    /// end>`, so a restart does not burn a step. Only the first call does anything; later
+    /// calls, and every other call on the store, get [`SegmentError::Closed`] or an empty list.
+    pub async fn shutdown(&self) -> Vec<GiveBack> {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Vec::new();
+        }
+        let _ = self.shutdown.send(true);
+        let tasks = std::mem::take(&mut *self.fetchers.lock().unwrap_or_else(|p| p.into_inner()));
+        for task in tasks {
+            let _ = task.await;
+        }
+        let tags = self.tags.load_full();
+        let mut names: Vec<&str> = tags.keys().map(AsRef::as_ref).collect();
+        names.sort_unstable();
+        let mut done = Vec::with_capacity(names.len());
+        for name in names {
+            let outcome = match tags[name].freeze() {
+                None => GiveBackOutcome::NothingUnused,
+                Some(plan) => {
+                    match self
+                        .db
+                        .give_back(name, plan.first_unused, plan.reserved_end)
+                        .await
+                    {
+                        Ok(true) => GiveBackOutcome::Returned {
+                            max_id: plan.first_unused,
+                            numbers: plan.reserved_end - plan.first_unused,
+                        },
+                        Ok(false) => GiveBackOutcome::Moved,
+                        Err(e) => GiveBackOutcome::Failed {
+                            error: e.to_string(),
+                        },
+                    }
+                }
+            };
+            done.push(GiveBack {
+                tag: name.to_string(),
+                outcome,
+            });
+        }
+        self.db.close().await;
+        done
+    }
+}
+
+impl Drop for Store {
+    /// Without [`Store::shutdown`] nothing is given back (as after a crash): the fetchers stop
+    /// and the unused numbers are a gap.
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+        for task in self
+            .fetchers
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            task.abort();
+        }
+    }
+}
+
+/// A handle on one tag of a [`Store`]: cheap to clone, and its calls skip the name lookup.
+#[derive(Clone, Debug)]
+pub struct Tag {
+    buffer: Arc<TagBuffer>,
+}
+
+impl Tag {
+    /// The tag's name.
+    pub fn name(&self) -> &str {
+        &self.buffer.name
+    }
+
+    /// The next number without waiting: [`SegmentError::WouldBlock`] when both segments are
+    /// used up and a fetch is under way (for servers that must not wait).
+    #[inline]
+    pub fn try_next(&self) -> Result<u64, SegmentError> {
+        match self.buffer.take(1) {
+            Some(range) => Ok(range.start),
+            None => {
+                self.buffer.empty_error()?;
+                Err(SegmentError::WouldBlock {
+                    tag: self.buffer.name.to_string(),
+                })
+            }
+        }
+    }
+
+    /// The next number; waits for a fetch up to `segment.wait_ms` when both segments are used
+    /// up, and fails fast when the last fetch failed.
+    #[inline]
+    pub async fn next(&self) -> Result<u64, SegmentError> {
+        match self.buffer.take(1) {
+            Some(range) => Ok(range.start),
+            None => self.next_cold().await,
+        }
+    }
+
+    #[cold]
+    async fn next_cold(&self) -> Result<u64, SegmentError> {
+        let deadline = tokio::time::Instant::now() + self.buffer.wait();
+        self.buffer.take_until(1, deadline).await.map(|r| r.start)
+    }
+
+    /// `n` numbers (1 ≤ n ≤ [`MAX_BATCH`]) as increasing ranges, waiting up to `segment.wait_ms`
+    /// in all. If it fails part-way, the numbers already taken are a gap.
+    pub async fn next_n(&self, n: u64) -> Result<Vec<Range<u64>>, SegmentError> {
+        if !(1..=MAX_BATCH).contains(&n) {
+            return Err(SegmentError::OutOfRange {
+                field: "count",
+                value: n.into(),
+                min: 1,
+                max: MAX_BATCH.into(),
+                context: format!(" for tag {:?}", self.name()),
+            });
+        }
+        let deadline = tokio::time::Instant::now() + self.buffer.wait();
+        let mut ranges: Vec<Range<u64>> = Vec::new();
+        let mut left = n;
+        while left > 0 {
+            let range = self.buffer.take_until(left, deadline).await?;
+            left -= range.end - range.start;
+            match ranges.last_mut() {
+                Some(last) if last.end == range.start => last.end = range.end,
+                _ => ranges.push(range),
+            }
+        }
+        Ok(ranges)
+    }
+
+    /// This tag's buffers and fetch history.
+    pub fn status(&self) -> TagStatus {
+        self.buffer.status()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Servers hold the store in an `Arc` and call it from spawned tasks: the store, its
+    /// handles and every future it returns must be `Send` (and the first two `Sync`).
+    #[test]
+    fn store_handles_and_futures_can_cross_threads() {
+        fn shared<T: Send + Sync>() {}
+        fn send<T: Send>(_: &T) {}
+        #[allow(dead_code)]
+        fn futures(store: &Store, tag: &Tag) {
+            send(&store.next("t"));
+            send(&store.next_n("t", 2));
+            send(&store.tag("t"));
+            send(&store.shutdown());
+            send(&tag.next());
+            send(&tag.next_n(2));
+        }
+        shared::<Store>();
+        shared::<Tag>();
+        shared::<StoreStatus>();
+    }
+}
