@@ -44,10 +44,10 @@ fn read_ids(path: &std::path::Path, into: &mut Vec<u64>) {
     for line in file.lines() {
         let line = line.unwrap();
         // A SIGKILL may cut the last line; IDs here have 18 digits.
-        if line.len() >= 18 {
-            if let Ok(id) = line.parse() {
-                into.push(id);
-            }
+        if line.len() >= 18
+            && let Ok(id) = line.parse()
+        {
+            into.push(id);
         }
     }
 }
@@ -58,7 +58,7 @@ fn many_issuers_with_restarts_and_kills_issue_no_duplicate() {
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("vesta.toml");
     fs::write(&conf, config_toml(&zk.connect())).unwrap();
-    let config = IssuerConfig::from_file(&conf).unwrap();
+    let config = IssuerConfig::from_toml_file(&conf).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
 
     // Three in-process issuers, each restarting every few hundred IDs-batches.

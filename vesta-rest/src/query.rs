@@ -68,10 +68,11 @@ impl<'a> Query<'a> {
 /// Parses a field value: plain decimal digits only (no sign, no spaces, no hex), so the value a
 /// client meant is never guessed.
 pub fn parse_u64(name: &str, value: &str) -> Result<u64, ApiError> {
-    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-        if let Ok(v) = value.parse::<u64>() {
-            return Ok(v);
-        }
+    if !value.is_empty()
+        && value.bytes().all(|b| b.is_ascii_digit())
+        && let Ok(v) = value.parse::<u64>()
+    {
+        return Ok(v);
     }
     Err(ApiError::invalid_param(
         name,

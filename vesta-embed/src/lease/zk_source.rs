@@ -461,10 +461,10 @@ impl ZkSource {
     }
 
     fn save_state(&self, machine: u64, promise: &Promise) {
-        if let Some(path) = &self.settings.state_file {
-            if let Err(e) = state_file::write(path, &self.record(machine, promise)) {
-                tracing::warn!(error = %e, "writing the state file failed");
-            }
+        if let Some(path) = &self.settings.state_file
+            && let Err(e) = state_file::write(path, &self.record(machine, promise))
+        {
+            tracing::warn!(error = %e, "writing the state file failed");
         }
     }
 }
