@@ -6,3 +6,9 @@ pub mod bin;
 pub mod db;
 pub mod leaf;
 pub mod zk;
+
+/// The README's Rust snippets ("Use it as a library"), compiled and run as doctests so that
+/// what a new user copies works.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -30,7 +30,7 @@ fn killed_holder_frees_its_id_after_the_session_timeout_and_no_id_repeats() {
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("vesta.toml");
     fs::write(&conf, config_toml(&zk.connect())).unwrap();
-    let config = IssuerConfig::from_file(&conf).unwrap();
+    let config = IssuerConfig::from_toml_file(&conf).unwrap();
     assert_eq!(config.machine.source, MachineSource::Zookeeper);
     let settings = LeaseSettings::from_config(&config).unwrap();
 

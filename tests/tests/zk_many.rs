@@ -58,7 +58,7 @@ fn many_issuers_with_restarts_and_kills_issue_no_duplicate() {
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("vesta.toml");
     fs::write(&conf, config_toml(&zk.connect())).unwrap();
-    let config = IssuerConfig::from_file(&conf).unwrap();
+    let config = IssuerConfig::from_toml_file(&conf).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
 
     // Three in-process issuers, each restarting every few hundred IDs-batches.

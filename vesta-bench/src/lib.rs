@@ -1,4 +1,6 @@
-//! Benchmarks and load tools of vesta-rs, in one home.
+#![doc = include_str!("../README.md")]
+//!
+//! ## How it measures
 //!
 //! - [`tcp`] and [`rest`] are the load engines behind `vesta bench tcp` and `vesta bench rest`.
 //!   Both measure the same way: C connections for a fixed duration, either **closed loop** (each

@@ -75,6 +75,57 @@ impl GeneratorConfig {
         self.rollback_tolerance_ms
             .unwrap_or(Self::default_rollback_tolerance_ms(self.id_type))
     }
+
+    /// Checks every value as [`Generator::new`] does, without a clock: the machine ID in its
+    /// pool, version 0 or 1, a tolerance of at most [`MAX_ROLLBACK_TOLERANCE_MS`], a random
+    /// sequence start within a unit's capacity and a floor within the layout. Errors name the
+    /// field and its allowed range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let layout = self.id_type.layout();
+        self.pools.check(self.machine, self.gen_method)?;
+        self.header()?;
+        let tolerance_ms = self.rollback_tolerance_ms();
+        if tolerance_ms > MAX_ROLLBACK_TOLERANCE_MS {
+            return Err(FieldError::out_of_range(
+                "rollback_tolerance_ms",
+                tolerance_ms,
+                0,
+                MAX_ROLLBACK_TOLERANCE_MS,
+            )
+            .into());
+        }
+        let bound = match self.seq_start {
+            SeqStart::Zero => 1,
+            SeqStart::Random { bound } => bound,
+        };
+        if !(1..=layout.capacity_per_unit()).contains(&bound) {
+            return Err(FieldError::out_of_range(
+                "seq_start_random_bound",
+                bound,
+                1,
+                layout.capacity_per_unit(),
+            )
+            .into());
+        }
+        let floor = self.floor.unwrap_or(0);
+        if floor > layout.max_time() {
+            return Err(FieldError::out_of_range("floor", floor, 0, layout.max_time()).into());
+        }
+        Ok(())
+    }
+
+    /// Version, type and genMethod bits of every ID (the machine range-checked too).
+    fn header(&self) -> Result<u64, FieldError> {
+        let header = IdFields {
+            version: self.version,
+            id_type: self.id_type,
+            gen_method: self.gen_method,
+            time: 0,
+            seq: 0,
+            machine: self.machine,
+        };
+        Ok(header.encode()? & !((1 << 60) - 1))
+    }
 }
 
 impl Default for GeneratorConfig {
@@ -216,46 +267,15 @@ impl<C: Clock> Generator<C> {
     /// A generator for `config`, reading time from `clock`. Rejects a machine ID outside its
     /// pool, a version above 1, a tolerance above a minute or a floor past the layout's end.
     pub fn new(config: GeneratorConfig, clock: C) -> Result<Self, ConfigError> {
+        config.validate()?;
         let layout = config.id_type.layout();
-        config.pools.check(config.machine, config.gen_method)?;
-        let header = IdFields {
-            version: config.version,
-            id_type: config.id_type,
-            gen_method: config.gen_method,
-            time: 0,
-            seq: 0,
-            machine: config.machine,
-        };
-        let header = header.encode()? & !((1 << 60) - 1);
+        let header = config.header()?;
         let tolerance_ms = config.rollback_tolerance_ms();
-        if tolerance_ms > MAX_ROLLBACK_TOLERANCE_MS {
-            return Err(FieldError::out_of_range(
-                "rollback_tolerance_ms",
-                tolerance_ms,
-                0,
-                MAX_ROLLBACK_TOLERANCE_MS,
-            )
-            .into());
-        }
         let random_bound = match config.seq_start {
             SeqStart::Zero => 0,
-            SeqStart::Random { bound } => {
-                if !(1..=layout.capacity_per_unit()).contains(&bound) {
-                    return Err(FieldError::out_of_range(
-                        "seq_start_random_bound",
-                        bound,
-                        1,
-                        layout.capacity_per_unit(),
-                    )
-                    .into());
-                }
-                bound
-            }
+            SeqStart::Random { bound } => bound,
         };
         let floor = config.floor.unwrap_or(0);
-        if floor > layout.max_time() {
-            return Err(FieldError::out_of_range("floor", floor, 0, layout.max_time()).into());
-        }
         let state = pack(layout, floor, layout.max_seq(), config.machine);
         Ok(Generator {
             state: StateCell(AtomicU64::new(state)),

@@ -1,34 +1,25 @@
-//! The vesta-rs ID contract: the two bit layouts, the codec between IDs and their fields, machine-ID
-//! pools and the lock-free generator.
+#![doc = include_str!("../README.md")]
 //!
-//! This crate is pure: it does no I/O and never reads the clock itself. Time reaches the
-//! [`Generator`] through the [`Clock`] trait, so production code passes a system clock (see
-//! `vesta-embed`) and tests pass a [`ManualClock`].
+//! ## The API
 //!
-//! ```
-//! use vesta_core::{GenMethod, IdFields, IdType};
-//!
-//! let fields = IdFields {
-//!     version: 0,
-//!     id_type: IdType::MaxPeak,
-//!     gen_method: GenMethod::Embed,
-//!     time: 1_000,
-//!     seq: 7,
-//!     machine: 42,
-//! };
-//! let id = fields.encode().unwrap();
-//! assert_eq!(IdFields::decode(id), fields);
-//! ```
+//! - The ID: [`IdFields`] (decode any `u64`, encode with range checks), [`IdType`] and its
+//!   [`Layout`], [`GenMethod`], the [`Epoch`], [`Explanation`] and [`parse_id`].
+//! - Machine IDs: [`MachinePools`] (embed 0..=923, servers 924..=1023 by default).
+//! - Issuing: [`Generator`] with its [`GeneratorConfig`], reading time through a [`Clock`]
+//!   ([`ManualClock`] for tests; `vesta_embed::SystemClock` in production); [`IdBatch`] and
+//!   [`IdRun`] for batches.
+//! - Errors name the field and its allowed range: [`FieldError`], [`GenError`],
+//!   [`ConfigError`], [`PoolError`], [`ParseIdError`].
 
-pub mod clock;
-pub mod epoch;
-pub mod error;
-pub mod explain;
-pub mod fields;
-pub mod generator;
-pub mod layout;
-pub mod parse;
-pub mod pool;
+mod clock;
+mod epoch;
+mod error;
+mod explain;
+mod fields;
+mod generator;
+mod layout;
+mod parse;
+mod pool;
 
 pub use clock::{Clock, ManualClock};
 pub use epoch::Epoch;
@@ -36,8 +27,12 @@ pub use error::{FieldError, GenError};
 pub use explain::Explanation;
 pub use fields::{GenMethod, IdFields};
 pub use generator::{
-    ConfigError, Generator, GeneratorConfig, GeneratorStats, IdBatch, IdRun, SeqStart,
+    ConfigError, Generator, GeneratorConfig, GeneratorStats, IdBatch, IdRun,
+    MAX_ROLLBACK_TOLERANCE_MS, SeqStart,
 };
-pub use layout::{FieldSpan, IdType, Layout, MACHINE_BITS, describe_span, time_left_ms};
+pub use layout::{
+    FieldSpan, GEN_METHOD_SHIFT, IdType, Layout, MACHINE_BITS, TYPE_SHIFT, VERSION_SHIFT,
+    describe_span, time_left_ms,
+};
 pub use parse::{ParseIdError, parse_id};
-pub use pool::{MachinePools, PoolError};
+pub use pool::{MAX_MACHINE, MachinePools, PoolError};

@@ -1,8 +1,14 @@
-//! The issuer's configuration: built in code or loaded from TOML (`conf/vesta.toml`). Unknown
-//! keys are errors naming the key, and every value is checked before anything starts.
+//! The issuer's configuration: built in code ([`IssuerConfig::builder`], or the public fields
+//! of the sections) or loaded from TOML ([`IssuerConfig::from_toml_file`], `conf/vesta.toml`).
+//! Unknown keys are errors naming the key, and every value is checked
+//! ([`IssuerConfig::validate`]) before anything starts.
 //!
 //! The sections (`[id]`, `[machine]`, `[clock]`, `[zookeeper]`) are separate types so the TCP and
 //! REST servers reuse them in their own config files beside a section of their own.
+
+mod builder;
+
+pub use builder::IssuerConfigBuilder;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,6 +18,8 @@ use vesta_core::{
     ConfigError as CoreConfigError, Epoch, GenMethod, GeneratorConfig, IdType, MachinePools,
     SeqStart,
 };
+
+use crate::lease::LeaseSettings;
 
 /// A configuration that cannot be loaded or used.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +104,29 @@ const MOVED_KEYS: &[(&str, &str)] = &[("start_guard_max_wait_ms", "[machine]")];
 
 /// Everything an [`Issuer`](crate::Issuer) needs. `Default` is the embedded default: max-peak,
 /// Vesta's epoch, static machine ID 0, no ZooKeeper.
+///
+/// Three ways to get one: [`IssuerConfig::builder`] in code, [`IssuerConfig::from_toml_file`]
+/// (or [`from_toml_str`](IssuerConfig::from_toml_str)) from the TOML of `conf/vesta.toml`, or
+/// `IssuerConfig::default()` and its public section fields, checked with
+/// [`validate`](IssuerConfig::validate). The first two check every value; errors name the key.
+///
+/// ```
+/// use vesta_core::IdType;
+/// use vesta_embed::IssuerConfig;
+///
+/// let from_code = IssuerConfig::builder().id_type(IdType::MinGranularity).machine(7).build()?;
+/// let from_toml = IssuerConfig::from_toml_str(
+///     "[id]\ntype = \"min-granularity\"\n[machine]\nid = 7\n",
+/// )?;
+/// assert_eq!(from_code, from_toml);
+///
+/// let err = IssuerConfig::builder().machine(930).build().unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "invalid config: machine 930 is outside the embed pool 0..=923 (genMethod embed)"
+/// );
+/// # Ok::<(), vesta_embed::config::ConfigError>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct IssuerConfig {
@@ -113,14 +144,53 @@ pub struct IssuerConfig {
 }
 
 impl IssuerConfig {
-    /// Loads a TOML file.
-    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        load_toml(path)
+    /// A builder starting from the defaults (max-peak, Vesta's epoch, static machine ID 0 of
+    /// the embed pool); its [`build`](IssuerConfigBuilder::build) checks every value.
+    pub fn builder() -> IssuerConfigBuilder {
+        IssuerConfigBuilder::default()
     }
 
-    /// Parses TOML text.
+    /// Loads and checks a TOML file in the format of `conf/vesta.toml` (every key optional,
+    /// unknown keys refused). Errors name the file, the key and the allowed values.
+    pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let config: Self = load_toml(path.as_ref())?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Parses and checks TOML text, as [`from_toml_file`](Self::from_toml_file) does.
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        parse_toml(text)
+        let config: Self = parse_toml(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every value without starting anything: the ranges of `[id]` and `[clock]`, the
+    /// pools, the static machine ID in the pool of the genMethod, or for a ZooKeeper lease the
+    /// `[zookeeper]` section (a static `machine.id` is then an error, not silently ignored).
+    /// [`Issuer::start`](crate::Issuer::start) makes the same checks.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let machine = match self.machine.source {
+            MachineSource::Static => {
+                if self.machine.state_file.is_some() {
+                    self.state_file_interval()?;
+                }
+                self.static_machine()?
+            }
+            MachineSource::Zookeeper => {
+                if let Some(id) = self.machine.id {
+                    return Err(ConfigError::Inconsistent(format!(
+                        "machine.id {id} is set but machine.source is zookeeper, which leases \
+                         a machine ID from the pool: remove machine.id, or use source = \
+                         \"static\""
+                    )));
+                }
+                *LeaseSettings::from_config(self)?.pool.start()
+            }
+        };
+        self.generator_config(machine)?
+            .validate()
+            .map_err(ConfigError::from)
     }
 
     /// The machine pools of this config.
@@ -417,7 +487,7 @@ mod tests {
     fn shipped_conf_file_is_the_default() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../conf/vesta.toml");
         assert_eq!(
-            IssuerConfig::from_file(std::path::Path::new(path)).unwrap(),
+            IssuerConfig::from_toml_file(path).unwrap(),
             IssuerConfig::default()
         );
     }

@@ -38,6 +38,15 @@ pub enum StartError {
     /// ZooKeeper refused or could not be reached (pool exhausted, unreachable, no auth...).
     #[error(transparent)]
     ZooKeeper(#[from] LeaseError),
+    /// A thread the issuer needs (the async issuer's unit clock) could not be started, or an
+    /// async start was cancelled with its runtime.
+    #[error("cannot start the {name} thread: {cause}")]
+    Thread {
+        /// Which thread.
+        name: &'static str,
+        /// Why.
+        cause: std::io::Error,
+    },
 }
 
 /// Why a shutdown was not clean: the final mark or the release did not reach ZooKeeper (the

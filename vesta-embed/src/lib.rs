@@ -1,12 +1,21 @@
-//! The in-process issuer of vesta-rs (Vesta's embedded jar): a lock-free generator with its
-//! machine ID from config or leased from ZooKeeper, and the system clock it reads.
+#![doc = include_str!("../README.md")]
 //!
-//! The TCP and REST servers wrap the same [`Issuer`] with genMethod server or rest, so the
-//! genMethod and the machine pool are parameters of [`IssuerConfig`], not constants.
+//! ## The API
 //!
-//! The public API: [`Issuer`], its [`config`] sections, [`Status`] and the errors, the
-//! [`SystemClock`], and in [`lease`] what `vesta zk ls` reads. Everything else (the lease
-//! rules, the lease thread, the state file) is internal.
+//! - [`Issuer`]: the blocking issuer — `next_id`, `next_ids`, the non-blocking `try_` forms,
+//!   `explain`, `make`, `trans_time`, `status`, `shutdown`.
+//! - [`AsyncIssuer`] and its per-connection [`Flow`]: the same for async code, never blocking a
+//!   runtime worker; [`Issue`] is a call's answer, [`WaitStats`] the waiting list's counters.
+//! - [`IssuerConfig`] with its TOML sections in [`config`], built with
+//!   [`IssuerConfig::builder`] or loaded with [`IssuerConfig::from_toml_file`].
+//! - [`Status`], [`LeaseState`], [`LeaseInfo`]: what health checks and metrics read.
+//! - Errors: [`StartError`] (why it did not start), [`IssueError`] (why a call got no ID),
+//!   [`ShutdownError`], [`config::ConfigError`], [`LeaseError`].
+//! - [`SystemClock`] (the clock issuers read) and [`ShiftedClock`] (a steppable one for
+//!   fault-injection tests); in [`lease`], what `vesta zk ls` reads.
+//!
+//! Everything else (the lease rules, the lease thread, the state file) is internal. The
+//! feature `test-util` adds `Issuer::fence_for_test`/`resume_for_test` for other crates' tests.
 
 mod clock;
 pub mod config;
@@ -23,4 +32,6 @@ pub use issuer::Issuer;
 pub use lease::LeaseError;
 pub use status::{LeaseInfo, LeaseState, Status};
 pub use vesta_core;
+// The core types in the issuer's own signatures, so one dependency is enough to use it.
+pub use vesta_core::{Epoch, Explanation, GenMethod, IdBatch, IdFields, IdType};
 pub use waiting::{AsyncIssuer, DEFAULT_MAX_WAIT, Flow, Issue, WaitStats};

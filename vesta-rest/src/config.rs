@@ -41,10 +41,10 @@ pub struct RestSection {
 
 impl RestSection {
     /// Smallest accepted `max_uri_bytes`: room for the longest valid `/makeid` request.
-    pub const MIN_URI_BYTES: u64 = 256;
+    pub(crate) const MIN_URI_BYTES: u64 = 256;
 
     /// The header read timeout as a `Duration`.
-    pub fn header_read_timeout(&self) -> Duration {
+    pub(crate) fn header_read_timeout(&self) -> Duration {
         Duration::from_millis(self.header_read_timeout_ms)
     }
 }
@@ -104,7 +104,7 @@ mod tests {
     #[test]
     fn shipped_conf_file_is_the_default() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../conf/rest.toml");
-        let shipped = RestConfig::from_file(std::path::Path::new(path)).unwrap();
+        let shipped = RestConfig::from_toml_file(path).unwrap();
         assert_eq!(shipped, RestConfig::default());
         assert!(shipped.warnings.is_empty(), "{:?}", shipped.warnings);
     }

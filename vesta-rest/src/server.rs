@@ -47,13 +47,16 @@ impl RestServer<SystemClock> {
 }
 
 impl<C: Clock + 'static> RestServer<C> {
-    /// Serves an issuer built elsewhere (tests use a manual clock or a fenced issuer). The
-    /// issuer must have genMethod rest.
-    pub async fn with_issuer(issuer: Issuer<C>, limits: RestSection) -> Result<Self, ServeError> {
+    /// Serves an issuer started elsewhere (tests use a manual clock or a fenced issuer); it
+    /// must have genMethod rest. As with `vesta_server::TcpServer::with_issuer`, the server
+    /// releases it when serving ends.
+    pub async fn with_issuer(
+        issuer: Arc<Issuer<C>>,
+        limits: RestSection,
+    ) -> Result<Self, ServeError> {
         validate_section(&limits, issuer.config().id.id_type)?;
         let prepared =
-            lifecycle::start_with_issuer(Arc::new(issuer), GenMethod::Rest, &limits.common())
-                .await?;
+            lifecycle::start_with_issuer(issuer, GenMethod::Rest, &limits.common()).await?;
         Ok(Self::from_prepared(prepared, limits))
     }
 

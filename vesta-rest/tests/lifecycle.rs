@@ -74,7 +74,9 @@ async fn machine_outside_the_server_pool_is_a_startup_error() {
     assert_eq!(server.issuer().status().machine, 1023);
     // An issuer of another genMethod is refused too.
     let embed = Issuer::start(IssuerConfig::default()).unwrap();
-    let err = RestServer::with_issuer(embed, rest()).await.unwrap_err();
+    let err = RestServer::with_issuer(Arc::new(embed), rest())
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServeError::Config(_)), "{err}");
     assert!(
         err.to_string().contains("genMethod rest, not embed"),
@@ -86,7 +88,7 @@ async fn machine_outside_the_server_pool_is_a_startup_error() {
 async fn a_busy_port_is_a_startup_error_naming_it() {
     let first = spawn(system_issuer(), rest()).await;
     let err = RestServer::with_issuer(
-        system_issuer(),
+        Arc::new(system_issuer()),
         RestSection {
             listen: first.addr,
             ..rest()

@@ -14,9 +14,6 @@ use vesta_service::{ConfigError, ServerSection, ServiceConfig};
 use crate::frame::{self, HEADER_BYTES};
 use crate::proto::{self, DEFAULT_MAX_BATCH};
 
-/// The default listen address: loopback only, so nothing is exposed by accident.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:7654";
-
 /// Everything `vesta serve tcp` needs. `Default` equals `conf/server.toml`: max-peak, Vesta's
 /// epoch, static machine ID 924 (the first of the server pool), listening on 127.0.0.1:7654.
 pub type TcpConfig = ServiceConfig<TcpSection>;
@@ -64,12 +61,12 @@ impl Default for TcpSection {
 
 impl TcpSection {
     /// The idle timeout as a duration.
-    pub fn idle_timeout(&self) -> Duration {
+    pub(crate) fn idle_timeout(&self) -> Duration {
         Duration::from_millis(self.idle_timeout_ms)
     }
 
     /// `max_batch` as the protocol's u32 (validation keeps it within a second of IDs).
-    pub fn max_batch_u32(&self) -> u32 {
+    pub(crate) fn max_batch_u32(&self) -> u32 {
         u32::try_from(self.max_batch).unwrap_or(u32::MAX)
     }
 }
@@ -117,7 +114,7 @@ impl ServerSection for TcpSection {
 
 /// The largest `IDS` frame length (after the length field) a batch of `count` can need: one run
 /// per time unit touched, and a batch touches at most `ceil(count / capacity) + 1` units.
-pub fn max_ids_frame_len(count: u64, capacity_per_unit: u64) -> u64 {
+fn max_ids_frame_len(count: u64, capacity_per_unit: u64) -> u64 {
     let runs = count.div_ceil(capacity_per_unit) + 1;
     (HEADER_BYTES + proto::ids_payload_len(runs as usize)) as u64
 }
@@ -125,12 +122,11 @@ pub fn max_ids_frame_len(count: u64, capacity_per_unit: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     #[test]
     fn shipped_conf_file_is_the_default() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../conf/server.toml");
-        let shipped = TcpConfig::from_file(Path::new(path)).unwrap();
+        let shipped = TcpConfig::from_toml_file(path).unwrap();
         assert_eq!(shipped, TcpConfig::default());
         assert!(shipped.warnings.is_empty(), "{:?}", shipped.warnings);
     }
@@ -140,7 +136,7 @@ mod tests {
         let c = TcpConfig::default();
         c.validate().unwrap();
         assert_eq!(c.issuer_config().static_machine().unwrap(), 924);
-        assert_eq!(c.server.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(c.server.listen.to_string(), "127.0.0.1:7654");
         assert_eq!(TcpConfig::from_toml_str("").unwrap(), c);
     }
 

@@ -1,30 +1,31 @@
-//! The central vesta-rs issuer over TCP (Vesta's Dubbo service, rebuilt) and its client.
+#![doc = include_str!("../README.md")]
 //!
-//! - The wire protocol is in `docs/protocol.md`: length-prefixed frames with a request id each,
-//!   a version handshake, pipelining with answers matched by id.
-//! - [`Server`] wraps an [`Issuer`](vesta_embed::Issuer) with genMethod server and a machine ID
-//!   from the server pool; it never blocks a worker thread, enforces its limits per connection
-//!   and drains gracefully.
-//! - [`Client`] spreads pipelined requests over a few connections, fails over between
-//!   endpoints without losing or duplicating a request, and can prefetch or fall back to an
-//!   embedded issuer.
+//! ## The API
 //!
-//! Module shape follows tokio-rs/mini-redis: [`frame`] (codec of frames), [`proto`] (one module
-//! per operation: its request, its answer and its server side), [`connection`], [`shutdown`],
-//! [`server`], [`config`].
+//! - [`TcpServer`] (start from a [`TcpConfig`], or serve an [`Issuer`](vesta_embed::Issuer)
+//!   you started), [`ServerHandle`] (a server on its own task: stop it gracefully or kill it),
+//!   [`ServeReport`], [`ServeError`], [`shutdown_signal`].
+//! - [`Client`], [`ClientConfig`], [`ClientStats`], [`ClientError`].
+//! - The wire codec: [`frame`] (frames) and [`proto`] (typed requests and answers of protocol
+//!   version 1; [`ErrorCode`], [`ServerInfo`]), used by the load tool in vesta-bench, the
+//!   fuzzer and this crate's tests.
+//!
+//! Module shape follows tokio-rs/mini-redis: `frame`, `proto` (one module per operation: its
+//! request, its answer and its server side), `connection`, `server`, `config`, `client`.
 
-pub mod client;
-pub mod config;
-pub mod connection;
-pub mod error;
+mod client;
+mod config;
+mod connection;
+mod error;
 pub mod frame;
 mod metrics;
 pub mod proto;
-pub mod server;
+mod server;
 
 pub use client::{Client, ClientConfig, ClientStats};
 pub use config::{TcpConfig, TcpSection};
 pub use error::ClientError;
 pub use proto::{ErrorCode, ServerInfo};
 pub use server::{ServerHandle, TcpServer};
+pub use vesta_service::shutdown::signal as shutdown_signal;
 pub use vesta_service::{ServeError, ServeReport};

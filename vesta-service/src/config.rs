@@ -14,10 +14,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, Visitor};
 use vesta_core::{GenMethod, IdType};
+use vesta_embed::IssuerConfig;
 use vesta_embed::config::{
     ClockSection, IdSection, MachineSection, ZooKeeperSection, load_toml, parse_toml,
 };
-use vesta_embed::{IssuerConfig, MachineSource};
 
 use crate::error::ConfigError;
 
@@ -113,7 +113,8 @@ pub struct ServiceConfig<S: ServerSection> {
 
 impl<S: ServerSection> ServiceConfig<S> {
     /// Loads and checks a TOML file; errors name the file, the key and the line.
-    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+    pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
         let mut c: Self = load_toml(path)?;
         c.warnings = renamed_keys::<S>(&std::fs::read_to_string(path).unwrap_or_default());
         c.validate()?;
@@ -144,14 +145,12 @@ impl<S: ServerSection> ServiceConfig<S> {
         self.server.common()
     }
 
-    /// Checks every `[server]` value and that a static machine ID lies in the server pool.
+    /// Checks every `[server]` value and the issuer's sections as
+    /// [`IssuerConfig::validate`] does, with the server's genMethod: a static machine ID must
+    /// lie in the server pool.
     pub fn validate(&self) -> Result<(), ConfigError> {
         validate_section(&self.server, self.id.id_type)?;
-        let issuer = self.issuer_config();
-        let pools = issuer.pools()?;
-        if self.machine.source == MachineSource::Static {
-            pools.check(issuer.static_machine()?, S::GEN_METHOD)?;
-        }
+        self.issuer_config().validate()?;
         Ok(())
     }
 }

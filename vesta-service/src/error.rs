@@ -24,16 +24,6 @@ pub enum ConfigError {
     /// Values that do not fit together (the message names them).
     #[error("invalid config: {0}")]
     Inconsistent(String),
-    /// The static machine ID is not in the server pool.
-    #[error("invalid config: {0}")]
-    Pool(vesta_core::PoolError),
-}
-
-// By hand rather than `#[from]`, so the cause is printed once, not again as a `source`.
-impl From<vesta_core::PoolError> for ConfigError {
-    fn from(e: vesta_core::PoolError) -> Self {
-        ConfigError::Pool(e)
-    }
 }
 
 /// Why a server did not start.

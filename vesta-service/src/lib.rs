@@ -1,17 +1,22 @@
-//! The scaffolding the two vesta-rs servers share, so they behave alike and a change to how a
-//! server starts, waits or stops is made once:
+#![doc = include_str!("../README.md")]
+//!
+//! ## The API
 //!
 //! - [`config`]: one config shape, `[id]`, `[machine]`, `[clock]`, `[zookeeper]` plus the
-//!   server's own `[server]` section, with the same key names and units in both servers, the
-//!   server-pool check at load time and renamed keys reported as warnings;
-//! - [`lifecycle`]: the start order (bind, start the issuer, then listen), the async issuer the
-//!   servers issue through, and the release of the machine ID after the drain;
-//! - [`shutdown`]: the SIGINT/SIGTERM future and the trigger that tells connections to drain.
+//!   server's own `[server]` section ([`ServerSection`], [`ServiceConfig`], [`CommonLimits`]),
+//!   with the same key names and units in both servers, every value checked at load time and
+//!   renamed keys reported as warnings;
+//! - [`lifecycle`]: the start order (bind, start the issuer, then listen: [`Prepared`]), the
+//!   async issuer the servers issue through, the drain and the release of the machine ID
+//!   ([`ServeReport`]);
+//! - [`shutdown`]: the SIGINT/SIGTERM future and the trigger that tells connections to drain;
+//! - [`metrics`]: the issuer's Prometheus metrics, the same on both servers;
+//! - errors: [`ConfigError`] (a refused config), [`ServeError`] (why a server did not start).
 //!
 //! The wire protocols stay in `vesta-server` (TCP) and `vesta-rest` (HTTP).
 
 pub mod config;
-pub mod error;
+mod error;
 pub mod health;
 pub mod lifecycle;
 pub mod metrics;

@@ -95,7 +95,7 @@ fn listen<C: Clock + 'static>(
         .listen(BACKLOG)
         .map_err(|cause| ServeError::Bind { addr, cause })?;
     let issuer = AsyncIssuer::new(issuer, limits.max_wait())
-        .map_err(|e| ServeError::Internal(format!("cannot start the unit clock thread: {e}")))?;
+        .map_err(|e| ServeError::Internal(e.to_string()))?;
     Ok(Prepared {
         listener,
         addr,
@@ -164,17 +164,7 @@ pub async fn drain(tasks: &mut JoinSet<()>, grace: Duration) -> usize {
 /// workers, since both may wait (on ZooKeeper, on a unit boundary). After it the issuer issues
 /// nothing, even through other handles.
 pub async fn release<C: Clock + 'static>(ids: AsyncIssuer<C>) -> Option<String> {
-    let released = tokio::task::spawn_blocking(move || {
-        let released = ids.issuer().shutdown();
-        ids.stop();
-        released
-    })
-    .await;
-    let error = match released {
-        Ok(Ok(())) => None,
-        Ok(Err(e)) => Some(e.to_string()),
-        Err(e) => Some(format!("releasing the machine ID failed: {e}")),
-    };
+    let error = ids.shutdown().await.err().map(|e| e.to_string());
     match &error {
         None => tracing::info!("stopped; machine ID released"),
         Some(e) => tracing::warn!("stopped; {e}"),

@@ -13,7 +13,7 @@ pub struct EpochArgs {
     /// Epoch: ms since 1970 or an RFC 3339 date-time [default: 2015-01-01T00:00:00+08:00]
     #[arg(long, value_name = "MS|RFC3339")]
     pub epoch: Option<Epoch>,
-    /// A vesta.toml whose [id] epoch (and type) to use
+    /// A vesta.toml whose id.epoch (and id.type) to use
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
@@ -23,7 +23,7 @@ impl EpochArgs {
     /// flag > config > default is decided for the epoch.
     pub fn issuer_config(&self) -> anyhow::Result<IssuerConfig> {
         let mut config = match &self.config {
-            Some(path) => IssuerConfig::from_file(path).context("--config")?,
+            Some(path) => IssuerConfig::from_toml_file(path).context("--config")?,
             None => IssuerConfig::default(),
         };
         if let Some(epoch) = self.epoch {
@@ -38,7 +38,8 @@ impl EpochArgs {
     }
 }
 
-/// Applies `--machine N` (a static ID) or `--zk CONNECT` (a leased one) to a config's sections.
+/// Applies `--machine N` (a static ID) or `--zk CONNECT` (a leased one, dropping any static
+/// `machine.id`) to a config's sections.
 pub fn apply_machine_flags(
     machine: Option<u64>,
     zk: Option<&str>,
@@ -50,7 +51,9 @@ pub fn apply_machine_flags(
         section.id = Some(id);
     }
     if let Some(connect) = zk {
+        // A lease replaces the file's static machine ID, which a leased config may not keep.
         section.source = MachineSource::Zookeeper;
+        section.id = None;
         zookeeper.connect = connect.to_owned();
     }
 }

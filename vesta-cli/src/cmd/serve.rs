@@ -46,7 +46,7 @@ impl ServerArgs {
     /// in the file are printed as warnings.
     pub fn config<S: ServerSection>(&self) -> anyhow::Result<ServiceConfig<S>> {
         let mut config = match &self.config {
-            Some(path) => ServiceConfig::<S>::from_file(path).context("--config")?,
+            Some(path) => ServiceConfig::<S>::from_toml_file(path).context("--config")?,
             None => ServiceConfig::default(),
         };
         if let Some(addr) = self.listen {

@@ -19,7 +19,7 @@ pub enum Args {
 /// Arguments of `vesta zk ls`.
 #[derive(clap::Args, Debug)]
 pub struct LsArgs {
-    /// ZooKeeper to read [default: the config's [zookeeper].connect]
+    /// ZooKeeper to read [default: the config's zookeeper.connect]
     #[arg(long, value_name = "HOST:PORT[,...]")]
     zk: Option<String>,
     /// Root znode of the deployment [default: the config's, else /vesta/default]
@@ -28,7 +28,7 @@ pub struct LsArgs {
     /// user:password for digest auth [default: the config's]
     #[arg(long, value_name = "USER:PASSWORD")]
     auth: Option<String>,
-    /// A vesta.toml whose [zookeeper] section to use
+    /// A vesta.toml whose zookeeper section to use
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// One JSON object per line
@@ -45,7 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 fn list(args: LsArgs) -> anyhow::Result<()> {
     let mut config = match &args.config {
-        Some(path) => IssuerConfig::from_file(path).context("--config")?,
+        Some(path) => IssuerConfig::from_toml_file(path).context("--config")?,
         None => IssuerConfig::default(),
     };
     if let Some(zk) = args.zk {

@@ -1,5 +1,5 @@
 //! Issuing for async callers (the servers, the client's fallback, tokio services): a call never
-//! blocks a runtime worker. While the current time unit has sequence left a call is answered at
+//! blocks a runtime worker. [`AsyncIssuer::start`] or [`Issuer::into_async`] make one. While the current time unit has sequence left a call is answered at
 //! once, as `try_next_ids` would; once it is used up the call parks on a waiting list and one
 //! clock thread per issuer, sleeping precisely to each unit boundary, hands the new unit out to
 //! the parked calls — by flow (one per connection) in turns, so a greedy client cannot starve a
@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use vesta_core::{Clock, GenError, IdBatch};
 
-use crate::error::IssueError;
+use crate::config::IssuerConfig;
+use crate::error::{IssueError, ShutdownError, StartError};
 use crate::issuer::Issuer;
 use queue::{WaitQueue, Waiter};
 
@@ -100,6 +101,31 @@ impl<C: Clock + 'static> Drop for Owner<C> {
 
 /// An issuer for async code: `next_id().await` and `next_ids(n).await` never block a runtime
 /// worker, and waiting calls are served fairly across [`Flow`]s. Cheap to clone.
+///
+/// The blocking [`Issuer::next_id`] sleeps when a time unit's sequence is used up — up to a
+/// whole second with max-peak — which would stall a tokio worker and every task on it. Here a
+/// call is answered at once while the unit has sequence left, and otherwise parks on a waiting
+/// list that a clock thread serves at the next unit boundary. Every wait is bounded by
+/// `max_wait` ([`DEFAULT_MAX_WAIT`]), then [`IssueError::Saturated`].
+///
+/// ```
+/// use vesta_embed::{AsyncIssuer, IssuerConfig};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let ids = AsyncIssuer::start(IssuerConfig::builder().machine(7).build()?).await?;
+/// let id = ids.next_id().await?;
+/// let batch = ids.next_ids(1_000).await?; // contiguous runs, one per time unit touched
+/// assert!(batch.iter().all(|later| later > id));
+/// println!("{}", ids.issuer().explain(id));
+/// ids.shutdown().await?; // releases the machine ID, off the runtime's workers
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Dropping the last handle stops the clock thread; the [`Issuer`] inside is shut down when
+/// its last `Arc` goes. Call [`shutdown`](Self::shutdown) to release the machine ID at a point
+/// you choose and see whether the release was clean.
 pub struct AsyncIssuer<C: Clock + 'static = crate::SystemClock> {
     owner: Arc<Owner<C>>,
 }
@@ -121,10 +147,41 @@ impl<C: Clock + 'static> std::fmt::Debug for AsyncIssuer<C> {
     }
 }
 
+impl AsyncIssuer {
+    /// Starts an [`Issuer`] for `config` on the system clock (on a blocking thread: a
+    /// ZooKeeper lease or a start guard may take seconds) and wraps it, with calls waiting at
+    /// most [`DEFAULT_MAX_WAIT`]. Needs a tokio runtime; outside one, use
+    /// `Issuer::start(config)?.into_async()`.
+    pub async fn start(config: IssuerConfig) -> Result<Self, StartError> {
+        let started = tokio::task::spawn_blocking(move || Issuer::start(config)).await;
+        let issuer = match started {
+            Ok(issuer) => issuer?,
+            Err(e) => match e.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                Err(e) => {
+                    return Err(StartError::Thread {
+                        name: "issuer start",
+                        cause: std::io::Error::other(e),
+                    });
+                }
+            },
+        };
+        Self::new(Arc::new(issuer), DEFAULT_MAX_WAIT)
+    }
+}
+
+impl<C: Clock + 'static> Issuer<C> {
+    /// This issuer for async code, with calls waiting at most [`DEFAULT_MAX_WAIT`] for sequence
+    /// space (see [`AsyncIssuer`]); [`AsyncIssuer::issuer`] still reaches the blocking API.
+    pub fn into_async(self) -> Result<AsyncIssuer<C>, StartError> {
+        AsyncIssuer::new(Arc::new(self), DEFAULT_MAX_WAIT)
+    }
+}
+
 impl<C: Clock + 'static> AsyncIssuer<C> {
     /// Wraps `issuer`; a call waits at most `max_wait` for sequence space. Starts the clock
     /// thread (it sleeps until a call parks).
-    pub fn new(issuer: Arc<Issuer<C>>, max_wait: Duration) -> Result<Self, std::io::Error> {
+    pub fn new(issuer: Arc<Issuer<C>>, max_wait: Duration) -> Result<Self, StartError> {
         let shared = Arc::new(Shared {
             issuer,
             max_wait,
@@ -136,7 +193,10 @@ impl<C: Clock + 'static> AsyncIssuer<C> {
             expired_total: AtomicU64::new(0),
             next_flow: AtomicU64::new(SHARED_FLOW + 1),
         });
-        let thread = unit_clock::spawn(shared.clone())?;
+        let thread = unit_clock::spawn(shared.clone()).map_err(|cause| StartError::Thread {
+            name: "unit clock",
+            cause,
+        })?;
         Ok(AsyncIssuer {
             owner: Arc::new(Owner {
                 shared,
@@ -186,6 +246,26 @@ impl<C: Clock + 'static> AsyncIssuer<C> {
             .take();
         if let Some(t) = thread {
             let _ = t.join();
+        }
+    }
+
+    /// Releases the machine ID ([`Issuer::shutdown`]: final mark and claim deleted for a
+    /// lease) and stops the clock thread ([`stop`](Self::stop)), on a blocking thread so the
+    /// runtime's workers never wait on ZooKeeper or a unit boundary. Afterwards no call gets an
+    /// ID, through any handle. Needs a tokio runtime.
+    pub async fn shutdown(&self) -> Result<(), ShutdownError> {
+        let ids = self.clone();
+        let released = tokio::task::spawn_blocking(move || {
+            let released = ids.issuer().shutdown();
+            ids.stop();
+            released
+        })
+        .await;
+        match released {
+            Ok(released) => released,
+            Err(e) => Err(ShutdownError(format!(
+                "releasing the machine ID failed: {e}"
+            ))),
         }
     }
 

@@ -63,7 +63,9 @@ pub struct TestServer<C: Clock + 'static> {
 
 /// Binds and starts serving `issuer` under `rest`.
 pub async fn spawn<C: Clock + 'static>(issuer: Issuer<C>, rest: RestSection) -> TestServer<C> {
-    let server = RestServer::with_issuer(issuer, rest).await.unwrap();
+    let server = RestServer::with_issuer(Arc::new(issuer), rest)
+        .await
+        .unwrap();
     let addr = server.local_addr();
     let issuer = Arc::clone(server.issuer());
     let (tx, rx) = oneshot::channel::<()>();

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::ClientConfig;
 use super::conn::Conn;
 use crate::error::AttemptError;
-use crate::proto::{Request, Response, lease_state_from_code};
+use crate::proto::{Request, Response};
 
 #[derive(Default)]
 struct Slot {
@@ -121,9 +121,7 @@ impl Endpoint {
             Err(_) => return false,
         };
         let issuing = match conn.call(&Request::Info, config.request_timeout).await {
-            Ok(Response::Info(info)) => {
-                lease_state_from_code(info.lease_state).is_some_and(|s| s.can_issue())
-            }
+            Ok(Response::Info(info)) => info.lease_state().is_some_and(|s| s.can_issue()),
             _ => false,
         };
         if issuing && let Some(slot) = self.slots.iter().find(|s| s.usable().is_none()) {

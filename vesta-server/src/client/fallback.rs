@@ -1,11 +1,9 @@
-//! The embedded fallback: an [`Issuer`] with genMethod embed (machine ID from the embed pool),
+//! The embedded fallback: an [`Issuer`](vesta_embed::Issuer) with genMethod embed (machine ID from the embed pool),
 //! used only when every server failed a whole round. It issues through the same async waiting
 //! list as the servers ([`AsyncIssuer`]), so it never blocks a worker thread.
 
-use std::sync::Arc;
-
 use vesta_core::{GenMethod, IdRun};
-use vesta_embed::{AsyncIssuer, DEFAULT_MAX_WAIT, Issuer, IssuerConfig};
+use vesta_embed::{AsyncIssuer, IssuerConfig};
 
 use crate::error::ClientError;
 
@@ -18,11 +16,8 @@ impl Fallback {
     /// Starts the issuer with genMethod embed, whatever `config.gen_method` says.
     pub(crate) async fn start(mut config: IssuerConfig) -> Result<Self, ClientError> {
         config.gen_method = GenMethod::Embed;
-        let issuer = tokio::task::spawn_blocking(move || Issuer::start(config))
+        let ids = AsyncIssuer::start(config)
             .await
-            .map_err(|e| ClientError::Fallback(e.to_string()))?
-            .map_err(|e| ClientError::Fallback(e.to_string()))?;
-        let ids = AsyncIssuer::new(Arc::new(issuer), DEFAULT_MAX_WAIT)
             .map_err(|e| ClientError::Fallback(e.to_string()))?;
         Ok(Fallback { ids })
     }

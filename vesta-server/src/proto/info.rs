@@ -56,7 +56,13 @@ impl ServerInfo {
     /// The lease state as a name (`static`, `held`, ...), `unknown` for a code this version does
     /// not know.
     pub fn lease_state_name(&self) -> &'static str {
-        lease_state_from_code(self.lease_state).map_or("unknown", LeaseState::name)
+        self.lease_state().map_or("unknown", LeaseState::name)
+    }
+
+    /// The lease state, if the code is one this version knows (a client skips a server that
+    /// cannot issue).
+    pub fn lease_state(&self) -> Option<LeaseState> {
+        lease_state_from_code(self.lease_state)
     }
 
     /// The layout type, if the code is valid.
@@ -66,7 +72,7 @@ impl ServerInfo {
 }
 
 /// The wire code of a lease state.
-pub const fn lease_state_code(s: LeaseState) -> u8 {
+const fn lease_state_code(s: LeaseState) -> u8 {
     match s {
         LeaseState::Static => 0,
         LeaseState::Acquiring => 1,
@@ -77,7 +83,7 @@ pub const fn lease_state_code(s: LeaseState) -> u8 {
 }
 
 /// The lease state of a wire code.
-pub const fn lease_state_from_code(c: u8) -> Option<LeaseState> {
+const fn lease_state_from_code(c: u8) -> Option<LeaseState> {
     match c {
         0 => Some(LeaseState::Static),
         1 => Some(LeaseState::Acquiring),

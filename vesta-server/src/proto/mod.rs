@@ -31,9 +31,9 @@ use crate::frame::Frame;
 pub(crate) use apply::{Pending, ServerContext};
 pub use error::ErrorCode;
 pub use explain::WireExplanation;
-pub use info::{ServerInfo, lease_state_code, lease_state_from_code};
+pub use info::ServerInfo;
 pub use make::RawFields;
-pub use next_ids::ids_payload_len;
+pub(crate) use next_ids::ids_payload_len;
 
 /// The protocol version this crate speaks.
 pub const VERSION: u8 = 1;

@@ -21,7 +21,7 @@ const RUN_COUNT_LEN: usize = 2;
 const RUN_LEN: usize = 8 + 4;
 
 /// Bytes of an `IDS` payload with `runs` runs.
-pub const fn ids_payload_len(runs: usize) -> usize {
+pub(crate) const fn ids_payload_len(runs: usize) -> usize {
     RUN_COUNT_LEN + runs * RUN_LEN
 }
 

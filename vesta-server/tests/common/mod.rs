@@ -10,7 +10,7 @@ use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
-use vesta_server::config::TcpConfig;
+use vesta_server::TcpConfig;
 use vesta_server::frame::{self, Frame};
 use vesta_server::proto::{MIN_VERSION, Request, Response, VERSION};
 use vesta_server::{ServerHandle, TcpServer};

@@ -1,0 +1,177 @@
+//! [`IssuerConfigBuilder`]: an [`IssuerConfig`] in code, one call per choice a user makes
+//! (layout, epoch, where the machine ID comes from, pools, genMethod), checked once at `build`.
+
+use std::path::PathBuf;
+
+use vesta_core::{Epoch, GenMethod, IdType};
+
+use super::{ConfigError, IssuerConfig, MachineSource};
+
+/// Builds an [`IssuerConfig`] from the defaults; [`build`](Self::build) checks every value
+/// ([`IssuerConfig::validate`]), so a config that builds is one an issuer can start with.
+///
+/// Keys without a method here (clock-rollback policy, ZooKeeper timeouts, ...) are public
+/// fields of the config's sections: set them on the built config, then
+/// [`validate`](IssuerConfig::validate) it again.
+///
+/// ```
+/// use vesta_core::{Epoch, IdType};
+/// use vesta_embed::IssuerConfig;
+///
+/// // Milliseconds, your own epoch, machine ID 42 (from the embed pool 0..=923).
+/// let config = IssuerConfig::builder()
+///     .id_type(IdType::MinGranularity)
+///     .epoch("2024-01-01T00:00:00Z".parse::<Epoch>()?)
+///     .machine(42)
+///     .build()?;
+/// assert_eq!(config.machine.id, Some(42));
+///
+/// // A machine ID leased from ZooKeeper instead (nothing connects before `Issuer::start`).
+/// let leased = IssuerConfig::builder()
+///     .zookeeper("zk1:2181,zk2:2181,zk3:2181")
+///     .zookeeper_root("/vesta/orders")
+///     .build()?;
+/// assert_eq!(leased.zookeeper.root, "/vesta/orders");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct IssuerConfigBuilder {
+    config: IssuerConfig,
+}
+
+impl IssuerConfigBuilder {
+    /// `[id] type`: max-peak (seconds, 2^20 IDs per second; the default) or min-granularity
+    /// (milliseconds, 1024 IDs per millisecond).
+    pub fn id_type(mut self, id_type: IdType) -> Self {
+        self.config.id.id_type = id_type;
+        self
+    }
+
+    /// `[id] epoch`: time zero of the time field (default Vesta's, 2015-01-01T00:00:00+08:00).
+    /// Explaining an ID needs it, so every issuer and reader of a deployment must agree on it.
+    pub fn epoch(mut self, epoch: Epoch) -> Self {
+        self.config.id.epoch = epoch;
+        self
+    }
+
+    /// `[id] version`: the version bit, 0 (default) or 1 (the extension scheme; such IDs are
+    /// negative as a Java `long`).
+    pub fn version(mut self, version: u8) -> Self {
+        self.config.id.version = version;
+        self
+    }
+
+    /// A static machine ID (`[machine] source = "static"`, `id`): from the pool of the
+    /// genMethod, and unique among the running issuers of a deployment — nothing checks that
+    /// for you but a ZooKeeper lease.
+    pub fn machine(mut self, id: u64) -> Self {
+        self.config.machine.source = MachineSource::Static;
+        self.config.machine.id = Some(id);
+        self
+    }
+
+    /// A machine ID leased from ZooKeeper at `connect` (`host:port[,host:port...]`;
+    /// `[machine] source = "zookeeper"`, `[zookeeper] connect`). Conflicts with
+    /// [`machine`](Self::machine): `build` refuses both.
+    pub fn zookeeper(mut self, connect: impl Into<String>) -> Self {
+        self.config.machine.source = MachineSource::Zookeeper;
+        self.config.zookeeper.connect = connect.into();
+        self
+    }
+
+    /// `[zookeeper] root`: the znode under which this deployment's leases live (default
+    /// `/vesta/default`); deployments sharing a ZooKeeper use different roots.
+    pub fn zookeeper_root(mut self, root: impl Into<String>) -> Self {
+        self.config.zookeeper.root = root.into();
+        self
+    }
+
+    /// `[machine] state_file`: a local file keeping the machine ID's high-water mark across
+    /// restarts, so a restarted issuer never reissues an ID even if the clock was set back.
+    pub fn state_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.machine.state_file = Some(path.into());
+        self
+    }
+
+    /// `[machine] server_pool_start`: the first machine ID of the server pool (default 924);
+    /// embedded issuers use the IDs below it.
+    pub fn server_pool_start(mut self, first: u64) -> Self {
+        self.config.machine.server_pool_start = first;
+        self
+    }
+
+    /// The genMethod recorded in every ID, which also picks the machine pool (default embed).
+    /// Servers set it; an embedding application keeps the default.
+    pub fn gen_method(mut self, gen_method: GenMethod) -> Self {
+        self.config.gen_method = gen_method;
+        self
+    }
+
+    /// The config, if every value is valid; else an error naming the key and what is allowed.
+    pub fn build(self) -> Result<IssuerConfig, ConfigError> {
+        self.config.validate()?;
+        Ok(self.config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_builds_the_default() {
+        assert_eq!(
+            IssuerConfig::builder().build().unwrap(),
+            IssuerConfig::default()
+        );
+    }
+
+    #[test]
+    fn each_bad_value_is_named() {
+        let cases: [(IssuerConfigBuilder, &str); 5] = [
+            (
+                IssuerConfig::builder().machine(924),
+                "machine 924 is outside the embed pool 0..=923",
+            ),
+            (
+                IssuerConfig::builder().version(2),
+                "version 2 is out of range: allowed 0..=1",
+            ),
+            (
+                IssuerConfig::builder().zookeeper(" "),
+                "zookeeper.connect is empty",
+            ),
+            (
+                IssuerConfig::builder()
+                    .zookeeper("zk:2181")
+                    .zookeeper_root("vesta"),
+                "zookeeper.root `vesta` is not valid",
+            ),
+            (
+                IssuerConfig::builder().machine(3).zookeeper("zk:2181"),
+                "machine.id 3 is set but machine.source is zookeeper",
+            ),
+        ];
+        for (builder, expected) in cases {
+            let err = builder.build().unwrap_err().to_string();
+            assert!(err.contains(expected), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_server_machine_needs_the_server_gen_method() {
+        let c = IssuerConfig::builder()
+            .gen_method(GenMethod::Server)
+            .machine(930)
+            .build()
+            .unwrap();
+        assert_eq!(c.static_machine().unwrap(), 930);
+        let c = IssuerConfig::builder()
+            .server_pool_start(1000)
+            .machine(930)
+            .build()
+            .unwrap();
+        assert_eq!(c.machine.server_pool_start, 1000);
+    }
+}
