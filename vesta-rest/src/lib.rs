@@ -19,7 +19,10 @@
 //! ```
 
 pub mod app;
+pub mod body;
+pub mod budget;
 pub mod config;
+pub mod connection;
 pub mod endpoints;
 pub mod error;
 pub mod metrics;
