@@ -5,7 +5,8 @@
 //!
 //! - `idle-h2`: HTTP/2 connections that open no stream and PING the server every 100 ms;
 //! - `zero-window`: HTTP/2 connections with `SETTINGS_INITIAL_WINDOW_SIZE` 0 that open streams
-//!   of `/genids?count=N` and never read (then leave, and RSS is watched for 5 s more);
+//!   of `/genids?count=N` (`/genid` for N = 0) and never read (then leave, and RSS is watched
+//!   for 5 s more);
 //! - `slowloris`: HTTP/1 connections that send a request head one byte every 500 ms;
 //! - `noread-h1`: HTTP/1 connections that pipeline `/genids` requests and never read;
 //! - `greedy-rest`: HTTP/2 connections saturating the issuer with `/genids?count=N`;
@@ -260,7 +261,7 @@ async fn main() {
                     let Some((send, driver, _)) = h2_connect(addr, zero.then_some(0)).await else {
                         return;
                     };
-                    let path = format!("/genids?count={count}");
+                    let path = if count == 0 { "/genid".to_owned() } else { format!("/genids?count={count}") };
                     let mut held = Vec::new();
                     let mut tasks = Vec::new();
                     for _ in 0..streams {
