@@ -18,9 +18,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use hyper::service::service_fn;
+use std::future::Future;
+use std::pin::Pin;
+
+use hyper::body::Incoming;
+use hyper::rt::bounds::Http2ServerConnExec;
+use hyper::server::conn::{http1, http2};
+use hyper::service::{HttpService, service_fn};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, timeout, timeout_at};
 use vesta_core::Clock;
@@ -152,22 +157,65 @@ impl ConnLimits {
     }
 }
 
+/// The HTTP/1.1 and HTTP/2 connection builders, configured once by the server.
+#[derive(Debug)]
+pub struct Builders {
+    /// For connections that do not start with the HTTP/2 preface.
+    pub http1: http1::Builder,
+    /// For connections that do (prior knowledge, as `h2c` clients and proxies speak it).
+    pub http2: http2::Builder<TokioExecutor>,
+}
+
+/// A hyper connection of either version, as the watcher drives it.
+trait HttpConnection: Future<Output = Result<(), hyper::Error>> {
+    fn close_gracefully(self: Pin<&mut Self>);
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<I, S, B> HttpConnection for http1::Connection<I, S>
+where
+    S: HttpService<Incoming, ResBody = B>,
+    S::Error: Into<BoxError>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    B: http_body::Body + 'static,
+    B::Error: Into<BoxError>,
+{
+    fn close_gracefully(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+impl<I, S, B, E> HttpConnection for http2::Connection<I, S, E>
+where
+    S: HttpService<Incoming, ResBody = B>,
+    S::Error: Into<BoxError>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    B: http_body::Body + 'static,
+    B::Error: Into<BoxError>,
+    E: Http2ServerConnExec<S::Future, B>,
+{
+    fn close_gracefully(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
 /// Serves one accepted connection until it ends, is closed by the watcher, or the server shuts
 /// down (then gracefully; the server's drain bounds that).
 pub async fn serve<C: Clock + 'static>(
     stream: TcpStream,
     peer: SocketAddr,
     app: Arc<App<C>>,
-    builder: Arc<auto::Builder<TokioExecutor>>,
+    builders: Arc<Builders>,
     limits: ConnLimits,
-    mut shutdown: Shutdown,
+    shutdown: Shutdown,
 ) {
     let accepted = Instant::now();
-    if !wait_for_request_start(&stream, limits.idle).await {
+    let Some(version) = wait_for_request_start(&stream, limits.idle).await else {
         tracing::debug!(%peer, "closed: no request within the header read timeout");
         app.metrics.closed(CloseReason::Idle);
         return;
-    }
+    };
     let ctx = ConnContext {
         flow: app.ids.flow(),
         activity: Arc::new(Activity::default()),
@@ -175,44 +223,80 @@ pub async fn serve<C: Clock + 'static>(
     let activity = Arc::clone(&ctx.activity);
     let service_app = Arc::clone(&app);
     let service = service_fn(move |req| router::respond(&service_app, &ctx, req));
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(conn);
-    let aged = async {
-        match limits.age {
-            Some(age) => tokio::time::sleep_until(accepted + age).await,
-            None => std::future::pending().await,
-        }
+    let io = TokioIo::new(stream);
+    let watched = Watched {
+        app: &app,
+        activity: &activity,
+        peer,
+        accepted,
+        limits,
+        shutdown,
     };
-    let reason = tokio::select! {
-        ended = conn.as_mut() => {
-            if let Err(e) = ended {
-                tracing::debug!(%peer, "connection ended: {e}");
-            }
-            return;
+    match version {
+        Version::Http1 => {
+            watched
+                .drive(builders.http1.serve_connection(io, service))
+                .await
         }
-        () = shutdown.recv() => {
-            conn.as_mut().graceful_shutdown();
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, "connection ended during shutdown: {e}");
-            }
-            return;
+        Version::Http2 => {
+            watched
+                .drive(builders.http2.serve_connection(io, service))
+                .await
         }
-        () = aged => CloseReason::Aged,
-        reason = watch(&activity, limits) => reason,
-    };
-    app.metrics.closed(reason);
-    tracing::debug!(%peer, reason = reason.label(), "closing the connection");
-    if reason == CloseReason::Stalled {
-        return; // dropping it closes the socket and frees what it pinned
     }
-    conn.as_mut().graceful_shutdown();
-    tokio::select! {
-        ended = timeout(limits.grace, conn.as_mut()) => {
-            if !matches!(ended, Ok(Ok(()))) {
-                tracing::debug!(%peer, "closed without completing the graceful close");
+}
+
+/// A connection's surroundings while hyper serves it.
+struct Watched<'a, C: Clock + 'static> {
+    app: &'a App<C>,
+    activity: &'a Activity,
+    peer: SocketAddr,
+    accepted: Instant,
+    limits: ConnLimits,
+    shutdown: Shutdown,
+}
+
+impl<C: Clock + 'static> Watched<'_, C> {
+    async fn drive(mut self, conn: impl HttpConnection) {
+        let peer = self.peer;
+        tokio::pin!(conn);
+        let aged = async {
+            match self.limits.age {
+                Some(age) => tokio::time::sleep_until(self.accepted + age).await,
+                None => std::future::pending().await,
             }
+        };
+        let reason = tokio::select! {
+            ended = conn.as_mut() => {
+                if let Err(e) = ended {
+                    tracing::debug!(%peer, "connection ended: {e}");
+                }
+                return;
+            }
+            () = self.shutdown.recv() => {
+                conn.as_mut().close_gracefully();
+                if let Err(e) = conn.await {
+                    tracing::debug!(%peer, "connection ended during shutdown: {e}");
+                }
+                return;
+            }
+            () = aged => CloseReason::Aged,
+            reason = watch(self.activity, self.limits) => reason,
+        };
+        self.app.metrics.closed(reason);
+        tracing::debug!(%peer, reason = reason.label(), "closing the connection");
+        if reason == CloseReason::Stalled {
+            return; // dropping it closes the socket and frees what it pinned
         }
-        () = shutdown.recv() => {}
+        conn.as_mut().close_gracefully();
+        tokio::select! {
+            ended = timeout(self.limits.grace, conn.as_mut()) => {
+                if !matches!(ended, Ok(Ok(()))) {
+                    tracing::debug!(%peer, "closed without completing the graceful close");
+                }
+            }
+            () = self.shutdown.recv() => {}
+        }
     }
 }
 
@@ -248,30 +332,41 @@ async fn watch(activity: &Activity, limits: ConnLimits) -> CloseReason {
     }
 }
 
-/// Waits (up to `timeout`) until the client has sent enough to tell HTTP/1 from HTTP/2: hyper's
-/// header read timeout only starts after that, so a client that connects and sends nothing
-/// would otherwise hold a connection slot forever. False: timed out or closed.
-async fn wait_for_request_start(stream: &TcpStream, timeout: Duration) -> bool {
+/// The HTTP version a connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Version {
+    Http1,
+    Http2,
+}
+
+/// Waits (up to `timeout`) until the client has sent enough to tell HTTP/1 from HTTP/2 (the
+/// 24-byte preface), and says which: hyper's header read timeout only starts after that, so a
+/// client that connects and sends nothing would otherwise hold a connection slot forever.
+/// `None`: timed out or closed.
+async fn wait_for_request_start(stream: &TcpStream, timeout: Duration) -> Option<Version> {
     const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
     let deadline = Instant::now() + timeout;
     let mut buf = [0u8; 24];
     loop {
         let n = match timeout_at(deadline, stream.peek(&mut buf)).await {
             Ok(Ok(n)) => n,
-            Ok(Err(_)) | Err(_) => return false,
+            Ok(Err(_)) | Err(_) => return None,
         };
         if n == 0 {
-            return false;
+            return None;
         }
-        if n == buf.len() || buf[..n] != H2_PREFACE[..n] {
-            return true;
+        if buf[..n] != H2_PREFACE[..n] {
+            return Some(Version::Http1);
+        }
+        if n == buf.len() {
+            return Some(Version::Http2);
         }
         // A partial HTTP/2 preface: peek returns at once while nothing new arrives, so nap.
         if timeout_at(deadline, sleep(Duration::from_millis(5)))
             .await
             .is_err()
         {
-            return false;
+            return None;
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The listener: accepts connections under the connection limit and hands each to
-//! [`connection::serve`] (HTTP/1.1 and HTTP/2 by hyper-util's auto builder, configured here with
-//! the limits that bound what one connection can pin). Start and stop follow the shared order
+//! [`connection::serve`] (HTTP/1.1 or HTTP/2 by hyper, configured here with the limits that bound
+//! what one connection can pin). Start and stop follow the shared order
 //! of [`vesta_service::lifecycle`]: bind, start the issuer, listen; serve; drain within
 //! `shutdown_grace_ms`; release the machine ID.
 
@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -24,7 +24,7 @@ use vesta_service::{ServeError, ServeReport, ServerSection};
 use crate::app::App;
 use crate::body::CHUNK_BYTES;
 use crate::config::{RestConfig, RestSection};
-use crate::connection::{self, ConnLimits};
+use crate::connection::{self, Builders, ConnLimits};
 
 /// A bound REST server with its issuer, ready to [`serve`](Self::serve).
 #[derive(Debug)]
@@ -85,7 +85,7 @@ impl<C: Clock + 'static> RestServer<C> {
             limits,
             addr,
         } = self;
-        let builder = Arc::new(http_builder(&limits));
+        let builders = Arc::new(http_builders(&limits));
         let slots = usize::try_from(limits.max_connections).unwrap_or(usize::MAX);
         let slots = Arc::new(Semaphore::new(slots));
         let conn_limits = ConnLimits::new(&limits);
@@ -121,7 +121,7 @@ impl<C: Clock + 'static> RestServer<C> {
                 stream,
                 peer,
                 Arc::clone(&app),
-                Arc::clone(&builder),
+                Arc::clone(&builders),
                 conn_limits,
                 trigger.subscribe(),
             );
@@ -153,15 +153,18 @@ pub const HEADER_ROOM_BYTES: u64 = 16 * 1024;
 /// HTTP/2 receive windows: requests are GETs, so a client has no reason to send much body.
 const RECV_WINDOW_BYTES: u32 = 64 * 1024;
 
-fn http_builder(limits: &RestSection) -> auto::Builder<TokioExecutor> {
+fn http_builders(limits: &RestSection) -> Builders {
     let head_bytes = limits.max_uri_bytes.saturating_add(HEADER_ROOM_BYTES);
-    let mut b = auto::Builder::new(TokioExecutor::new());
-    b.http1()
+    let head_bytes = usize::try_from(head_bytes).unwrap_or(usize::MAX);
+    let mut http1 = http1::Builder::new();
+    http1
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout())
         .keep_alive(true)
-        .max_buf_size(usize::try_from(head_bytes).unwrap_or(usize::MAX));
-    b.http2()
+        .max_header_size(head_bytes)
+        .max_buf_size(head_bytes.max(8192));
+    let mut http2 = http2::Builder::new(TokioExecutor::new());
+    http2
         .timer(TokioTimer::new())
         .max_concurrent_streams(
             u32::try_from(limits.max_streams_per_connection).unwrap_or(u32::MAX),
@@ -172,5 +175,5 @@ fn http_builder(limits: &RestSection) -> auto::Builder<TokioExecutor> {
         .initial_connection_window_size(RECV_WINDOW_BYTES)
         .keep_alive_interval(Some(limits.header_read_timeout()))
         .keep_alive_timeout(limits.header_read_timeout());
-    b
+    Builders { http1, http2 }
 }
