@@ -202,6 +202,31 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("server.max_uri_bytes 10"), "{err}");
+        for (toml, msg) in [
+            (
+                "send_timeout_ms = 0",
+                "server.send_timeout_ms 0 is out of range: allowed 1..=3600000",
+            ),
+            (
+                "max_streams_per_connection = 0",
+                "server.max_streams_per_connection 0 is out of range: allowed 1..=1000",
+            ),
+            (
+                "max_unsent_bytes = 4096",
+                "server.max_unsent_bytes 4096 is out of range: allowed 1048576..=1099511627776",
+            ),
+            (
+                "max_connection_age_ms = 604800001",
+                "server.max_connection_age_ms 604800001 is out of range: allowed 0..=604800000",
+            ),
+        ] {
+            let err = RestConfig::from_toml_str(&format!("[server]\n{toml}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(msg), "{err}");
+        }
+        let c = RestConfig::from_toml_str("[server]\nmax_connection_age_ms = 0\n").unwrap();
+        assert_eq!(c.server.max_connection_age(), None);
         let err = RestConfig::from_toml_str("[server]\nlisten = \"localhost\"\n")
             .unwrap_err()
             .to_string();
