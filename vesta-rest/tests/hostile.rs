@@ -83,7 +83,6 @@ async fn connections_whose_responses_make_no_progress_are_closed() {
         },
     )
     .await;
-    let started = Instant::now();
     let h2 = H2Conn::connect(server.addr, Some(0)).await;
     let mut streams = Vec::new();
     for _ in 0..8 {
