@@ -82,6 +82,14 @@ async fn polite_next_to_greedy(id_type: IdType, run: Duration) -> (Vec<Duration>
         t.await.unwrap();
     }
     server.shutdown().await.unwrap();
+    let mut sorted = waits.clone();
+    sorted.sort();
+    eprintln!(
+        "{id_type:?}: {} polite NEXT_IDs, median {:?}, worst {:?}",
+        sorted.len(),
+        sorted[sorted.len() / 2],
+        sorted.last().unwrap()
+    );
     (waits, greedy_ids.load(Ordering::Relaxed))
 }
 
