@@ -77,8 +77,14 @@ struct Streaming {
 impl Body {
     /// A body sent as one piece (uncharged if at most [`SMALL_BODY_BYTES`]; see [`Body::charged`]).
     pub fn whole(bytes: impl Into<Bytes>) -> Self {
+        let bytes = bytes.into();
+        debug_assert!(
+            bytes.len() <= SMALL_BODY_BYTES,
+            "an uncharged body of {} bytes: charge it to the budget",
+            bytes.len()
+        );
         Body {
-            kind: Kind::Whole(Some(bytes.into())),
+            kind: Kind::Whole(Some(bytes)),
             hold: Hold::default(),
         }
     }
