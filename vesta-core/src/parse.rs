@@ -16,7 +16,7 @@ pub struct ParseIdError {
 pub fn parse_id(text: &str) -> Result<u64, ParseIdError> {
     let t = text.trim();
     let parsed = if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        if hex.is_empty() || hex.starts_with(['+', '-']) {
+        if hex.is_empty() || hex.len() > 16 || hex.starts_with(['+', '-']) {
             None
         } else {
             u64::from_str_radix(hex, 16).ok()
@@ -56,6 +56,7 @@ mod tests {
             "0x-1",
             "0x1g",
             "0x10000000000000000",
+            "0x00000000000000001",
             "1.5",
             "+1",
             "--1",

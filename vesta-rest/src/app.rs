@@ -1,10 +1,12 @@
-//! The state every request handler shares: the issuer, the metrics and the request limits.
+//! The state every request handler shares: the issuer, the metrics, the request limits and the
+//! unsent-bytes budget.
 
 use std::sync::Arc;
 
 use vesta_core::Clock;
 use vesta_embed::{AsyncIssuer, Issuer, SystemClock};
 
+use crate::budget::UnsentBudget;
 use crate::config::RestSection;
 use crate::metrics::Metrics;
 
@@ -23,14 +25,18 @@ pub struct App<C: Clock + 'static = SystemClock> {
     pub max_uri_bytes: usize,
     /// Largest `/genids` count.
     pub max_batch: u64,
+    /// Response bytes that may wait for clients, across all connections.
+    pub budget: UnsentBudget,
 }
 
 impl<C: Clock + 'static> App<C> {
     /// The state for `ids` under `limits`.
     pub fn new(ids: AsyncIssuer<C>, limits: &RestSection) -> Self {
         let issuer = Arc::clone(ids.issuer());
+        let budget = UnsentBudget::new(limits.max_unsent_bytes);
         App {
-            metrics: Metrics::new(&ids),
+            metrics: Metrics::new(&ids, &budget),
+            budget,
             issuer,
             ids,
             max_uri_bytes: usize::try_from(limits.max_uri_bytes).unwrap_or(usize::MAX),

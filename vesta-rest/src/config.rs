@@ -35,17 +35,43 @@ pub struct RestSection {
     pub shutdown_grace_ms: u64,
     /// Longest request target (path and query) accepted; longer gets 414.
     pub max_uri_bytes: u64,
-    /// A client must send its request head within this time (slow-client protection).
+    /// A connection must start its next request within this time of connecting or of its last
+    /// response (HTTP/1: a complete head; HTTP/2: a stream, PINGs do not count), else it is
+    /// closed: slow and idle clients give their slot back.
     pub header_read_timeout_ms: u64,
+    /// A connection whose responses make no progress this long (the client reads nothing, or
+    /// grants no HTTP/2 flow-control window) is closed, freeing what it pinned.
+    pub send_timeout_ms: u64,
+    /// A connection older than this is asked to close (HTTP/2 GOAWAY, HTTP/1 `Connection:
+    /// close` after the response in flight) and closed `shutdown_grace_ms` later. 0: no limit.
+    pub max_connection_age_ms: u64,
+    /// Concurrent HTTP/2 streams per connection (`SETTINGS_MAX_CONCURRENT_STREAMS`).
+    pub max_streams_per_connection: u64,
+    /// Response bytes held for clients that have not taken them yet, across all connections;
+    /// an ID batch or a metrics scrape that would go over it gets 503.
+    pub max_unsent_bytes: u64,
 }
 
 impl RestSection {
     /// Smallest accepted `max_uri_bytes`: room for the longest valid `/makeid` request.
     pub(crate) const MIN_URI_BYTES: u64 = 256;
 
-    /// The header read timeout as a `Duration`.
+    /// Smallest accepted `max_unsent_bytes`: room for a few responses being sent at once.
+    pub(crate) const MIN_UNSENT_BYTES: u64 = 1 << 20;
+
+    /// The header read (and HTTP/2 idle) timeout as a `Duration`.
     pub(crate) fn header_read_timeout(&self) -> Duration {
         Duration::from_millis(self.header_read_timeout_ms)
+    }
+
+    /// The send timeout as a `Duration`.
+    pub(crate) fn send_timeout(&self) -> Duration {
+        Duration::from_millis(self.send_timeout_ms)
+    }
+
+    /// The connection age limit, if any.
+    pub(crate) fn max_connection_age(&self) -> Option<Duration> {
+        (self.max_connection_age_ms > 0).then(|| Duration::from_millis(self.max_connection_age_ms))
     }
 }
 
@@ -59,6 +85,10 @@ impl Default for RestSection {
             shutdown_grace_ms: 5_000,
             max_uri_bytes: 4096,
             header_read_timeout_ms: 5_000,
+            send_timeout_ms: 10_000,
+            max_connection_age_ms: 0,
+            max_streams_per_connection: 100,
+            max_unsent_bytes: 64 << 20,
         }
     }
 }
@@ -85,6 +115,25 @@ impl ServerSection for RestSection {
             self.header_read_timeout_ms,
             1,
             3_600_000,
+        )?;
+        check("server.send_timeout_ms", self.send_timeout_ms, 1, 3_600_000)?;
+        check(
+            "server.max_connection_age_ms",
+            self.max_connection_age_ms,
+            0,
+            604_800_000,
+        )?;
+        check(
+            "server.max_streams_per_connection",
+            self.max_streams_per_connection,
+            1,
+            1_000,
+        )?;
+        check(
+            "server.max_unsent_bytes",
+            self.max_unsent_bytes,
+            Self::MIN_UNSENT_BYTES,
+            1 << 40,
         )
     }
 }
@@ -141,6 +190,31 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("server.max_uri_bytes 10"), "{err}");
+        for (toml, msg) in [
+            (
+                "send_timeout_ms = 0",
+                "server.send_timeout_ms 0 is out of range: allowed 1..=3600000",
+            ),
+            (
+                "max_streams_per_connection = 0",
+                "server.max_streams_per_connection 0 is out of range: allowed 1..=1000",
+            ),
+            (
+                "max_unsent_bytes = 4096",
+                "server.max_unsent_bytes 4096 is out of range: allowed 1048576..=1099511627776",
+            ),
+            (
+                "max_connection_age_ms = 604800001",
+                "server.max_connection_age_ms 604800001 is out of range: allowed 0..=604800000",
+            ),
+        ] {
+            let err = RestConfig::from_toml_str(&format!("[server]\n{toml}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(msg), "{err}");
+        }
+        let c = RestConfig::from_toml_str("[server]\nmax_connection_age_ms = 0\n").unwrap();
+        assert_eq!(c.server.max_connection_age(), None);
         let err = RestConfig::from_toml_str("[server]\nlisten = \"localhost\"\n")
             .unwrap_err()
             .to_string();

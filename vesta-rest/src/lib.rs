@@ -17,7 +17,10 @@
 //! sentence names the parameter at fault; nothing a client sends can make the server panic.
 
 mod app;
+mod body;
+mod budget;
 mod config;
+mod connection;
 mod endpoints;
 mod error;
 mod metrics;
@@ -26,6 +29,7 @@ mod response;
 mod router;
 mod server;
 
+pub use body::{SMALL_BODY_BYTES, STREAM_WINDOW_BYTES};
 pub use config::{RestConfig, RestSection};
 pub use router::Endpoint;
 pub use server::RestServer;

@@ -4,19 +4,25 @@
 //! handles (the request counter of a pair on its first use), so the hot path does no label
 //! hashing or map lookup, and only pairs that occurred (plus each endpoint's 200) are exported.
 //! The issuer's own metrics (lease, clock rollbacks, waits, end of life) are the shared ones of
-//! `vesta_service::metrics`.
+//! `vesta_service::metrics`. Connections closed for holding a slot without using it, and the
+//! unsent-bytes budget in use, show what slow or hostile clients cost.
 
 use std::fmt;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use vesta_core::Clock;
 use vesta_embed::AsyncIssuer;
 
+use crate::budget::UnsentBudget;
+use crate::connection::CloseReason;
 use crate::router::Endpoint;
 
 /// The outcomes a request can have, by status code; the second label of the request counter.
@@ -39,11 +45,13 @@ pub struct Metrics {
     request_family: Family<Labels2, Counter>,
     requests: Vec<[OnceLock<Counter>; STATUSES.len()]>,
     latency: Vec<Histogram>,
+    closed: [Counter; CloseReason::ALL.len()],
 }
 
 impl Metrics {
-    /// Registers every metric, including the collector reading `issuer`'s status.
-    pub fn new<C: Clock + 'static>(ids: &AsyncIssuer<C>) -> Self {
+    /// Registers every metric, including the collectors reading `issuer`'s status and the
+    /// budget's use.
+    pub fn new<C: Clock + 'static>(ids: &AsyncIssuer<C>, budget: &UnsentBudget) -> Self {
         let mut registry = Registry::with_prefix("vesta");
         let ids_issued = Counter::default();
         registry.register(
@@ -71,6 +79,20 @@ impl Metrics {
             "Time from receiving a request's head to having its response ready",
             latency_family,
         );
+        let closed_family = Family::<Labels1, Counter>::default();
+        let closed = CloseReason::ALL.map(|r| {
+            closed_family
+                .get_or_create(&[("reason", r.label())])
+                .clone()
+        });
+        registry.register(
+            "http_connections_closed",
+            "Connections the server closed for holding a slot without using it: idle (no \
+             request for header_read_timeout_ms), stalled (responses not taken for \
+             send_timeout_ms) or aged (max_connection_age_ms)",
+            closed_family,
+        );
+        registry.register_collector(Box::new(BudgetCollector(budget.clone())));
         vesta_service::metrics::register_issuer(&mut registry, ids);
         let metrics = Metrics {
             registry,
@@ -78,6 +100,7 @@ impl Metrics {
             request_family,
             requests,
             latency,
+            closed,
         };
         // Export the usual outcomes from the start, so rates work before the first request.
         for endpoint in Endpoint::ALL {
@@ -121,11 +144,42 @@ impl Metrics {
         self.ids_issued.inc_by(n);
     }
 
+    /// Counts a connection closed by its watcher.
+    pub fn closed(&self, reason: CloseReason) {
+        self.closed[reason as usize].inc();
+    }
+
     /// The OpenMetrics text of every metric.
     pub fn encode(&self) -> Result<String, fmt::Error> {
         let mut out = String::with_capacity(16 * 1024);
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
         Ok(out)
+    }
+}
+
+/// Reads the budget's use at each scrape.
+#[derive(Debug)]
+struct BudgetCollector(UnsentBudget);
+
+impl Collector for BudgetCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let gauge = |e: &mut DescriptorEncoder, name: &str, help: &str, v: usize| {
+            let m = ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX));
+            m.encode(e.encode_descriptor(name, help, None, m.metric_type())?)
+        };
+        gauge(
+            &mut encoder,
+            "http_unsent_bytes",
+            "Response bytes held for clients that have not taken them yet (ID batches and \
+             metrics; at most max_unsent_bytes)",
+            self.0.in_use(),
+        )?;
+        gauge(
+            &mut encoder,
+            "http_unsent_bytes_max",
+            "server.max_unsent_bytes",
+            self.0.max(),
+        )
     }
 }
 

@@ -1,6 +1,7 @@
 //! The query string of a request, decoded and checked against the parameters an endpoint
 //! accepts: unknown or repeated parameters are rejected, so a typo such as `machin=5` is a 400
-//! naming it instead of a silently ignored value.
+//! naming it instead of a silently ignored value. Values are taken literally: one with spaces
+//! around it is refused rather than trimmed.
 
 use std::borrow::Cow;
 
@@ -35,6 +36,12 @@ impl<'a> Query<'a> {
                 return Err(ApiError::bad_request(format!(
                     "parameter {name} is given more than once"
                 )));
+            }
+            if value.trim() != value {
+                return Err(ApiError::invalid_param(
+                    &name,
+                    format_args!("`{}` has spaces around it", shorten(&value)),
+                ));
             }
             pairs.push((name, value));
         }
@@ -141,9 +148,9 @@ mod tests {
 
     #[test]
     fn decodes_and_checks_names() {
-        let q = Query::parse(Some("id=0x1f&time=%31%32+"), "/x", &["id", "time"]).unwrap();
+        let q = Query::parse(Some("id=0x1f&time=%31+%32"), "/x", &["id", "time"]).unwrap();
         assert_eq!(q.get("id"), Some("0x1f"));
-        assert_eq!(q.get("time"), Some("12 "));
+        assert_eq!(q.get("time"), Some("1 2"));
         let e = Query::parse(Some("id=1&ib=2"), "/expid", &["id"]).unwrap_err();
         assert_eq!(e.message, "unknown parameter ib: /expid accepts id");
         let e = Query::parse(Some("id=1&id=2"), "/expid", &["id"]).unwrap_err();
@@ -154,6 +161,9 @@ mod tests {
         assert!(Query::parse(Some("id=%ff"), "/x", &["id"]).is_err());
         let q = Query::parse(None, "/x", &[]).unwrap();
         assert_eq!(q.get("id"), None);
+        let e = Query::parse(Some("id=%201"), "/expid", &["id"]).unwrap_err();
+        assert_eq!(e.message, "invalid parameter id: ` 1` has spaces around it");
+        assert!(Query::parse(Some("type=max-peak+"), "/x", &["type"]).is_err());
         let e = Query::parse(Some("x"), "/genid", &[]).unwrap_err();
         assert_eq!(
             e.message,

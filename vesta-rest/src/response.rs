@@ -2,14 +2,11 @@
 //! `Cache-Control: no-store`, so no proxy can hand the same issued ID to two clients.
 
 use bytes::Bytes;
-use http_body_util::Full;
 use hyper::Response;
 use hyper::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 
+pub use crate::body::Body;
 use crate::error::{ApiError, ErrorKind};
-
-/// The body type of every response: the whole body in one buffer.
-pub type Body = Full<Bytes>;
 
 /// `text/plain` with UTF-8.
 pub const TEXT_PLAIN: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
@@ -23,7 +20,12 @@ const GET: HeaderValue = HeaderValue::from_static("GET");
 
 /// A 200 response with `body` of type `content_type`.
 pub fn ok(content_type: HeaderValue, body: impl Into<Bytes>) -> Response<Body> {
-    let mut r = Response::new(Full::new(body.into()));
+    with_body(content_type, Body::whole(body))
+}
+
+/// A 200 response with `body` (a streamed or charged one) of type `content_type`.
+pub fn with_body(content_type: HeaderValue, body: Body) -> Response<Body> {
+    let mut r = Response::new(body);
     let h = r.headers_mut();
     h.insert(CONTENT_TYPE, content_type);
     h.insert(CACHE_CONTROL, NO_STORE);

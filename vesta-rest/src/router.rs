@@ -1,5 +1,7 @@
 //! Routing: path to endpoint, the method and URI-length checks, and the per-request metrics.
-//! Every request ends in a response here; nothing a client sends can make it panic.
+//! Every request ends in a response here; nothing a client sends can make it panic. Each
+//! response carries its request's guard, so the request counts as open on its connection
+//! until the response has been sent (see [`crate::connection`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -10,9 +12,9 @@ use std::time::Instant;
 
 use hyper::{Method, Request, Response};
 use vesta_core::Clock;
-use vesta_embed::Flow;
 
 use crate::app::App;
+use crate::connection::{ConnContext, RequestGuard};
 use crate::endpoints;
 use crate::error::ApiError;
 use crate::response::{self, Body};
@@ -119,41 +121,48 @@ impl Future for Reply {
     }
 }
 
-/// Answers one request of the connection whose flow is `flow`, and records it in the metrics.
-pub fn respond<B, C>(app: &Arc<App<C>>, flow: &Flow<C>, req: Request<B>) -> Reply
+/// Answers one request of the connection `conn`, and records it in the metrics.
+pub fn respond<B, C>(app: &Arc<App<C>>, conn: &ConnContext<C>, req: Request<B>) -> Reply
 where
     B: Send + 'static,
     C: Clock + 'static,
 {
     let start = Instant::now();
+    let guard = conn.activity.request();
     let endpoint = Endpoint::from_path(req.uri().path());
     let request = match dispatch_now(app, endpoint, &req) {
         Dispatch::Answered(result) => {
-            return Reply::Now(Some(finish(app, endpoint, start, result)));
+            return Reply::Now(Some(finish(app, guard, endpoint, start, result)));
         }
         Dispatch::Issue(request) => request,
     };
-    let mut ids = flow.issue(request.count);
+    let mut ids = conn.flow.issue(request.count);
     if let Some(ready) = ids.ready() {
         let result = endpoints::issue::answer(app, request, ready);
-        return Reply::Now(Some(finish(app, endpoint, start, result)));
+        return Reply::Now(Some(finish(app, guard, endpoint, start, result)));
     }
     let app = Arc::clone(app);
     Reply::Later(Box::pin(async move {
-        let result = endpoints::issue::answer(&app, request, ids.await);
-        finish(&app, endpoint, start, result)
+        let waited = {
+            let _waiting = guard.waiting();
+            ids.await
+        };
+        let result = endpoints::issue::answer(&app, request, waited);
+        finish(&app, guard, endpoint, start, result)
     }))
 }
 
 fn finish<C: Clock + 'static>(
     app: &App<C>,
+    guard: RequestGuard,
     endpoint: Endpoint,
     start: Instant,
     result: Result<Response<Body>, ApiError>,
 ) -> Response<Body> {
-    let resp = result.unwrap_or_else(|e| response::error(&e));
+    let mut resp = result.unwrap_or_else(|e| response::error(&e));
     app.metrics
         .observe(endpoint, resp.status().as_u16(), start.elapsed());
+    resp.body_mut().hold_request(guard);
     resp
 }
 

@@ -1,21 +1,19 @@
-//! The listener: accepts connections under the connection limit and serves HTTP/1.1 and HTTP/2
-//! (hyper-util's auto builder) with a header read timeout, each connection issuing through a
-//! [`Flow`](vesta_embed::Flow) of its own so waiting requests are served fairly. Start and stop
-//! follow the shared order of [`vesta_service::lifecycle`]: bind, start the issuer, listen;
-//! serve; drain within `shutdown_grace_ms`; release the machine ID.
+//! The listener: accepts connections under the connection limit and hands each to
+//! [`connection::serve`] (HTTP/1.1 or HTTP/2 by hyper, configured here with the limits that bound
+//! what one connection can pin). Start and stop follow the shared order
+//! of [`vesta_service::lifecycle`]: bind, start the issuer, listen; serve; drain within
+//! `shutdown_grace_ms`; release the machine ID.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use tokio::net::{TcpListener, TcpStream};
+use hyper::server::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use tokio::time::Instant;
 use vesta_core::{Clock, GenMethod};
 use vesta_embed::{Issuer, SystemClock};
 use vesta_service::config::validate_section;
@@ -24,8 +22,9 @@ use vesta_service::shutdown::Trigger;
 use vesta_service::{ServeError, ServeReport, ServerSection};
 
 use crate::app::App;
+use crate::body::CHUNK_BYTES;
 use crate::config::{RestConfig, RestSection};
-use crate::router;
+use crate::connection::{self, Builders, ConnLimits};
 
 /// A bound REST server with its issuer, ready to [`serve`](Self::serve).
 #[derive(Debug)]
@@ -89,9 +88,10 @@ impl<C: Clock + 'static> RestServer<C> {
             limits,
             addr,
         } = self;
-        let builder = Arc::new(http_builder(&limits));
+        let builders = Arc::new(http_builders(&limits));
         let slots = usize::try_from(limits.max_connections).unwrap_or(usize::MAX);
         let slots = Arc::new(Semaphore::new(slots));
+        let conn_limits = ConnLimits::new(&limits);
         let trigger = Trigger::new();
         let mut tasks = JoinSet::new();
         let mut connections = 0u64;
@@ -120,30 +120,18 @@ impl<C: Clock + 'static> RestServer<C> {
             };
             connections += 1;
             let _ = stream.set_nodelay(true);
-            let app = Arc::clone(&app);
-            let builder = Arc::clone(&builder);
-            let mut shutdown = trigger.subscribe();
-            let first_bytes_timeout = limits.header_read_timeout();
+            tracing::trace!(%peer, "accepted");
+            let serve = connection::serve(
+                stream,
+                peer,
+                Arc::clone(&app),
+                Arc::clone(&builders),
+                conn_limits,
+                trigger.subscribe(),
+            );
             tasks.spawn(async move {
                 let _permit = permit;
-                if !wait_for_request_start(&stream, first_bytes_timeout).await {
-                    tracing::debug!(%peer, "closed: no request within the header read timeout");
-                    return;
-                }
-                let flow = app.ids.flow();
-                let service = service_fn(move |req| router::respond(&app, &flow, req));
-                let conn = builder.serve_connection(TokioIo::new(stream), service);
-                tokio::pin!(conn);
-                let ended = tokio::select! {
-                    r = conn.as_mut() => r,
-                    () = shutdown.recv() => {
-                        conn.as_mut().graceful_shutdown();
-                        conn.await
-                    }
-                };
-                if let Err(e) = ended {
-                    tracing::debug!(%peer, "connection ended: {e}");
-                }
+                serve.await;
             });
             while tasks.try_join_next().is_some() {}
         }
@@ -164,43 +152,33 @@ impl<C: Clock + 'static> RestServer<C> {
     }
 }
 
-fn http_builder(limits: &RestSection) -> auto::Builder<TokioExecutor> {
-    let mut b = auto::Builder::new(TokioExecutor::new());
-    b.http1()
+/// Room for a request head besides its target: hyper's HTTP/1 read buffer and the HTTP/2
+/// header list are capped at `max_uri_bytes` plus this.
+pub const HEADER_ROOM_BYTES: u64 = 16 * 1024;
+/// HTTP/2 receive windows: requests are GETs, so a client has no reason to send much body.
+const RECV_WINDOW_BYTES: u32 = 64 * 1024;
+
+fn http_builders(limits: &RestSection) -> Builders {
+    let head_bytes = limits.max_uri_bytes.saturating_add(HEADER_ROOM_BYTES);
+    let head_bytes = usize::try_from(head_bytes).unwrap_or(usize::MAX);
+    let mut http1 = http1::Builder::new();
+    http1
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout())
-        .keep_alive(true);
-    b.http2()
+        .keep_alive(true)
+        .max_header_size(head_bytes)
+        .max_buf_size(head_bytes.max(8192));
+    let mut http2 = http2::Builder::new(TokioExecutor::new());
+    http2
         .timer(TokioTimer::new())
-        .max_concurrent_streams(256)
-        .keep_alive_interval(Some(limits.header_read_timeout()));
-    b
-}
-
-/// Waits (up to `timeout`) until the client has sent enough to tell HTTP/1 from HTTP/2: hyper's
-/// header read timeout only starts after that, so a client that connects and sends nothing
-/// would otherwise hold a connection slot forever. False: timed out or closed.
-async fn wait_for_request_start(stream: &TcpStream, timeout: Duration) -> bool {
-    const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-    let deadline = Instant::now() + timeout;
-    let mut buf = [0u8; 24];
-    loop {
-        let n = match tokio::time::timeout_at(deadline, stream.peek(&mut buf)).await {
-            Ok(Ok(n)) => n,
-            Ok(Err(_)) | Err(_) => return false,
-        };
-        if n == 0 {
-            return false;
-        }
-        if n == buf.len() || buf[..n] != H2_PREFACE[..n] {
-            return true;
-        }
-        // A partial HTTP/2 preface: peek returns at once while nothing new arrives, so nap.
-        if tokio::time::timeout_at(deadline, tokio::time::sleep(Duration::from_millis(5)))
-            .await
-            .is_err()
-        {
-            return false;
-        }
-    }
+        .max_concurrent_streams(
+            u32::try_from(limits.max_streams_per_connection).unwrap_or(u32::MAX),
+        )
+        .max_send_buf_size(CHUNK_BYTES)
+        .max_header_list_size(u32::try_from(head_bytes).unwrap_or(u32::MAX))
+        .initial_stream_window_size(RECV_WINDOW_BYTES)
+        .initial_connection_window_size(RECV_WINDOW_BYTES)
+        .keep_alive_interval(Some(limits.header_read_timeout()))
+        .keep_alive_timeout(limits.header_read_timeout());
+    Builders { http1, http2 }
 }

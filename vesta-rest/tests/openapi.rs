@@ -4,16 +4,21 @@
 //!   the server's own "unknown parameter" error) and the required ones are required;
 //! - every documented status of every path is produced by a real request (and nothing
 //!   undocumented is), with the documented content type, headers and a body that validates
-//!   against the documented schema.
+//!   against the documented schema;
+//! - every query parameter's schema accepts exactly the values the server accepts (probed at
+//!   and beyond its documented range, on a max-peak and a min-granularity server);
+//! - every documented framing error (`x-framing-errors`) gets its bare status and a close.
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{Client, Reply, rest, spawn, system_issuer};
+use common::{Client, Reply, issuer_config, rest, spawn, system_issuer};
 use hyper::Method;
 use serde_json::Value;
-use vesta_embed::LeaseState;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use vesta_core::IdType;
+use vesta_embed::{Issuer, LeaseState};
 use vesta_rest::{Endpoint, RestSection};
 use yaml_rust2::{Yaml, YamlLoader};
 
@@ -397,4 +402,253 @@ async fn every_documented_response_is_what_the_server_sends() {
     );
     normal.stop().await;
     fenced.stop().await;
+}
+
+/// Whether a query parameter's documented schema accepts `text` (the value as sent, decoded).
+/// Integers are written in decimal digits with an optional minus sign.
+fn doc_accepts(spec: &Value, schema: &Value, text: &str) -> bool {
+    let schema = resolve(spec, schema);
+    let obj = schema.as_object().unwrap();
+    for key in obj.keys() {
+        assert!(
+            [
+                "anyOf",
+                "type",
+                "minimum",
+                "maximum",
+                "enum",
+                "pattern",
+                "description"
+            ]
+            .contains(&key.as_str()),
+            "parameter schema keyword {key} is not checked by this test"
+        );
+    }
+    if let Some(any) = obj.get("anyOf") {
+        return any
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| doc_accepts(spec, s, text));
+    }
+    match obj["type"].as_str().unwrap() {
+        "integer" => {
+            let digits = text.strip_prefix('-').unwrap_or(text);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return false;
+            }
+            let Ok(v) = text.parse::<i128>() else {
+                return false;
+            };
+            let bound = |k: &str| {
+                obj.get(k).map(|b| {
+                    b.as_i64()
+                        .map_or_else(|| i128::from(b.as_u64().unwrap()), i128::from)
+                })
+            };
+            bound("minimum").is_none_or(|min| v >= min)
+                && bound("maximum").is_none_or(|max| v <= max)
+        }
+        "string" => {
+            if let Some(e) = obj.get("enum").and_then(Value::as_array) {
+                return e.iter().any(|x| x.as_str() == Some(text));
+            }
+            let pattern = obj["pattern"]
+                .as_str()
+                .expect("a string parameter needs a pattern or enum");
+            regex::Regex::new(pattern).unwrap().is_match(text)
+        }
+        other => panic!("parameter type {other} is not supported"),
+    }
+}
+
+/// Values worth trying on a parameter: its schema's edges, enum members and example, plus
+/// forms a client might send by mistake.
+fn probes(spec: &Value, param: &Value) -> Vec<String> {
+    let mut out: Vec<String> = [
+        "",
+        " ",
+        "0",
+        "1",
+        "-1",
+        "2",
+        "3",
+        "4",
+        "+1",
+        " 1",
+        "1 ",
+        "1.5",
+        "1e3",
+        "abc",
+        "0x10",
+        "0X1f",
+        "0x",
+        "0x-1",
+        "0x10000000000000000",
+        "0x00000000000000001",
+        "1023",
+        "1024",
+        "1048575",
+        "1048576",
+        "1073741823",
+        "1073741824",
+        "1099511627775",
+        "1099511627776",
+        "18446744073709551615",
+        "18446744073709551616",
+        "-9223372036854775808",
+        "-9223372036854775809",
+        "REST",
+        " rest",
+        "Max-Peak",
+        "min_granularity",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut schemas = vec![resolve(spec, &param["schema"])];
+    if let Some(any) = schemas[0].get("anyOf").and_then(Value::as_array) {
+        schemas = any.iter().map(|s| resolve(spec, s)).collect();
+    }
+    for s in schemas {
+        for k in ["minimum", "maximum"] {
+            if let Some(b) = s.get(k) {
+                let b = b
+                    .as_i64()
+                    .map_or_else(|| i128::from(b.as_u64().unwrap()), i128::from);
+                out.extend([b - 1, b, b + 1].map(|v| v.to_string()));
+            }
+        }
+        if let Some(e) = s.get("enum").and_then(Value::as_array) {
+            out.extend(e.iter().map(|v| v.as_str().unwrap().to_owned()));
+        }
+    }
+    if let Some(ex) = param.get("example") {
+        out.push(scalar(ex));
+    }
+    if let Some(exs) = param.get("examples").and_then(Value::as_object) {
+        out.extend(exs.values().map(|e| scalar(&e["value"])));
+    }
+    out
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Percent-encodes everything but unreserved characters, so the server decodes `text` exactly.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn spec_parameter_schemas_accept_exactly_what_the_server_accepts() {
+    let spec = spec();
+    let peak = spawn(system_issuer(), rest()).await;
+    let mut config = issuer_config();
+    config.id.id_type = IdType::MinGranularity;
+    config.machine.id = Some(925);
+    let gran = spawn(Issuer::start(config).unwrap(), rest()).await;
+    let clients = [peak.client(), gran.client()];
+    let mut tried = 0;
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        let Some(params) = item["get"]["parameters"].as_array() else {
+            continue;
+        };
+        for p in params {
+            let name = p["name"].as_str().unwrap();
+            let others: Vec<String> = params
+                .iter()
+                .filter(|o| o["name"] != p["name"] && o["required"] == true)
+                .map(|o| {
+                    format!(
+                        "{}={}",
+                        o["name"].as_str().unwrap(),
+                        encode(&scalar(&o["example"]))
+                    )
+                })
+                .collect();
+            for v in probes(&spec, p) {
+                let mut query = others.clone();
+                query.push(format!("{name}={}", encode(&v)));
+                let target = format!("{path}?{}", query.join("&"));
+                let mut accepted = false;
+                for c in &clients {
+                    let r = c.get(&target).await;
+                    match r.status {
+                        200 => accepted = true,
+                        400 => assert!(
+                            r.error().contains(name),
+                            "{target}: the 400 does not name {name}: {}",
+                            r.body
+                        ),
+                        other => panic!("{target}: {other} {}", r.body),
+                    }
+                }
+                let documented = doc_accepts(&spec, &p["schema"], &v);
+                assert_eq!(
+                    documented,
+                    accepted,
+                    "{path} {name}={v:?}: the schema {} it, the server {} it",
+                    if documented { "accepts" } else { "refuses" },
+                    if accepted { "accepts" } else { "refuses" },
+                );
+                tried += 1;
+            }
+        }
+    }
+    assert!(tried > 300, "{tried}");
+    peak.stop().await;
+    gran.stop().await;
+}
+
+#[tokio::test]
+async fn framing_errors_get_the_documented_bare_status_and_a_close() {
+    let spec = spec();
+    let server = spawn(system_issuer(), rest()).await;
+    let cases = spec["x-framing-errors"]["cases"].as_array().unwrap();
+    assert!(cases.len() >= 10);
+    for case in cases {
+        let mut request = case["request"].as_str().unwrap().to_owned();
+        if let Some(at) = request.find("PAD") {
+            let digits: String = request[at + 3..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            let pad = "a".repeat(digits.parse().unwrap());
+            request.replace_range(at..at + 3 + digits.len(), &pad);
+        }
+        let status = case["status"].as_u64().unwrap();
+        let mut s = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut got = Vec::new();
+        let read =
+            tokio::time::timeout(std::time::Duration::from_secs(3), s.read_to_end(&mut got)).await;
+        let why = case["why"].as_str().unwrap();
+        assert!(read.is_ok(), "{why}: the connection was not closed");
+        let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+        let (head, body) = text
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("{why}: {text:?}"));
+        assert!(
+            head.starts_with(&format!("http/1.1 {status} ")),
+            "{why}: {head}"
+        );
+        assert!(head.contains("\r\ncontent-length: 0"), "{why}: {head}");
+        assert!(head.contains("\r\nconnection: close"), "{why}: {head}");
+        assert!(body.is_empty(), "{why}: body {body:?}");
+    }
+    // The server still serves.
+    server.client().get("/genid").await.id();
+    server.stop().await;
 }

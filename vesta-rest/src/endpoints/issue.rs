@@ -1,43 +1,57 @@
 //! `/genid` and `/genids`: IDs through the connection's [`Flow`](vesta_embed::Flow) of the async
 //! issuer. Answered at once while the time unit has sequence left; otherwise the request waits,
 //! without blocking a worker, for a later unit boundary where waiting requests are served in
-//! turns across connections, or answers 503 after `server.max_wait_ms`.
+//! turns across connections, or answers 503 after `server.max_wait_ms`. A `/genids` answer
+//! reserves its share of the unsent-bytes budget before any ID is issued and is written in
+//! chunks as the client takes it ([`Body::ids`]).
 
 use hyper::Response;
-use vesta_core::{Clock, IdBatch, IdRun};
+use vesta_core::{Clock, IdBatch};
 use vesta_embed::IssueError;
 
 use crate::app::App;
+use crate::budget::Reservation;
+use crate::endpoints::metrics::METRICS_HEADROOM_BYTES;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
 use crate::router::Endpoint;
 
-/// A checked ID request: how many IDs, and which endpoint's answer shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A checked ID request: how many IDs and, for `/genids` (a JSON list, where `/genid` answers
+/// one ID as text), the budget its answer may use.
+#[derive(Debug)]
 pub struct IdRequest {
-    /// `/genid` (one ID as text) or `/genids` (a JSON list).
-    pub endpoint: Endpoint,
     /// How many IDs.
     pub count: u64,
+    /// What the `/genids` answer holds of the unsent-bytes budget.
+    pub reservation: Option<Reservation>,
 }
 
-/// Checks the query of `/genid` (none) or `/genids` (`count`, 1..=`server.max_batch`).
+/// Checks the query of `/genid` (none) or `/genids` (`count`, 1..=`server.max_batch`), and
+/// reserves the budget of a `/genids` answer (503 when it is used up).
 pub fn parse<C: Clock + 'static>(
     app: &App<C>,
     endpoint: Endpoint,
     query: Option<&str>,
 ) -> Result<IdRequest, ApiError> {
-    let count = if endpoint == Endpoint::Genids {
+    if endpoint == Endpoint::Genids {
         let q = Query::parse(query, "/genids", &["count"])?;
-        parse_count(q.required("count")?, app.max_batch)?
-    } else {
-        if query.is_some_and(|q| !q.is_empty()) {
-            Query::parse(query, "/genid", &[])?;
-        }
-        1
-    };
-    Ok(IdRequest { endpoint, count })
+        let count = parse_count(q.required("count")?, app.max_batch)?;
+        let reservation = app
+            .budget
+            .reserve_leaving(Body::ids_reservation(count), METRICS_HEADROOM_BYTES)?;
+        return Ok(IdRequest {
+            count,
+            reservation: Some(reservation),
+        });
+    }
+    if query.is_some_and(|q| !q.is_empty()) {
+        Query::parse(query, "/genid", &[])?;
+    }
+    Ok(IdRequest {
+        count: 1,
+        reservation: None,
+    })
 }
 
 /// The response to `request` once its IDs (or the issuer's refusal) are there: the ID as
@@ -50,8 +64,9 @@ pub fn answer<C: Clock + 'static>(
 ) -> Result<Response<Body>, ApiError> {
     let ids = ids?;
     app.metrics.issued(ids.len());
-    if request.endpoint == Endpoint::Genids {
-        return Ok(response::json(ids_json(ids.runs(), ids.len())));
+    if let Some(reservation) = request.reservation {
+        let body = Body::ids(&ids, reservation);
+        return Ok(response::with_body(response::APPLICATION_JSON, body));
     }
     let id = ids
         .iter()
@@ -60,12 +75,13 @@ pub fn answer<C: Clock + 'static>(
     Ok(response::decimal(id))
 }
 
-/// `count` as 1..=max; the error names the parameter and the allowed range.
+/// `count` as 1..=max, in plain decimal digits (no sign, as every integer parameter); the error
+/// names the parameter and the allowed range.
 fn parse_count(text: &str, max: u64) -> Result<u64, ApiError> {
     let digits = text.strip_prefix('-').unwrap_or(text);
     let numeric = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
     match text.parse::<u64>() {
-        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        Ok(n) if numeric && (1..=max).contains(&n) => Ok(n),
         _ if numeric => Err(ApiError::invalid_param(
             "count",
             format_args!(
@@ -81,25 +97,6 @@ fn parse_count(text: &str, max: u64) -> Result<u64, ApiError> {
             ),
         )),
     }
-}
-
-/// The JSON body, written directly: 10,000 IDs take ~230 KB and no per-ID allocation.
-fn ids_json(runs: &[IdRun], count: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(10 + usize::try_from(count).unwrap_or(0) * 23);
-    out.extend_from_slice(b"{\"ids\":[");
-    let mut buf = itoa::Buffer::new();
-    let mut first = true;
-    for id in runs.iter().flat_map(IdRun::iter) {
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        out.push(b'"');
-        out.extend_from_slice(buf.format(id).as_bytes());
-        out.push(b'"');
-    }
-    out.extend_from_slice(b"]}");
-    out
 }
 
 #[cfg(test)]
@@ -135,25 +132,12 @@ mod tests {
                 "",
                 "invalid parameter count: `` is not an integer: expected 1..=10",
             ),
+            (
+                "+5",
+                "invalid parameter count: `+5` is not an integer: expected 1..=10",
+            ),
         ] {
             assert_eq!(parse_count(bad, 10).unwrap_err().message, msg);
         }
-    }
-
-    #[test]
-    fn ids_are_json_strings_in_order() {
-        let runs = [
-            IdRun { first: 5, count: 2 },
-            IdRun {
-                first: u64::MAX,
-                count: 1,
-            },
-        ];
-        let v: serde_json::Value = serde_json::from_slice(&ids_json(&runs, 3)).unwrap();
-        let step = IdRun::STEP;
-        assert_eq!(
-            v,
-            serde_json::json!({"ids": ["5", (5 + step).to_string(), u64::MAX.to_string()]})
-        );
     }
 }

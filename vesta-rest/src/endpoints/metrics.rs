@@ -1,12 +1,19 @@
-//! `/metrics`: every metric in the OpenMetrics text format (Prometheus scrapes it as is).
+//! `/metrics`: every metric in the OpenMetrics text format (Prometheus scrapes it as is). Its
+//! text (a few KiB) is charged to the unsent-bytes budget until sent, like `/genids`, but ID
+//! batches leave [`METRICS_HEADROOM_BYTES`] of the budget to it: clients that hoard batches
+//! cannot stop the scrapes that would show them.
 
 use hyper::Response;
 use vesta_core::Clock;
 
 use crate::app::App;
+use crate::body::SMALL_BODY_BYTES;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
+
+/// Budget that ID batches leave free for metrics scrapes.
+pub const METRICS_HEADROOM_BYTES: usize = 256 * 1024;
 
 /// `GET /metrics`.
 pub fn metrics<C: Clock + 'static>(
@@ -18,5 +25,10 @@ pub fn metrics<C: Clock + 'static>(
         .metrics
         .encode()
         .map_err(|_| ApiError::internal("cannot write the metrics"))?;
-    Ok(response::ok(response::OPENMETRICS, text))
+    if text.len() <= SMALL_BODY_BYTES {
+        return Ok(response::ok(response::OPENMETRICS, text));
+    }
+    let reservation = app.budget.reserve(text.len())?;
+    let body = Body::charged(text.into(), reservation);
+    Ok(response::with_body(response::OPENMETRICS, body))
 }

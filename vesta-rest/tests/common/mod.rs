@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -49,6 +50,18 @@ pub fn manual_issuer(id_type: IdType) -> (Issuer<Arc<ManualClock>>, Arc<ManualCl
     // Waits for the next unit last until the test moves the clock.
     clock.hold_waits(true);
     (issuer, clock)
+}
+
+/// The value of a labelled sample (`name{labels} value`) in a metrics text.
+pub fn labelled_sample(metrics: &str, name_and_labels: &str) -> f64 {
+    let prefix = format!("{name_and_labels} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no sample {name_and_labels} in:\n{metrics}"))
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// A server running on its own task until [`TestServer::stop`].
@@ -220,4 +233,84 @@ pub fn sample(metrics: &str, name: &str) -> f64 {
         .trim()
         .parse()
         .unwrap()
+}
+
+/// An HTTP/2 connection made with the `h2` crate directly, for clients no well-behaved library
+/// would be: ones that grant no flow-control window, or only PING.
+pub struct H2Conn {
+    /// Opens streams.
+    pub send: h2::client::SendRequest<Bytes>,
+    /// Drives the connection (and answers the server's PINGs); ends when it closes.
+    pub driver: JoinHandle<Result<(), h2::Error>>,
+    /// Sends our own PINGs.
+    pub ping: h2::PingPong,
+    addr: SocketAddr,
+}
+
+impl H2Conn {
+    /// Connects with prior knowledge; `window` sets `SETTINGS_INITIAL_WINDOW_SIZE` (0: the
+    /// server may send no response body at all).
+    pub async fn connect(addr: SocketAddr, window: Option<u32>) -> H2Conn {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut b = h2::client::Builder::new();
+        if let Some(w) = window {
+            b.initial_window_size(w);
+        }
+        let (send, mut conn) = b.handshake::<_, Bytes>(tcp).await.unwrap();
+        let ping = conn.ping_pong().expect("ping_pong is taken once");
+        H2Conn {
+            send,
+            driver: tokio::spawn(conn),
+            ping,
+            addr,
+        }
+    }
+
+    /// Opens a `GET path` stream; `None` once the server refuses new streams.
+    pub async fn open(&self, path: &str) -> Option<h2::client::ResponseFuture> {
+        let req = Request::get(format!("http://{}{path}", self.addr))
+            .body(())
+            .unwrap();
+        let mut send = self.send.clone().ready().await.ok()?;
+        send.send_request(req, true).ok().map(|(resp, _)| resp)
+    }
+
+    /// PINGs every `every` until the server closes the connection (at most `limit`); returns
+    /// the PONGs received and how the connection ended.
+    pub async fn ping_until_closed(
+        mut self,
+        every: Duration,
+        limit: Duration,
+    ) -> (u32, Result<(), String>) {
+        let mut pongs = 0;
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            tokio::select! {
+                ended = &mut self.driver => {
+                    return (pongs, ended.unwrap().map_err(|e| e.to_string()));
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    return (pongs, Err("still open".into()));
+                }
+                () = tokio::time::sleep(every) => {
+                    let pinged = tokio::time::timeout(every, self.ping.ping(h2::Ping::opaque())).await;
+                    if matches!(pinged, Ok(Ok(_))) {
+                        pongs += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The resident memory of process `pid`, from `/proc/<pid>/status`.
+pub fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS in /proc/<pid>/status");
+    kb * 1024
 }
