@@ -54,7 +54,11 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             Ok(None) => {
-                assert_eq!(&buf[..], &input[at..], "an incomplete frame consumes nothing");
+                assert_eq!(
+                    &buf[..],
+                    &input[at..],
+                    "an incomplete frame consumes nothing"
+                );
                 break;
             }
             Err(_) => break,

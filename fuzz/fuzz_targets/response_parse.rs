@@ -45,7 +45,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let once = encode(&answer, request_id);
     let again = reparse(&once);
-    assert_eq!(encode(&again, request_id), once, "parse and encode are inverses");
+    assert_eq!(
+        encode(&again, request_id),
+        once,
+        "parse and encode are inverses"
+    );
     match &answer {
         Response::Ids(runs) => {
             for run in runs {

@@ -33,7 +33,12 @@ fuzz_target!(|data: &[u8]| {
     let query = match Query::parse(Some(raw), endpoint, allowed) {
         Ok(q) => q,
         Err(e) => {
-            assert!(e.message.len() <= MAX_MESSAGE_BYTES, "{} bytes: {}", e.message.len(), e.message);
+            assert!(
+                e.message.len() <= MAX_MESSAGE_BYTES,
+                "{} bytes: {}",
+                e.message.len(),
+                e.message
+            );
             return;
         }
     };
