@@ -1,10 +1,12 @@
 //! Harnesses for the cross-crate integration tests: the real `vesta` binary (built on demand, so
-//! it is never stale), real ZooKeeper servers for the lease tests, and real PostgreSQL and
-//! MariaDB servers plus a raw Leaf-style allocator for the segment tests.
+//! it is never stale), real ZooKeeper servers for the lease tests, real PostgreSQL and MariaDB
+//! servers plus a raw Leaf-style allocator for the segment tests, and the building blocks of
+//! `scripts/soak` ([`soak`]), whose binaries live in `src/bin/`.
 
 pub mod bin;
 pub mod db;
 pub mod leaf;
+pub mod soak;
 pub mod zk;
 
 /// The README's Rust snippets ("Use it as a library"), compiled and run as doctests so that

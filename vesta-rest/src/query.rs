@@ -29,7 +29,8 @@ impl<'a> Query<'a> {
                     allowed.join(", ")
                 };
                 return Err(ApiError::bad_request(format!(
-                    "unknown parameter {name}: {endpoint} accepts {accepted}"
+                    "unknown parameter {}: {endpoint} accepts {accepted}",
+                    shorten(&name)
                 )));
             }
             if pairs.iter().any(|(n, _)| *n == name) {
@@ -168,6 +169,22 @@ mod tests {
         assert_eq!(
             e.message,
             "unknown parameter x: /genid accepts no parameters"
+        );
+    }
+
+    /// The unknown name is cut like any rejected value: a 4 KiB name is not echoed whole (the
+    /// `rest_query` fuzz target bounds every message).
+    #[test]
+    fn a_long_unknown_name_is_not_echoed_whole() {
+        let name = "a".repeat(4000);
+        let raw = format!("{name}=1");
+        let e = Query::parse(Some(&raw), "/genids", &["count"]).unwrap_err();
+        assert_eq!(
+            e.message,
+            format!(
+                "unknown parameter {}...: /genids accepts count",
+                "a".repeat(64)
+            )
         );
     }
 

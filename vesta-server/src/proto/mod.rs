@@ -171,6 +171,15 @@ pub enum ParseError {
     /// The `HELLO` magic is wrong.
     #[error("HELLO magic must be \"VSTA\"")]
     BadMagic,
+    /// A value breaks the protocol's rules, e.g. an `IDS` run that leaves its time unit: a
+    /// broken or hostile server's answer, refused rather than handed on as IDs.
+    #[error("{name} is not valid: {reason}")]
+    BadValue {
+        /// The op's name.
+        name: &'static str,
+        /// Which value and why.
+        reason: String,
+    },
 }
 
 impl ParseError {

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use vesta_core::{Clock, IdBatch, IdRun};
+use vesta_core::{Clock, IdBatch, IdFields, IdRun};
 use vesta_embed::Flow;
 
 use super::apply::{self, Pending, ServerContext};
@@ -59,13 +59,38 @@ pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
     if payload.len() != ids_payload_len(n) {
         return Err(bad(ids_payload_len(n).to_string()));
     }
-    let runs = (0..n)
+    let runs: Vec<IdRun> = (0..n)
         .map(|_| IdRun {
             first: b.get_u64(),
             count: u64::from(b.get_u32()),
         })
         .collect();
+    for (i, run) in runs.iter().enumerate() {
+        check_run(i, run)?;
+    }
     Ok(Response::Ids(runs))
+}
+
+/// A run must hold at least one ID and stay in the time unit of its first ID (consecutive
+/// sequence numbers up to the layout's last): otherwise "the k-th ID is `first + k * 1024`"
+/// would carry the sequence into the time field and hand out IDs the server never issued.
+fn check_run(index: usize, run: &IdRun) -> Result<(), ParseError> {
+    let fields = IdFields::decode(run.first);
+    let max_seq = fields.id_type.layout().max_seq();
+    if run.count == 0 || fields.seq + (run.count - 1) > max_seq {
+        return Err(ParseError::BadValue {
+            name: "IDS",
+            reason: format!(
+                "run {index} (first {}, count {}) must hold 1..={} IDs: its first has sequence \
+                 {} of 0..={max_seq}, and a run never leaves its time unit",
+                run.first,
+                run.count,
+                max_seq + 1 - fields.seq,
+                fields.seq
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Checks the count against the cap (0 or above it: `INVALID_ARGUMENT`), then issues through

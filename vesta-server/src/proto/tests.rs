@@ -94,9 +94,14 @@ fn response_strategy() -> impl Strategy<Value = Response> {
         proptest::collection::vec((any::<u64>(), any::<u32>()), 0..50).prop_map(|v| {
             Response::Ids(
                 v.into_iter()
-                    .map(|(first, c)| IdRun {
-                        first,
-                        count: u64::from(c),
+                    .map(|(first, c)| {
+                        // A valid run: 1 up to the IDs left in its first ID's unit.
+                        let f = IdFields::decode(first);
+                        let left = f.id_type.layout().max_seq() - f.seq + 1;
+                        IdRun {
+                            first,
+                            count: 1 + u64::from(c) % left,
+                        }
                     })
                     .collect(),
             )
@@ -158,6 +163,73 @@ fn unknown_ops_and_answer_ops_are_not_requests() {
         payload: Bytes::from_static(b"VSTB\x01\x01"),
     };
     assert_eq!(Request::parse(&f), Err(ParseError::BadMagic));
+}
+
+/// Found by the `response_parse` fuzz target: an `IDS` run that leaves its time unit (or holds
+/// no ID) was accepted, and its "k-th ID is first + k * 1024" ran into the time field, so a
+/// client would have handed out IDs the server never issued. Such an answer is refused now.
+#[test]
+fn ids_runs_that_leave_their_unit_or_are_empty_are_refused() {
+    let base = IdFields {
+        version: 0,
+        id_type: vesta_core::IdType::MaxPeak,
+        gen_method: GenMethod::Server,
+        time: 358_000_000,
+        seq: (1 << 20) - 2,
+        machine: 931,
+    };
+    let first = base.encode().unwrap();
+    let parse = |runs: Vec<IdRun>| {
+        let mut out = BytesMut::new();
+        Response::Ids(runs).encode(5, &mut out);
+        let f = frame::decode(&mut out, frame::MAX_MAX_FRAME_BYTES)
+            .unwrap()
+            .unwrap();
+        Response::parse(&f)
+    };
+    // The last two IDs of the unit: fine.
+    let ok = vec![IdRun { first, count: 2 }];
+    assert_eq!(parse(ok.clone()), Ok(Response::Ids(ok)));
+    // One more would be sequence 2^20, i.e. the next second's sequence 0.
+    let err = parse(vec![IdRun { first, count: 3 }]).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::BadPayload);
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "IDS is not valid: run 0 (first {first}, count 3) must hold 1..=2 IDs: its first \
+             has sequence 1048574 of 0..=1048575, and a run never leaves its time unit"
+        )
+    );
+    let ms = IdFields {
+        id_type: vesta_core::IdType::MinGranularity,
+        seq: 0,
+        ..base
+    }
+    .encode()
+    .unwrap();
+    let full = IdRun {
+        first: ms,
+        count: 1024,
+    };
+    assert!(parse(vec![full]).is_ok());
+    let over = IdRun {
+        first: ms,
+        count: 1025,
+    };
+    assert!(matches!(
+        parse(vec![full, over]),
+        Err(ParseError::BadValue { name: "IDS", .. })
+    ));
+    let empty = IdRun { first, count: 0 };
+    assert!(parse(vec![empty]).is_err());
+    let top = IdRun {
+        first: u64::MAX,
+        count: 2,
+    };
+    assert!(
+        parse(vec![top]).is_err(),
+        "no overflow past u64::MAX either"
+    );
 }
 
 #[test]
