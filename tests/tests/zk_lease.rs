@@ -253,3 +253,42 @@ fn a_claim_deleted_by_hand_fences_and_re_leases() {
     let row = rows.iter().find(|r| r.machine == status.machine).unwrap();
     assert!(row.held);
 }
+
+/// A beat whose answer was lost still moved the mark's version: the clean shutdown finds its
+/// own claim and writes the final mark over it, instead of reporting an unclean release (found
+/// by the soak when ZooKeeper's leader was killed just before a stop).
+#[test]
+fn the_final_mark_is_written_over_a_mark_version_moved_behind_the_holders_back() {
+    let zk = ZkServer::start();
+    let mut c = config(&zk.connect(), "/vesta/finalmark", 4);
+    // Long beats, so nothing but the shutdown writes the mark after the tampering.
+    c.zookeeper.session_timeout_ms = 30_000;
+    c.zookeeper.report_interval_ms = 20_000;
+    let settings = LeaseSettings::from_config(&c).unwrap();
+    let issuer = Issuer::start(c).unwrap();
+    let machine = issuer.status().machine;
+    let last = issuer.next_id().unwrap();
+    // Rewrite the mark with its own contents: same data, next version.
+    let path = format!("/vesta/finalmark/last/{machine}");
+    let rows = inspect(&settings).unwrap();
+    let mark = rows
+        .iter()
+        .find(|r| r.machine == machine)
+        .unwrap()
+        .mark
+        .clone()
+        .unwrap();
+    let json = serde_json::to_string(&mark).unwrap();
+    let out = zk_cli(&zk.connect(), &format!("set {path} {json}"));
+    assert!(!out.contains("Exception"), "{out}");
+    issuer.shutdown().expect("a clean release");
+    let rows = inspect(&settings).unwrap();
+    let row = rows.iter().find(|r| r.machine == machine).unwrap();
+    assert!(!row.held, "the claim is deleted");
+    let mark = row.mark.as_ref().unwrap();
+    assert!(mark.clean, "the final mark is the clean one: {mark:?}");
+    assert_eq!(
+        mark.last_time,
+        Explanation::new(last, vesta_core::Epoch::VESTA).fields.time
+    );
+}

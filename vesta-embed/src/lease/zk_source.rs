@@ -523,12 +523,8 @@ impl<C: Clock + 'static> LeaseSource<C> for ZkSource {
         let mark = self.mark(&last);
         let mut problems = Vec::new();
         if let Some(h) = self.held.take() {
-            let write =
-                h.zk.write_mark(h.machine, h.claim_version, Some(h.mark_version), &mark);
-            match tokio::time::timeout(SHUTDOWN_CALL_TIMEOUT, write).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => problems.push(format!("final mark not written: {e}")),
-                Err(_) => problems.push("final mark not written: ZooKeeper did not answer".into()),
+            if let Err(e) = write_final_mark(&h, &mark).await {
+                problems.push(format!("final mark not written: {e}"));
             }
             let release = h.zk.release(h.machine, h.claim_version);
             match tokio::time::timeout(SHUTDOWN_CALL_TIMEOUT, release).await {
@@ -557,6 +553,39 @@ impl<C: Clock + 'static> LeaseSource<C> for ZkSource {
         } else {
             Err(problems.join("; "))
         }
+    }
+}
+
+/// Writes the final mark over the last one. A version conflict while the claim is still
+/// this session's means a beat whose answer was lost did go through (only the claim's
+/// holder can write the mark): write over that one instead, as a beat would.
+async fn write_final_mark(h: &Held, mark: &Mark) -> Result<(), String> {
+    let call = |version| {
+        tokio::time::timeout(
+            SHUTDOWN_CALL_TIMEOUT,
+            h.zk.write_mark(h.machine, h.claim_version, Some(version), mark),
+        )
+    };
+    let unanswered = || "ZooKeeper did not answer".to_owned();
+    match call(h.mark_version).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) if e.lease_taken() => {
+            let session = h.zk.client.session_id().0;
+            let owner = tokio::time::timeout(SHUTDOWN_CALL_TIMEOUT, h.zk.claim_owner(h.machine));
+            let Ok(Ok(Some(owner))) = owner.await else {
+                return Err(e.to_string());
+            };
+            let read = tokio::time::timeout(SHUTDOWN_CALL_TIMEOUT, h.zk.read_mark(h.machine));
+            match (owner == session, read.await) {
+                (true, Ok(Ok(Some((_, version))))) => match call(version).await {
+                    Ok(r) => r.map(drop).map_err(|e| e.to_string()),
+                    Err(_) => Err(unanswered()),
+                },
+                _ => Err(e.to_string()),
+            }
+        }
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(unanswered()),
     }
 }
 
