@@ -109,6 +109,38 @@ pub fn zk_cli(connect: &str, command: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
 }
 
+/// Runs several `zkCli` commands in one client session, back to back (fed on its stdin), so
+/// they land within milliseconds of each other: e.g. replace a claim before its holder's next
+/// beat. Returns the combined output.
+pub fn zk_cli_script(connect: &str, commands: &[&str]) -> String {
+    require_zookeeper();
+    let mut child = Command::new("java")
+        .args([
+            "-Xmx64m",
+            "-XX:TieredStopAtLevel=1",
+            "-cp",
+            &format!("{CONF_DIR}:{JAR}"),
+            "org.apache.zookeeper.ZooKeeperMain",
+            "-server",
+            connect,
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running ZooKeeper's CLI");
+    let mut script = commands.join("\n");
+    script.push_str("\nquit\n");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(script.as_bytes())
+        .expect("writing to ZooKeeper's CLI");
+    let out = child.wait_with_output().expect("ZooKeeper's CLI");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
 /// One ZooKeeper JVM: its config, data dir and process.
 #[derive(Debug)]
 struct Node {
