@@ -1,10 +1,13 @@
 //! Harnesses for the cross-crate integration tests: the real `vesta` binary (built on demand, so
 //! it is never stale), real ZooKeeper servers for the lease tests, and real PostgreSQL and
-//! MariaDB servers plus a raw Leaf-style allocator for the segment tests.
+//! MariaDB servers plus a raw Leaf-style allocator for the segment tests, the deployment files
+//! as data, and a real Prometheus server for the monitoring tests.
 
 pub mod bin;
 pub mod db;
+pub mod deploy;
 pub mod leaf;
+pub mod prometheus;
 pub mod zk;
 
 /// The README's Rust snippets ("Use it as a library"), compiled and run as doctests so that

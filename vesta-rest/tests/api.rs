@@ -319,6 +319,7 @@ async fn healthz_and_metrics_report_the_issuer() {
     assert_eq!(sample(m, "vesta_connections"), 1.0);
     assert_eq!(sample(m, "vesta_connections_max"), 1024.0);
     assert_eq!(sample(m, "vesta_lease_machine_changes_total"), 0.0);
+    assert_eq!(sample(m, "vesta_layout_capacity_per_second"), 1_048_576.0);
     assert_eq!(sample(m, "vesta_clock_rollbacks_total"), 0.0);
     assert_eq!(sample(m, "vesta_lease_fence_events_total"), 0.0);
     // Max-peak with Vesta's epoch ends in January 2049.

@@ -157,6 +157,13 @@ impl<C: Clock + 'static> Collector for IssuerCollector<C> {
             "1 while the issuer may issue IDs, 0 while fenced or waiting on its start guard",
             i64::from(s.can_issue()),
         )?;
+        gauge(
+            &mut encoder,
+            "layout_capacity_per_second",
+            "The layout's cap: IDs one machine ID can issue per second (divide the issue rate \
+             by it for the fill)",
+            i64::try_from(s.id_type.layout().capacity_per_second()).unwrap_or(i64::MAX),
+        )?;
         let remaining_s = s.end_of_life_ms.saturating_sub(now_ms) / 1000;
         gauge(
             &mut encoder,
