@@ -3,6 +3,10 @@
 //! A thin layer over the libraries. Every failure ends as one line on stderr and a non-zero
 //! exit status; no input makes it panic.
 
+// Doc comments on the clap arguments are help text, where `[default: ...]` and `USER[:PASS]`
+// mean what they mean in a usage line, not intra-doc links.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 mod cmd;
 mod output;
 mod version;
