@@ -1,11 +1,14 @@
 //! Harnesses for the cross-crate integration tests: the real `vesta` binary (built on demand, so
 //! it is never stale), real ZooKeeper servers for the lease tests, real PostgreSQL and MariaDB
-//! servers plus a raw Leaf-style allocator for the segment tests, and the building blocks of
-//! `scripts/soak` ([`soak`]), whose binaries live in `src/bin/`.
+//! servers plus a raw Leaf-style allocator for the segment tests, the deployment files as data,
+//! a real Prometheus server for the monitoring tests, and the building blocks of `scripts/soak`
+//! ([`soak`]), whose binaries live in `src/bin/`.
 
 pub mod bin;
 pub mod db;
+pub mod deploy;
 pub mod leaf;
+pub mod prometheus;
 pub mod soak;
 pub mod zk;
 

@@ -88,25 +88,56 @@ pub fn mode(port: u16) -> Option<String> {
         .map(|m| m.trim().to_owned())
 }
 
+/// ZooKeeper's own Java client (`zkCli`) connected to `connect`, ready for arguments.
+fn zk_cli_command(connect: &str) -> Command {
+    require_zookeeper();
+    let mut c = Command::new("java");
+    c.args([
+        "-Xmx64m",
+        "-XX:TieredStopAtLevel=1",
+        "-cp",
+        &format!("{CONF_DIR}:{JAR}"),
+        "org.apache.zookeeper.ZooKeeperMain",
+        "-server",
+        connect,
+    ]);
+    c
+}
+
+/// Its stdout and stderr, as one text.
+fn combined(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
 /// Runs one `zkCli` command (e.g. `delete /vesta/x/machines/0`) against `connect` with
 /// ZooKeeper's own Java client; returns its combined output. For tests that tamper with znodes.
 pub fn zk_cli(connect: &str, command: &str) -> String {
-    require_zookeeper();
-    let out = Command::new("java")
-        .args([
-            "-Xmx64m",
-            "-XX:TieredStopAtLevel=1",
-            "-cp",
-            &format!("{CONF_DIR}:{JAR}"),
-            "org.apache.zookeeper.ZooKeeperMain",
-            "-server",
-            connect,
-        ])
+    let out = zk_cli_command(connect)
         .args(command.split_whitespace())
         .stdin(Stdio::null())
         .output()
         .expect("running ZooKeeper's CLI");
-    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    combined(&out)
+}
+
+/// Runs several `zkCli` commands in one client session, back to back (fed on its stdin), so
+/// they land within milliseconds of each other: e.g. replace a claim before its holder's next
+/// beat. Returns the combined output.
+pub fn zk_cli_script(connect: &str, commands: &[&str]) -> String {
+    let mut child = zk_cli_command(connect)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running ZooKeeper's CLI");
+    let script = commands.join("\n") + "\nquit\n";
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(script.as_bytes())
+        .expect("writing to ZooKeeper's CLI");
+    combined(&child.wait_with_output().expect("ZooKeeper's CLI"))
 }
 
 /// One ZooKeeper JVM: its config, data dir and process.

@@ -1,6 +1,6 @@
 //! Leasing machine IDs from a real ZooKeeper: distinct IDs under concurrency, pool exhaustion,
 //! reuse of released IDs, the start guard on a same-unit takeover and on a clock set back, the
-//! digest ACL, and what `zk ls` reads.
+//! digest ACL, what `zk ls` reads, and a lease moved to another machine ID (counted for alerts).
 
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use vesta_core::{Clock, Explanation, ManualClock};
 use vesta_embed::lease::{LeaseSettings, inspect};
 use vesta_embed::{IssueError, Issuer, IssuerConfig, LeaseState, MachineSource, StartError};
-use vesta_tests::zk::{ZkServer, zk_cli};
+use vesta_tests::zk::{ZkServer, zk_cli, zk_cli_script};
 
 /// A leased-issuer config with test timings: 1.5 s sessions, 300 ms reports.
 fn config(connect: &str, root: &str, pool_size: u64) -> IssuerConfig {
@@ -291,4 +291,42 @@ fn the_final_mark_is_written_over_a_mark_version_moved_behind_the_holders_back()
         mark.last_time,
         Explanation::new(last, vesta_core::Epoch::VESTA).fields.time
     );
+}
+
+/// Someone else takes machine 0's claim (deleted and re-created, then written, within
+/// milliseconds, as another holder would): the issuer's next beat finds the claim is not its
+/// own, it fences, re-leases under another machine ID, and counts the move
+/// (`vesta_lease_machine_changes_total`, alerted on); its IDs carry the new machine.
+#[test]
+fn a_claim_taken_while_away_moves_the_lease_to_another_id_and_counts_it() {
+    let zk = ZkServer::start();
+    let issuer = Issuer::start(config(&zk.connect(), "/vesta/moved", 4)).unwrap();
+    assert_eq!(issuer.status().machine, 0);
+    let before = issuer.next_id().unwrap();
+    let out = zk_cli_script(
+        &zk.connect(),
+        &[
+            "delete /vesta/moved/machines/0",
+            "create /vesta/moved/machines/0 someone-else",
+            "set /vesta/moved/machines/0 someone-else",
+        ],
+    );
+    assert!(out.contains("Created /vesta/moved/machines/0"), "{out}");
+    let start = Instant::now();
+    // The move is counted while taking the new ID over, the reconnect once that is done.
+    while issuer.status().lease.machine_changes == 0 || issuer.status().lease.reconnects == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            issuer.status().lease
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let status = issuer.status();
+    assert_eq!(status.lease.machine_changes, 1, "{:?}", status.lease);
+    assert_eq!(status.machine, 1, "the lowest free ID");
+    assert_eq!(status.lease.state, LeaseState::Held);
+    let after = issuer.next_id().unwrap();
+    assert_eq!(machine_of(after), 1);
+    assert!(after > before);
 }

@@ -3,12 +3,17 @@
 //! A thin layer over the libraries. Every failure ends as one line on stderr and a non-zero
 //! exit status; no input makes it panic.
 
+// Doc comments on the clap arguments are help text, where `[default: ...]` and `USER[:PASS]`
+// mean what they mean in a usage line, not intra-doc links.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 mod cmd;
 mod output;
+mod version;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Unique, time-ordered, explainable 64-bit IDs (Vesta-compatible).
 #[derive(Parser)]
@@ -40,10 +45,25 @@ enum Command {
     /// Load-test a running server.
     #[command(subcommand)]
     Bench(cmd::bench::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions(cmd::docs::CompletionsArgs),
+    /// Write the man pages (one per command) into a directory.
+    Man(cmd::docs::ManArgs),
+}
+
+/// The clap command tree with the version lines (commit, defaults) filled in: what the binary
+/// parses with, and what completions and man pages are generated from.
+fn command() -> clap::Command {
+    Cli::command()
+        .version(version::short())
+        .long_version(version::long())
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let parsed = command()
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => return output::clap_error(e),
     };
@@ -56,6 +76,8 @@ fn main() -> ExitCode {
         Command::Zk(args) => cmd::zk::run(args),
         Command::Segment(args) => cmd::segment::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Completions(args) => cmd::docs::completions(args, command()),
+        Command::Man(args) => cmd::docs::man(args, command()),
     };
     output::finish(result)
 }

@@ -59,6 +59,10 @@ pub struct LeaseInfo {
     pub reconnects: u64,
     /// Times issuing was fenced because the lease could not be confirmed.
     pub fence_events: u64,
+    /// Times the lease was re-acquired under a different machine ID than the one held before
+    /// (the old one was taken by another issuer while this one was away). IDs stay unique; an
+    /// operator should still know why the ID moved.
+    pub machine_changes: u64,
     /// Something unusual while issuing (e.g. issuing from the state file while ZooKeeper is
     /// unreachable, not yet registered).
     pub note: Option<String>,
@@ -74,6 +78,7 @@ impl LeaseInfo {
             confirmed_ms: None,
             reconnects: 0,
             fence_events: 0,
+            machine_changes: 0,
             note: None,
         }
     }

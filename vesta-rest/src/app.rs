@@ -35,7 +35,7 @@ impl<C: Clock + 'static> App<C> {
         let issuer = Arc::clone(ids.issuer());
         let budget = UnsentBudget::new(limits.max_unsent_bytes);
         App {
-            metrics: Metrics::new(&ids, &budget),
+            metrics: Metrics::new(&ids, &budget, limits.max_connections),
             budget,
             issuer,
             ids,

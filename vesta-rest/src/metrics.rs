@@ -5,7 +5,8 @@
 //! hashing or map lookup, and only pairs that occurred (plus each endpoint's 200) are exported.
 //! The issuer's own metrics (lease, clock rollbacks, waits, end of life) are the shared ones of
 //! `vesta_service::metrics`. Connections closed for holding a slot without using it, and the
-//! unsent-bytes budget in use, show what slow or hostile clients cost.
+//! unsent-bytes budget in use, show what slow or hostile clients cost. Open connections and their
+//! limit are the shared `vesta_connections` and `vesta_connections_max`.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -20,6 +21,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use vesta_core::Clock;
 use vesta_embed::AsyncIssuer;
+use vesta_service::metrics::Connections;
 
 use crate::budget::UnsentBudget;
 use crate::connection::CloseReason;
@@ -46,12 +48,18 @@ pub struct Metrics {
     requests: Vec<[OnceLock<Counter>; STATUSES.len()]>,
     latency: Vec<Histogram>,
     closed: [Counter; CloseReason::ALL.len()],
+    /// Open connections: each connection's task holds one of its guards.
+    pub connections: Connections,
 }
 
 impl Metrics {
     /// Registers every metric, including the collectors reading `issuer`'s status and the
-    /// budget's use.
-    pub fn new<C: Clock + 'static>(ids: &AsyncIssuer<C>, budget: &UnsentBudget) -> Self {
+    /// budget's use, and the connection gauge beside `max_connections`.
+    pub fn new<C: Clock + 'static>(
+        ids: &AsyncIssuer<C>,
+        budget: &UnsentBudget,
+        max_connections: u64,
+    ) -> Self {
         let mut registry = Registry::with_prefix("vesta");
         let ids_issued = Counter::default();
         registry.register(
@@ -94,6 +102,8 @@ impl Metrics {
         );
         registry.register_collector(Box::new(BudgetCollector(budget.clone())));
         vesta_service::metrics::register_issuer(&mut registry, ids);
+        let connections =
+            vesta_service::metrics::register_connections(&mut registry, max_connections);
         let metrics = Metrics {
             registry,
             ids_issued,
@@ -101,6 +111,7 @@ impl Metrics {
             requests,
             latency,
             closed,
+            connections,
         };
         // Export the usual outcomes from the start, so rates work before the first request.
         for endpoint in Endpoint::ALL {

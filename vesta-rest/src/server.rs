@@ -129,8 +129,9 @@ impl<C: Clock + 'static> RestServer<C> {
                 conn_limits,
                 trigger.subscribe(),
             );
+            let open = app.metrics.connections.open();
             tasks.spawn(async move {
-                let _permit = permit;
+                let (_permit, _open) = (permit, open);
                 serve.await;
             });
             while tasks.try_join_next().is_some() {}

@@ -315,6 +315,11 @@ async fn healthz_and_metrics_report_the_issuer() {
     assert_eq!(sample(m, "vesta_lease_state{state=\"fenced\"}"), 0.0);
     assert_eq!(sample(m, "vesta_issuing"), 1.0);
     assert_eq!(sample(m, "vesta_machine_id"), 924.0);
+    // This client's one keep-alive connection, beside the limit (shared with the TCP server).
+    assert_eq!(sample(m, "vesta_connections"), 1.0);
+    assert_eq!(sample(m, "vesta_connections_max"), 1024.0);
+    assert_eq!(sample(m, "vesta_lease_machine_changes_total"), 0.0);
+    assert_eq!(sample(m, "vesta_layout_capacity_per_second"), 1_048_576.0);
     assert_eq!(sample(m, "vesta_clock_rollbacks_total"), 0.0);
     assert_eq!(sample(m, "vesta_lease_fence_events_total"), 0.0);
     // Max-peak with Vesta's epoch ends in January 2049.

@@ -5,15 +5,14 @@
 //! hot path does an atomic add and no label lookup.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicI64;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use vesta_core::Clock;
 use vesta_embed::AsyncIssuer;
 use vesta_service::health::Health;
+use vesta_service::metrics::Connections;
 use vesta_service::metrics_http::Exposition;
 
 use crate::proto::{ErrorCode, op};
@@ -32,13 +31,25 @@ const OPS: [(u8, &str); 8] = [
 
 type Labels = [(&'static str, &'static str); 1];
 
+/// The errors that are the server's or the issuer's doing, not the client's: what the
+/// error-rate alert counts (deploy/prometheus/vesta.rules.yml).
+const SERVER_ERRORS: [ErrorCode; 7] = [
+    ErrorCode::Unavailable,
+    ErrorCode::ClockBehind,
+    ErrorCode::TimeExhausted,
+    ErrorCode::Saturated,
+    ErrorCode::TooManyConnections,
+    ErrorCode::ShuttingDown,
+    ErrorCode::Internal,
+];
+
 /// The TCP server's metrics.
 #[derive(Debug)]
 pub(crate) struct TcpMetrics {
     registry: Registry,
     ids_issued: Counter,
-    /// Open connections (a gauge the server moves as they come and go).
-    pub connections: Gauge<i64, AtomicI64>,
+    /// Open connections (shared with the REST server: `vesta_connections`).
+    pub connections: Connections,
     requests: Vec<Counter>,
     errors: Family<Labels, Counter>,
 }
@@ -54,19 +65,8 @@ impl TcpMetrics {
             "IDs handed out by NEXT_ID and NEXT_IDS",
             ids_issued.clone(),
         );
-        let connections = Gauge::<i64, AtomicI64>::default();
-        registry.register(
-            "connections",
-            "Client connections open now",
-            connections.clone(),
-        );
-        let max = Gauge::<i64, AtomicI64>::default();
-        max.set(i64::try_from(max_connections).unwrap_or(i64::MAX));
-        registry.register(
-            "connections_max",
-            "server.max_connections: connections beyond it are refused",
-            max,
-        );
+        let connections =
+            vesta_service::metrics::register_connections(&mut registry, max_connections);
         let family = Family::<Labels, Counter>::default();
         registry.register(
             "tcp_requests",
@@ -83,6 +83,11 @@ impl TcpMetrics {
             "ERROR answers sent, by error code (refusals by the issuer and bad requests)",
             errors.clone(),
         );
+        // Export the refusals from the start, so error-rate alerts have a series before the
+        // first one.
+        for code in SERVER_ERRORS {
+            let _ = errors.get_or_create(&[("code", code.name())]);
+        }
         TcpMetrics {
             registry,
             ids_issued,

@@ -155,6 +155,7 @@ impl<C: Clock + 'static> TcpServer<C> {
                                 });
                             }
                             Err(_) => {
+                                ctx.metrics.error(ErrorCode::TooManyConnections);
                                 let limit = ctx.limits.max_connections;
                                 tasks.spawn(refuse(stream, peer, limit));
                             }
@@ -202,29 +203,14 @@ async fn refuse(stream: TcpStream, peer: SocketAddr, limit: u64) {
     let _ = timeout(Duration::from_secs(1), conn.close()).await;
 }
 
-/// Counts a connection (in `INFO` and the metrics) while it lives.
-struct Counted<'a>(&'a TcpMetrics);
-
-impl<'a> Counted<'a> {
-    fn new(m: &'a TcpMetrics) -> Self {
-        m.connections.inc();
-        Counted(m)
-    }
-}
-
-impl Drop for Counted<'_> {
-    fn drop(&mut self) {
-        self.0.connections.dec();
-    }
-}
-
 async fn handle<C: Clock + 'static>(
     stream: TcpStream,
     peer: SocketAddr,
     ctx: Arc<ServerContext<C>>,
     shutdown: Shutdown,
 ) {
-    let _counted = Counted::new(&ctx.metrics);
+    // Counted (in `INFO` and the metrics) while it lives.
+    let _open = ctx.metrics.connections.open();
     let mut h = Handler {
         conn: Connection::new(stream, ctx.limits.max_frame_bytes),
         flow: ctx.ids.flow(),

@@ -60,6 +60,12 @@ async fn metrics_and_health_are_served_over_http() {
         sample(&m, "vesta_tcp_errors_total{code=\"INVALID_ARGUMENT\"}"),
         1.0
     );
+    // Refusals are exported from the start, so an error rate has a series before the first.
+    assert_eq!(
+        sample(&m, "vesta_tcp_errors_total{code=\"CLOCK_BEHIND\"}"),
+        0.0
+    );
+    assert_eq!(sample(&m, "vesta_lease_machine_changes_total"), 0.0);
     assert_eq!(sample(&m, "vesta_machine_id"), 950.0);
     assert_eq!(sample(&m, "vesta_lease_state{state=\"static\"}"), 1.0);
     assert!(m.contains("vesta_issuer_info{gen_method=\"server\",type=\"max-peak\""));
@@ -76,6 +82,39 @@ async fn metrics_and_health_are_served_over_http() {
     assert!(body.contains("not issuing: lease lost (test)"), "{body}");
     assert_eq!(get(http, "/nope").await.0, 404);
 
+    // A closed connection is no longer counted, however it ended.
     drop(raw);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while sample(&get(http, "/metrics").await.1, "vesta_connections") != 0.0 {
+        assert!(std::time::Instant::now() < deadline, "still counted");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    handle.shutdown().await.unwrap();
+}
+
+/// What the connection-limit alert reads: open connections at the limit, and each connection
+/// refused beyond it counted as `TOO_MANY_CONNECTIONS`.
+#[tokio::test]
+async fn connections_at_the_limit_and_refusals_are_counted() {
+    let mut c = config(951);
+    c.server.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    c.server.max_connections = 1;
+    let server = vesta_server::TcpServer::start(c).await.unwrap();
+    let http = server.metrics_addr().expect("a metrics listener");
+    let handle = vesta_server::ServerHandle::spawn(server);
+    let held = Raw::hello(handle.addr()).await;
+    let mut refused = Raw::connect(handle.addr()).await;
+    assert!(matches!(
+        refused.recv().await,
+        Some((0, Response::Error { .. }))
+    ));
+    let (_, m) = get(http, "/metrics").await;
+    assert_eq!(sample(&m, "vesta_connections"), 1.0);
+    assert_eq!(sample(&m, "vesta_connections_max"), 1.0);
+    assert_eq!(
+        sample(&m, "vesta_tcp_errors_total{code=\"TOO_MANY_CONNECTIONS\"}"),
+        1.0
+    );
+    drop((held, refused));
     handle.shutdown().await.unwrap();
 }

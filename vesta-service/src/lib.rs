@@ -10,7 +10,8 @@
 //!   async issuer the servers issue through, the drain and the release of the machine ID
 //!   ([`ServeReport`]);
 //! - [`shutdown`]: the SIGINT/SIGTERM future and the trigger that tells connections to drain;
-//! - [`metrics`]: the issuer's Prometheus metrics, the same on both servers;
+//! - [`metrics`]: the issuer's Prometheus metrics and the open-connections gauge, the same on
+//!   both servers;
 //! - errors: [`ConfigError`] (a refused config), [`ServeError`] (why a server did not start).
 //!
 //! The wire protocols stay in `vesta-server` (TCP) and `vesta-rest` (HTTP).

@@ -1,16 +1,18 @@
-//! The issuer's metrics, the same on both servers (names prefixed `vesta_`): its fixed identity,
-//! and a collector that reads `Issuer::status()` and the waiting list's counters at each scrape,
-//! so they are never stale and cost nothing between scrapes. Each server registers these beside
-//! its own request metrics (prometheus-client).
+//! The metrics both servers export alike (names prefixed `vesta_`): the issuer's fixed identity,
+//! a collector that reads `Issuer::status()` and the waiting list's counters at each scrape (so
+//! they are never stale and cost nothing between scrapes), and the open client connections
+//! beside their limit. Each server registers these beside its own request metrics
+//! (prometheus-client); the alert rules and the dashboard in deploy/ read them by these names.
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use vesta_core::Clock;
@@ -33,6 +35,52 @@ pub fn register_issuer<C: Clock + 'static>(registry: &mut Registry, ids: &AsyncI
         issuer,
         ids: ids.clone(),
     }));
+}
+
+/// Registers `vesta_connections` (client connections open now) and `vesta_connections_max`
+/// (`server.max_connections`) in `registry`, and returns the gauge the server moves.
+pub fn register_connections(registry: &mut Registry, max_connections: u64) -> Connections {
+    let open = Gauge::<i64, AtomicI64>::default();
+    registry.register("connections", "Client connections open now", open.clone());
+    let max = Gauge::<i64, AtomicI64>::default();
+    max.set(i64::try_from(max_connections).unwrap_or(i64::MAX));
+    registry.register(
+        "connections_max",
+        "server.max_connections: the most connections served at once",
+        max,
+    );
+    Connections { open }
+}
+
+/// The open-connections gauge of a server: each connection holds an [`OpenConnection`] while it
+/// lives, so the count cannot drift whichever way the connection ends.
+#[derive(Clone, Debug)]
+pub struct Connections {
+    open: Gauge<i64, AtomicI64>,
+}
+
+impl Connections {
+    /// Counts one more open connection until the returned guard is dropped.
+    pub fn open(&self) -> OpenConnection {
+        self.open.inc();
+        OpenConnection(self.open.clone())
+    }
+
+    /// Connections open now.
+    pub fn get(&self) -> i64 {
+        self.open.get()
+    }
+}
+
+/// One open connection, counted in [`Connections`] until dropped.
+#[derive(Debug)]
+#[must_use = "the connection is counted only while this guard lives"]
+pub struct OpenConnection(Gauge<i64, AtomicI64>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// Reads the issuer's status at each scrape.
@@ -91,6 +139,12 @@ impl<C: Clock + 'static> Collector for IssuerCollector<C> {
             "ZooKeeper sessions re-established after a loss",
             s.lease.reconnects,
         )?;
+        counter(
+            &mut encoder,
+            "lease_machine_changes",
+            "Times the lease was re-acquired under a different machine ID than the one held before",
+            s.lease.machine_changes,
+        )?;
         gauge(
             &mut encoder,
             "machine_id",
@@ -102,6 +156,13 @@ impl<C: Clock + 'static> Collector for IssuerCollector<C> {
             "issuing",
             "1 while the issuer may issue IDs, 0 while fenced or waiting on its start guard",
             i64::from(s.can_issue()),
+        )?;
+        gauge(
+            &mut encoder,
+            "layout_capacity_per_second",
+            "The layout's cap: IDs one machine ID can issue per second (divide the issue rate \
+             by it for the fill)",
+            i64::try_from(s.id_type.layout().capacity_per_second()).unwrap_or(i64::MAX),
         )?;
         let remaining_s = s.end_of_life_ms.saturating_sub(now_ms) / 1000;
         gauge(

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod bench_rest;
 pub mod bench_tcp;
 pub mod common;
+pub mod docs;
 pub mod explain;
 pub mod gen_server;
 pub mod generate;

@@ -182,6 +182,9 @@ impl ZkSource {
             .map_err(|e| StartError::Lease(format!("cannot use machine {machine}: {e}")))?;
         if self.machine != Some(machine) {
             lease.term.forget_promises();
+            if self.machine.is_some() {
+                lease.leased.with_info(|info| info.machine_changes += 1);
+            }
         }
         self.machine = Some(machine);
         let held = Held {

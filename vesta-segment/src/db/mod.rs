@@ -1,7 +1,7 @@
 //! The database layer (sqlx, runtime query API only): one pool per store, and the few
 //! operations on `leaf_alloc` — take a segment, give a tail back, list, create, init.
 //!
-//! A segment is taken only by [`Database::fetch`]: Leaf's `UPDATE ... SET max_id = max_id +
+//! A segment is taken only by `Database::fetch`: Leaf's `UPDATE ... SET max_id = max_id +
 //! step WHERE biz_tag = ?` then its `SELECT` of the row, in one transaction (SQLite:
 //! `BEGIN IMMEDIATE`). The row read back is checked before the commit; a bad one is rolled back.
 

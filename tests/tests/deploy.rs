@@ -1,0 +1,352 @@
+//! The deployment files, each checked with the real tool that reads it: the /etc/vesta configs
+//! with the servers' config loaders, the systemd units with `systemd-analyze` and the real
+//! `vesta` CLI, the alert rules with `promtool` (check and unit tests) and against
+//! docs/operations.md's runbooks, the dashboard as JSON. (tests/prometheus.rs runs them against
+//! a real Prometheus scraping real servers.)
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use vesta_rest::RestConfig;
+use vesta_server::TcpConfig;
+use vesta_tests::bin::vesta;
+use vesta_tests::deploy::{self, Unit, alert_rules, anchors, dashboard, promtool_cases};
+use vesta_tests::prometheus::promtool;
+
+/// The units and the config each one runs with.
+const UNITS: [(&str, &str); 2] = [
+    ("vesta-rest.service", "deploy/etc/vesta/rest.toml"),
+    ("vesta-tcp.service", "deploy/etc/vesta/tcp.toml"),
+];
+
+/// The longest a server's release of its machine ID takes after the drain: the final mark and
+/// the claim's deletion, each a ZooKeeper call bounded at 3 s (vesta-embed's
+/// `SHUTDOWN_CALL_TIMEOUT`), plus a unit boundary the clock thread may be waiting for.
+const RELEASE_MS: u64 = 2 * 3_000 + 1_000;
+
+fn unit(name: &str) -> Unit {
+    Unit::parse(&deploy::read(&format!("deploy/systemd/{name}")))
+}
+
+/// `(shutdown_grace_ms, state_file, zookeeper.session_timeout_ms)` of a shipped config, loaded
+/// with its server's real loader.
+fn load(config: &str) -> (u64, Option<PathBuf>, u64) {
+    let path = deploy::path(config);
+    if config.ends_with("rest.toml") {
+        let c = RestConfig::from_toml_file(&path).unwrap_or_else(|e| panic!("{config}: {e}"));
+        assert!(c.warnings.is_empty(), "{config}: {:?}", c.warnings);
+        let s = c.server;
+        (
+            s.shutdown_grace_ms,
+            c.machine.state_file,
+            c.zookeeper.session_timeout_ms,
+        )
+    } else {
+        let c = TcpConfig::from_toml_file(&path).unwrap_or_else(|e| panic!("{config}: {e}"));
+        assert!(c.warnings.is_empty(), "{config}: {:?}", c.warnings);
+        assert!(
+            c.server.metrics_listen.is_some(),
+            "{config}: the TCP server needs metrics_listen for Prometheus"
+        );
+        let s = c.server;
+        (
+            s.shutdown_grace_ms,
+            c.machine.state_file,
+            c.zookeeper.session_timeout_ms,
+        )
+    }
+}
+
+#[test]
+fn the_etc_configs_load_with_the_servers_own_loaders_and_use_distinct_machine_ids() {
+    let rest = RestConfig::from_toml_file(deploy::path(UNITS[0].1)).unwrap();
+    let tcp = TcpConfig::from_toml_file(deploy::path(UNITS[1].1)).unwrap();
+    let (r, t) = (rest.machine.id.unwrap(), tcp.machine.id.unwrap());
+    assert_ne!(r, t, "two servers on one host need two machine IDs");
+    for (name, config) in UNITS {
+        let (_, state_file, _) = load(config);
+        let state_dir = unit(name)
+            .get("Service", "StateDirectory")
+            .unwrap()
+            .to_owned();
+        let state_file = state_file.unwrap_or_else(|| panic!("{config}: no state_file"));
+        assert_eq!(
+            state_file.parent().unwrap(),
+            Path::new("/var/lib").join(&state_dir),
+            "{config}'s state file must be in {name}'s StateDirectory"
+        );
+    }
+}
+
+/// ExecStart as argv; the program and the config path it names.
+fn exec_start(u: &Unit) -> Vec<String> {
+    u.get("Service", "ExecStart")
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_units_run_the_real_cli_with_shipped_configs_and_the_promised_settings() {
+    let readme = deploy::read("README.md");
+    for (name, config) in UNITS {
+        let u = unit(name);
+        let argv = exec_start(&u);
+        // The binary where the README's Install section puts it.
+        assert_eq!(argv[0], "/usr/local/bin/vesta", "{name}");
+        assert!(
+            readme.contains("/usr/local/bin/vesta"),
+            "README: no /usr/local/bin/vesta"
+        );
+        // The subcommand and every flag parse with the real CLI.
+        let out = Command::new(vesta())
+            .args(&argv[1..])
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: `vesta {}` does not parse: {}",
+            argv[1..].join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // --config points at the shipped file's place under ConfigurationDirectory.
+        let at = argv.iter().position(|a| a == "--config").expect("--config");
+        let etc = &argv[at + 1];
+        assert_eq!(
+            Path::new(etc),
+            Path::new("/").join(config.strip_prefix("deploy/").unwrap()),
+            "{name}"
+        );
+        let conf_dir = u.get("Service", "ConfigurationDirectory").unwrap();
+        assert!(
+            etc.starts_with(&format!("/etc/{conf_dir}/")),
+            "{name}: {etc}"
+        );
+
+        for (key, want) in [
+            ("DynamicUser", "yes"),
+            ("NoNewPrivileges", "yes"),
+            ("ProtectSystem", "strict"),
+            ("PrivateTmp", "yes"),
+            ("ProtectClock", "yes"),
+            ("CapabilityBoundingSet", ""),
+            ("AmbientCapabilities", ""),
+            ("RestrictAddressFamilies", "AF_INET AF_INET6 AF_UNIX"),
+            ("Restart", "on-failure"),
+            ("KillSignal", "SIGTERM"),
+        ] {
+            assert_eq!(u.get("Service", key), Some(want), "{name}: {key}");
+        }
+        // SIGKILL comes only after the drain and the release had their time.
+        let (grace_ms, _, session_ms) = load(config);
+        let stop = u.get("Service", "TimeoutStopSec").unwrap();
+        let stop_ms = 1000
+            * stop
+                .strip_suffix('s')
+                .unwrap_or(stop)
+                .parse::<u64>()
+                .unwrap_or_else(|_| panic!("{name}: TimeoutStopSec={stop}: write it in s"));
+        assert!(
+            stop_ms > grace_ms + RELEASE_MS + session_ms,
+            "{name}: TimeoutStopSec {stop_ms} ms <= drain {grace_ms} + release {RELEASE_MS} \
+             + a session timeout {session_ms}"
+        );
+    }
+}
+
+/// Runs `systemd-analyze` on a copy of each unit whose ExecStart names the freshly built
+/// binary (verify checks that the program exists), with the generated man pages on MANPATH
+/// (verify also checks `Documentation=man:...`).
+#[test]
+fn systemd_analyze_verifies_each_unit_and_rates_its_exposure_ok() {
+    let Ok(analyze) = which("systemd-analyze") else {
+        eprintln!("SKIPPED: systemd-analyze is not installed (Debian package systemd)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let man = dir.path().join("man");
+    let out = Command::new(vesta())
+        .arg("man")
+        .arg(man.join("man1"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (name, _) in UNITS {
+        let text = deploy::read(&format!("deploy/systemd/{name}"));
+        let copy = dir.path().join(name);
+        let built = vesta().to_str().unwrap();
+        std::fs::write(&copy, text.replace("/usr/local/bin/vesta", built)).unwrap();
+        let out = Command::new(&analyze)
+            .arg("verify")
+            .arg(&copy)
+            .env("MANPATH", &man)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && said.trim().is_empty(),
+            "{name}: {said}"
+        );
+
+        let out = Command::new(&analyze)
+            .args(["security", "--offline=yes", "--no-pager"])
+            .arg(&copy)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        let score: f64 = said
+            .lines()
+            .find_map(|l| {
+                l.split_once("Overall exposure level for ")?
+                    .1
+                    .split_once(": ")
+            })
+            .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: no exposure level in {said}"));
+        // systemd rates 0-10; under 2 is its best band ("OK") below which little is left to
+        // lock down for a network service.
+        assert!(score < 2.0, "{name}: exposure {score}\n{said}");
+    }
+}
+
+fn which(tool: &str) -> Result<PathBuf, ()> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
+
+#[test]
+fn every_alert_has_a_severity_a_summary_and_a_runbook_that_exists() {
+    let ops = deploy::read("docs/operations.md");
+    let anchors: BTreeSet<String> = anchors(&ops).into_iter().collect();
+    let rules = alert_rules();
+    assert!(rules.len() >= 15, "{} rules", rules.len());
+    let mut names = BTreeSet::new();
+    for r in &rules {
+        assert!(names.insert(r.name.clone()), "{} twice", r.name);
+        let severity = r.labels.get("severity").map(String::as_str);
+        assert!(
+            matches!(severity, Some("critical" | "warning")),
+            "{}: severity {severity:?}",
+            r.name
+        );
+        assert!(
+            r.annotations.get("summary").is_some_and(|s| s.len() > 20),
+            "{}: no summary",
+            r.name
+        );
+        let runbook = r.annotations.get("runbook_url").map(String::as_str);
+        let anchor = runbook
+            .and_then(|u| u.strip_prefix("docs/operations.md#"))
+            .unwrap_or_else(|| panic!("{}: runbook_url {runbook:?}", r.name));
+        assert_eq!(
+            anchor,
+            r.name.to_lowercase(),
+            "{}: one runbook per alert",
+            r.name
+        );
+        assert!(
+            anchors.contains(anchor),
+            "{}: docs/operations.md has no section #{anchor}",
+            r.name
+        );
+        assert_eq!(
+            r.group == "vesta-segment",
+            r.name.starts_with("VestaSegment")
+        );
+    }
+    // And no runbook for an alert that does not exist.
+    for a in anchors
+        .iter()
+        .filter(|a| a.starts_with("vesta") && a.len() > 8)
+    {
+        assert!(
+            rules.iter().any(|r| r.name.to_lowercase() == *a),
+            "docs/operations.md has a runbook #{a} for no alert"
+        );
+    }
+}
+
+#[test]
+fn promtool_checks_the_rules_and_unit_tests_every_alert_firing_and_not() {
+    let cases = promtool_cases();
+    for r in alert_rules() {
+        for firing in [true, false] {
+            assert!(
+                cases.iter().any(|(n, f)| *n == r.name && *f == firing),
+                "{}: no promtool test where it is {}",
+                r.name,
+                if firing { "firing" } else { "not firing" }
+            );
+        }
+    }
+    let Some(promtool) = promtool() else {
+        eprintln!("SKIPPED: promtool is not installed (Debian package prometheus)");
+        return;
+    };
+    let dir = deploy::path("deploy/prometheus");
+    for args in [
+        &["check", "rules", "vesta.rules.yml"][..],
+        &["test", "rules", "vesta.rules.test.yml"],
+    ] {
+        let out = Command::new(&promtool)
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {}: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn the_dashboard_has_unique_panels_and_every_query_reads_vesta_metrics() {
+    let d = dashboard();
+    assert_eq!(d["uid"], "vesta-rs");
+    let mut ids = BTreeSet::new();
+    for panel in d["panels"].as_array().unwrap() {
+        assert!(ids.insert(panel["id"].as_u64().unwrap()), "panel id twice");
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            assert_eq!(target["datasource"]["uid"], "${datasource}", "{panel}");
+        }
+    }
+    let queries = deploy::dashboard_queries();
+    for (title, expr) in &queries {
+        let selectors = deploy::selectors(expr);
+        assert!(
+            !selectors.is_empty() && selectors.iter().all(|s| s.metric.starts_with("vesta_")),
+            "{title}: {expr}"
+        );
+    }
+    // What the issue asks the dashboard to show.
+    let all: String = queries.iter().map(|(_, e)| e.as_str()).collect();
+    for metric in [
+        "vesta_ids_issued_total",
+        "vesta_layout_capacity_per_second",
+        "vesta_machine_id",
+        "vesta_lease_state",
+        "vesta_sequence_waits_total",
+        "vesta_clock_rollback_refusals_total",
+        "vesta_http_request_duration_seconds_bucket",
+        "vesta_connections",
+        "vesta_end_of_life_remaining_seconds",
+    ] {
+        assert!(all.contains(metric), "the dashboard does not show {metric}");
+    }
+}

@@ -1,0 +1,100 @@
+//! What `vesta --version` says: the version, the git commit it was built from (when built from
+//! a checkout; see build.rs), and the defaults in force when no config says otherwise — the
+//! epoch, the default type and both layouts with their capacity and end of life — so a bug
+//! report or an audit has them in one line each.
+
+use std::fmt::Write;
+use std::sync::OnceLock;
+
+use vesta_core::{Epoch, IdType};
+use vesta_embed::IssuerConfig;
+
+/// `-V`: the version and the commit.
+pub fn short() -> &'static str {
+    static SHORT: OnceLock<String> = OnceLock::new();
+    SHORT.get_or_init(|| format!("{} ({})", env!("CARGO_PKG_VERSION"), commit()))
+}
+
+/// `--version`: [`short`] plus the defaults in force.
+pub fn long() -> &'static str {
+    static LONG: OnceLock<String> = OnceLock::new();
+    LONG.get_or_init(|| {
+        let d = IssuerConfig::default();
+        let epoch = d.id.epoch;
+        let mut s = format!("{}\ncommit   {}\n", env!("CARGO_PKG_VERSION"), commit());
+        let _ = writeln!(
+            s,
+            "defaults epoch {} ({} ms{}), type {}, version bit {}, server pool {}..=1023, \
+             end-of-life margin {} days",
+            Epoch::rfc3339(epoch.unix_ms()),
+            epoch.unix_ms(),
+            if epoch == Epoch::VESTA {
+                ", Vesta's"
+            } else {
+                ""
+            },
+            d.id.id_type,
+            d.id.version,
+            d.machine.server_pool_start,
+            d.id.end_of_life_margin_days,
+        );
+        for id_type in IdType::ALL {
+            let l = id_type.layout();
+            let _ = writeln!(
+                s,
+                "layout   type {} {}: 1 {} units, time {} bits, seq {} bits, {} IDs/s per \
+                 machine, end of life {}",
+                id_type.code(),
+                id_type,
+                l.unit_name,
+                l.time_bits,
+                l.seq_bits,
+                l.capacity_per_second(),
+                Epoch::rfc3339(l.end_of_life_ms(epoch)),
+            );
+        }
+        s.trim_end().to_owned()
+    })
+}
+
+/// The commit, or why there is none.
+fn commit() -> &'static str {
+    option_env!("VESTA_GIT_COMMIT").unwrap_or("commit unknown: not built from a git checkout")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_long_version_names_the_version_the_defaults_and_both_layouts() {
+        let long = long();
+        assert!(long.starts_with(env!("CARGO_PKG_VERSION")), "{long}");
+        assert!(long.contains("epoch 2014-12-31T16:00:00.000Z (1420041600000 ms, Vesta's)"));
+        assert!(long.contains("type max-peak"), "{long}");
+        for id_type in IdType::ALL {
+            let l = id_type.layout();
+            let end = Epoch::rfc3339(l.end_of_life_ms(Epoch::VESTA));
+            assert!(long.contains(&format!("{} IDs/s", l.capacity_per_second())));
+            assert!(long.contains(&format!("end of life {end}")), "{long}");
+        }
+    }
+
+    /// Built from this checkout (as here), the commit is HEAD's; built from a tarball, the line
+    /// says there is none.
+    #[test]
+    fn the_commit_is_the_checkouts_head_when_there_is_one() {
+        let workspace = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let head = std::process::Command::new("git")
+            .args(["-C", workspace, "rev-parse", "--short=12", "HEAD"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+        match (head, option_env!("VESTA_GIT_COMMIT")) {
+            (Some(head), Some(built)) => assert_eq!(built, head),
+            (None, None) => assert!(short().contains("not built from a git checkout")),
+            (head, built) => panic!("checkout HEAD {head:?} but built with {built:?}"),
+        }
+    }
+}
