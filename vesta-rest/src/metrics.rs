@@ -4,11 +4,11 @@
 //! handles (the request counter of a pair on its first use), so the hot path does no label
 //! hashing or map lookup, and only pairs that occurred (plus each endpoint's 200) are exported.
 //! The issuer's own metrics (lease, clock rollbacks, waits, end of life) are the shared ones of
-//! `vesta_service::metrics`. Connections closed for holding a slot without using it, and the
+//! `vesta_service::metrics`, and so are the segments' (`vesta_segment_*`, per tag). Connections closed for holding a slot without using it, and the
 //! unsent-bytes budget in use, show what slow or hostile clients cost.
 
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -20,6 +20,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use vesta_core::Clock;
 use vesta_embed::AsyncIssuer;
+use vesta_service::Segments;
 
 use crate::budget::UnsentBudget;
 use crate::connection::CloseReason;
@@ -49,9 +50,13 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Registers every metric, including the collectors reading `issuer`'s status and the
-    /// budget's use.
-    pub fn new<C: Clock + 'static>(ids: &AsyncIssuer<C>, budget: &UnsentBudget) -> Self {
+    /// Registers every metric, including the collectors reading `issuer`'s status, the
+    /// segments' (when on) and the budget's use.
+    pub fn new<C: Clock + 'static>(
+        ids: &AsyncIssuer<C>,
+        segments: Option<&Arc<Segments>>,
+        budget: &UnsentBudget,
+    ) -> Self {
         let mut registry = Registry::with_prefix("vesta");
         let ids_issued = Counter::default();
         registry.register(
@@ -94,6 +99,9 @@ impl Metrics {
         );
         registry.register_collector(Box::new(BudgetCollector(budget.clone())));
         vesta_service::metrics::register_issuer(&mut registry, ids);
+        if let Some(segments) = segments {
+            vesta_service::metrics::register_segments(&mut registry, Arc::clone(segments));
+        }
         let metrics = Metrics {
             registry,
             ids_issued,

@@ -142,10 +142,33 @@ impl Store {
         }
     }
 
+    /// The next number of `tag` if the tag is in use and has one buffered: no waiting, no
+    /// database, no allocation (`None` otherwise: then call [`Store::next`]). For servers, whose
+    /// workers must not wait; the warm path of [`Store::next`].
+    #[inline]
+    pub fn next_buffered(&self, tag: &str) -> Option<u64> {
+        self.tags
+            .load()
+            .get(tag)
+            .and_then(|b| b.take(1))
+            .map(|r| r.start)
+    }
+
     /// `n` numbers of `tag` (1 ≤ n ≤ [`MAX_BATCH`]) as increasing ranges (more than one when
     /// the batch spans segments). If it fails part-way, the numbers already taken are a gap.
     pub async fn next_n(&self, tag: &str, n: u64) -> Result<Vec<Range<u64>>, SegmentError> {
         self.tag(tag).await?.next_n(n).await
+    }
+
+    /// Like [`Store::next_n`], but may answer fewer numbers (at least one), never more than
+    /// `max_ranges` ranges: for a wire answer of bounded size (see [`Tag::next_n_within`]).
+    pub async fn next_n_within(
+        &self,
+        tag: &str,
+        n: u64,
+        max_ranges: usize,
+    ) -> Result<Vec<Range<u64>>, SegmentError> {
+        self.tag(tag).await?.next_n_within(n, max_ranges).await
     }
 
     /// A handle on `tag`, for calls that skip the name lookup. Fails on a bad or unknown tag.
@@ -339,6 +362,27 @@ impl Tag {
     /// `n` numbers (1 ≤ n ≤ [`MAX_BATCH`]) as increasing ranges, waiting up to `segment.wait_ms`
     /// in all. If it fails part-way, the numbers already taken are a gap.
     pub async fn next_n(&self, n: u64) -> Result<Vec<Range<u64>>, SegmentError> {
+        self.take_ranges(n, usize::MAX, false).await
+    }
+
+    /// Like [`Tag::next_n`], but may answer fewer than `n` numbers (at least one): it stops once
+    /// the answer has `max_ranges` ranges, and answers what it has instead of an error when
+    /// the rest cannot be had (both segments used up and the database slow or down). Nothing
+    /// beyond what is returned is taken, so a bounded wire answer leaves no gap.
+    pub async fn next_n_within(
+        &self,
+        n: u64,
+        max_ranges: usize,
+    ) -> Result<Vec<Range<u64>>, SegmentError> {
+        self.take_ranges(n, max_ranges.max(1), true).await
+    }
+
+    async fn take_ranges(
+        &self,
+        n: u64,
+        max_ranges: usize,
+        partial: bool,
+    ) -> Result<Vec<Range<u64>>, SegmentError> {
         if !(1..=MAX_BATCH).contains(&n) {
             return Err(SegmentError::OutOfRange {
                 field: "count",
@@ -351,8 +395,12 @@ impl Tag {
         let deadline = tokio::time::Instant::now() + self.buffer.wait();
         let mut ranges: Vec<Range<u64>> = Vec::new();
         let mut left = n;
-        while left > 0 {
-            let range = self.buffer.take_until(left, deadline).await?;
+        while left > 0 && ranges.len() < max_ranges {
+            let range = match self.buffer.take_until(left, deadline).await {
+                Ok(range) => range,
+                Err(_) if partial && !ranges.is_empty() => break,
+                Err(e) => return Err(e),
+            };
             left -= range.end - range.start;
             match ranges.last_mut() {
                 Some(last) if last.end == range.start => last.end = range.end,

@@ -24,6 +24,9 @@ pub enum ConfigError {
     /// Values that do not fit together (the message names them).
     #[error("invalid config: {0}")]
     Inconsistent(String),
+    /// A `[segment]` value is invalid (the message names the key).
+    #[error("invalid config: {0}")]
+    Segment(#[from] vesta_segment::ConfigError),
 }
 
 /// Why a server did not start.
@@ -43,6 +46,10 @@ pub enum ServeError {
     /// The issuer did not start (lease, state file, clock behind its mark).
     #[error("starting the issuer: {0}")]
     Issuer(vesta_embed::StartError),
+    /// Segment mode could not start: a missing SQLite file or `leaf_alloc` table, or a database
+    /// that refused the connection (an unreachable one does not stop the start).
+    #[error("segments: {0}")]
+    Segments(vesta_segment::SegmentError),
     /// The machine ID was not released cleanly at shutdown (a leased ID then expires with its
     /// ZooKeeper session; no duplicate can result).
     #[error("releasing the machine ID: {0}")]
