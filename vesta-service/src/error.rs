@@ -26,7 +26,14 @@ pub enum ConfigError {
     Inconsistent(String),
     /// A `[segment]` value is invalid (the message names the key).
     #[error("invalid config: {0}")]
-    Segment(#[from] vesta_segment::ConfigError),
+    Segment(vesta_segment::ConfigError),
+}
+
+// By hand rather than `#[from]`, so the cause is printed once, not again as a `source`.
+impl From<vesta_segment::ConfigError> for ConfigError {
+    fn from(e: vesta_segment::ConfigError) -> Self {
+        ConfigError::Segment(e)
+    }
 }
 
 /// Why a server did not start.
