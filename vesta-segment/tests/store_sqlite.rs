@@ -376,6 +376,41 @@ async fn a_locked_database_degrades_then_fails_fast_then_recovers() {
 }
 
 #[tokio::test]
+async fn next_buffered_answers_from_the_right_store_and_sees_new_tags() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = setup(dir.path(), "a", 100, 1).await;
+    let db = Database::connect(&s.db_url().unwrap(), s.fetch_timeout())
+        .await
+        .unwrap();
+    db.create_tag("b", 100, 1000, None).await.unwrap();
+    db.close().await;
+    let (one, two) = (
+        Store::open(&s).await.unwrap(),
+        Store::open(&s).await.unwrap(),
+    );
+    assert_eq!(
+        one.next_buffered("a"),
+        None,
+        "not in use yet: nothing buffered"
+    );
+    assert_eq!(one.next("a").await.unwrap(), 1);
+    assert_eq!(two.next("a").await.unwrap(), 101, "its own segment");
+    for k in 0..3 {
+        // The thread's cached map alternates between the stores: each answers its own.
+        assert_eq!(one.next_buffered("a"), Some(2 + k));
+        assert_eq!(two.next_buffered("a"), Some(102 + k));
+    }
+    // A tag put in use after the map was cached is found.
+    assert_eq!(one.next_buffered("b"), None);
+    assert_eq!(one.next("b").await.unwrap(), 1000);
+    assert_eq!(one.next_buffered("b"), Some(1001));
+    assert_eq!(one.next_buffered("a"), Some(5));
+    one.shutdown().await;
+    assert_eq!(one.next_buffered("a"), None, "shut down");
+    two.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_bounded_batch_stops_at_its_ranges_and_takes_nothing_beyond() {
     let dir = tempfile::tempdir().unwrap();
     let s = SegmentSection {

@@ -146,7 +146,7 @@ pub(crate) fn apply_one<C: Clock>(
     let s = Arc::clone(segments);
     let numbers: Numbers = Box::pin(async move {
         let n = s.store()?.next(&tag).await?;
-        Ok(vec![n..n + 1])
+        Ok(std::iter::once(n..n + 1).collect())
     });
     wait(
         ctx,
