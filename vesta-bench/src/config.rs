@@ -49,6 +49,9 @@ pub struct RestLoad {
     /// The target is not vesta but a baseline HTTP server (the bare-hyper handler): answers are
     /// timed and counted by status, but bodies are not read as IDs and no layout is asked for.
     pub baseline: bool,
+    /// Ask for segment numbers of this tag (`/segment/{tag}`, or `/segments/{tag}?count=N`
+    /// with a batch) instead of IDs; the server needs segment mode on.
+    pub segment: Option<String>,
 }
 
 /// A setting, by its field name.
@@ -202,11 +205,14 @@ impl RestLoad {
         self.load.validate()
     }
 
-    /// The request path: `/genid`, or `/genids?count=N` with a batch.
+    /// The request path: `/genid`, or `/genids?count=N` with a batch; with a segment tag
+    /// `/segment/{tag}` or `/segments/{tag}?count=N`.
     pub fn path(&self) -> String {
-        match self.load.batch {
-            Some(n) => format!("/genids?count={n}"),
-            None => "/genid".to_owned(),
+        match (&self.segment, self.load.batch) {
+            (None, Some(n)) => format!("/genids?count={n}"),
+            (None, None) => "/genid".to_owned(),
+            (Some(tag), Some(n)) => format!("/segments/{tag}?count={n}"),
+            (Some(tag), None) => format!("/segment/{tag}"),
         }
     }
 }
@@ -271,10 +277,15 @@ mod tests {
         let mut rest = RestLoad {
             load: load(),
             baseline: false,
+            segment: None,
         };
         assert_eq!(rest.path(), "/genid");
         rest.load.batch = Some(1000);
         assert_eq!(rest.path(), "/genids?count=1000");
+        rest.segment = Some("orders".into());
+        assert_eq!(rest.path(), "/segments/orders?count=1000");
+        rest.load.batch = None;
+        assert_eq!(rest.path(), "/segment/orders");
     }
 
     #[test]

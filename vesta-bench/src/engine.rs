@@ -106,6 +106,7 @@ impl Outcome {
             latency: self.tally.latency,
             service: self.tally.service,
             per_unit: self.tally.per_unit,
+            segment: None,
         }
     }
 }

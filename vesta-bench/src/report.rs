@@ -93,6 +93,8 @@ pub struct Report {
     pub service: Option<Histogram<u64>>,
     /// IDs received per server time unit.
     pub per_unit: BTreeMap<Unit, u64>,
+    /// The tag, when the run asked for segment numbers (counted in `ids`, no layout cap).
+    pub segment: Option<String>,
 }
 
 impl Report {
@@ -111,8 +113,11 @@ impl Report {
     }
 
     /// IDs per second the servers can issue together: each distinct machine ID's layout cap.
-    /// `None` when no server told its layout (a baseline).
+    /// `None` when no server told its layout (a baseline), or for segment numbers.
     pub fn cap_per_sec(&self) -> Option<u64> {
+        if self.segment.is_some() {
+            return None;
+        }
         let machines: BTreeMap<u64, IdType> = self
             .targets
             .iter()
@@ -190,6 +195,12 @@ impl Report {
 
     /// What each request asked for, as the protocol says it.
     pub fn request_name(&self) -> String {
+        if let Some(tag) = &self.segment {
+            return match self.load.batch {
+                Some(b) => format!("GET /segments/{tag}?count={b}"),
+                None => format!("GET /segment/{tag}"),
+            };
+        }
         match (self.protocol, self.load.batch) {
             (Protocol::Tcp { .. }, Some(b)) => format!("NEXT_IDS {b}"),
             (Protocol::Tcp { .. }, None) => "NEXT_ID".to_owned(),
@@ -245,6 +256,14 @@ impl fmt::Display for Report {
             self.elapsed.as_secs_f64(),
             group(self.requests_per_sec())
         )?;
+        if let Some(tag) = &self.segment {
+            writeln!(
+                f,
+                "numbers    {} = {} segment numbers/s of tag {tag} (increasing on every connection)",
+                group(self.ids as f64),
+                group(self.ids_per_sec()),
+            )?;
+        }
         if let (Some(cap), Some(share)) = (self.cap_per_sec(), self.cap_share()) {
             let note = if share > 1.0 {
                 " (the first unit is whole however late in it the run starts: see unit fill)"
@@ -407,6 +426,7 @@ mod tests {
             latency: histogram(),
             service: None,
             per_unit,
+            segment: None,
         }
     }
 

@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{baseline_server, bench, counts_add_up, rest_server};
+use common::{baseline_server, bench, counts_add_up, rest_segment_server, rest_server};
 use vesta_bench::{BenchError, Load, Protocol, Report, RestLoad, rest};
 use vesta_core::IdType;
 use vesta_embed::LeaseState;
@@ -22,6 +22,7 @@ fn load(addr: std::net::SocketAddr) -> RestLoad {
             rate: None,
         },
         baseline: false,
+        segment: None,
     }
 }
 
@@ -143,4 +144,44 @@ async fn the_baseline_is_timed_but_not_read_as_ids() {
     let served = server.stop().await;
     // Every answer the run counted, its preflight request and the second run's /healthz.
     assert_eq!(served, r.requests + 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn segment_numbers_are_counted_and_checked_to_increase() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = rest_segment_server(1005, dir.path()).await;
+    let mut single = load(server.addr);
+    single.segment = Some("orders".into());
+    let r = run(single.clone()).await.unwrap();
+    counts_add_up(&r);
+    assert!(r.requests > 0);
+    assert_eq!((r.ids, r.errors), (r.requests, 0));
+    assert!(r.per_unit.is_empty(), "numbers are not read as IDs");
+    assert_eq!(r.cap_per_sec(), None);
+    let text = r.to_string();
+    assert!(text.contains("GET /segment/orders, closed loop"), "{text}");
+    assert!(text.contains("segment numbers/s of tag orders"), "{text}");
+
+    let mut batch = single.clone();
+    batch.load.batch = Some(50);
+    let r = run(batch).await.unwrap();
+    assert_eq!((r.ids, r.errors), (r.requests * 50, 0));
+    assert!(r.to_string().contains("GET /segments/orders?count=50"));
+
+    // An unknown tag fails the run before it starts, with the server's sentence.
+    let mut unknown = single.clone();
+    unknown.segment = Some("nope".into());
+    let err = run(unknown).await.unwrap_err().to_string();
+    assert!(
+        err.contains("404") && err.contains("unknown tag \"nope\""),
+        "{err}"
+    );
+    server.stop().await;
+
+    // A server without segment mode: refused, saying so.
+    let (plain, _) = rest_server(1006, IdType::MaxPeak).await;
+    single.load.targets = vec![plain.addr.to_string()];
+    let err = run(single).await.unwrap_err().to_string();
+    assert!(err.contains("no segment mode"), "{err}");
+    plain.stop().await;
 }

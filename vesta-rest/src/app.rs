@@ -1,10 +1,11 @@
-//! The state every request handler shares: the issuer, the metrics, the request limits and the
-//! unsent-bytes budget.
+//! The state every request handler shares: the issuer, the segments (segment mode), the
+//! metrics, the request limits and the unsent-bytes budget.
 
 use std::sync::Arc;
 
 use vesta_core::Clock;
 use vesta_embed::{AsyncIssuer, Issuer, SystemClock};
+use vesta_service::Segments;
 
 use crate::budget::UnsentBudget;
 use crate::config::RestSection;
@@ -19,26 +20,29 @@ pub struct App<C: Clock + 'static = SystemClock> {
     ///
     /// [`Flow`]: vesta_embed::Flow
     pub ids: AsyncIssuer<C>,
-    /// Request and issuer metrics.
+    /// The segment store, when segment mode is on (`[segment] db`).
+    pub segments: Option<Arc<Segments>>,
+    /// Request, issuer and segment metrics.
     pub metrics: Metrics,
     /// Longest accepted request target in bytes.
     pub max_uri_bytes: usize,
-    /// Largest `/genids` count.
+    /// Largest `/genids` (and `/segments`) count.
     pub max_batch: u64,
     /// Response bytes that may wait for clients, across all connections.
     pub budget: UnsentBudget,
 }
 
 impl<C: Clock + 'static> App<C> {
-    /// The state for `ids` under `limits`.
-    pub fn new(ids: AsyncIssuer<C>, limits: &RestSection) -> Self {
+    /// The state for `ids` (and `segments`, if on) under `limits`.
+    pub fn new(ids: AsyncIssuer<C>, segments: Option<Arc<Segments>>, limits: &RestSection) -> Self {
         let issuer = Arc::clone(ids.issuer());
         let budget = UnsentBudget::new(limits.max_unsent_bytes);
         App {
-            metrics: Metrics::new(&ids, &budget, limits.max_connections),
+            metrics: Metrics::new(&ids, segments.as_ref(), &budget, limits.max_connections),
             budget,
             issuer,
             ids,
+            segments,
             max_uri_bytes: usize::try_from(limits.max_uri_bytes).unwrap_or(usize::MAX),
             max_batch: limits.max_batch,
         }

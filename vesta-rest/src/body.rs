@@ -1,11 +1,11 @@
-//! The response body: small bodies whole, `/genids` written lazily in chunks of at most
-//! [`CHUNK_BYTES`]. Every chunk stays accounted for until hyper drops it (sent, or the stream or
+//! The response body: small bodies whole, `/genids` and `/segments/{tag}` written lazily in
+//! chunks of at most [`CHUNK_BYTES`]. Every chunk stays accounted for until hyper drops it (sent, or the stream or
 //! connection is gone):
 //!
 //! - it keeps its request open on the connection's [`Activity`](crate::connection::Activity)
 //!   (so a connection with a response stuck behind a zero window is not idle, but stalled) and
 //!   records progress when it goes;
-//! - a `/genids` body holds a [`Reservation`] of the server's unsent-bytes budget and never has
+//! - a `/genids` (or `/segments`) body holds a [`Reservation`] of the server's unsent-bytes budget and never has
 //!   more than that reservation ([`STREAM_WINDOW_BYTES`] at most) in chunks alive at once, however
 //!   little window its client grants; the body of a million IDs costs no more than one of a
 //!   thousand.
@@ -14,6 +14,7 @@
 //! the budget, so a polite `/genid` still works while slow clients hold all of it.
 
 use std::convert::Infallible;
+use std::ops::Range;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -103,9 +104,21 @@ impl Body {
     /// `{"ids":["…",…]}` of `batch`, written in chunks; at most what `reservation` holds
     /// ([`Body::ids_reservation`] bytes) is alive in chunks at once.
     pub fn ids(batch: &IdBatch, reservation: Reservation) -> Self {
+        let runs = batch.runs().iter().map(Run::of_ids).collect();
+        Self::runs(runs, reservation)
+    }
+
+    /// `{"ids":["…",…]}` of segment numbers (consecutive within each range), streamed like
+    /// [`Body::ids`].
+    pub fn numbers(ranges: &[Range<u64>], reservation: Reservation) -> Self {
+        let runs = ranges.iter().map(Run::of_numbers).collect();
+        Self::runs(runs, reservation)
+    }
+
+    fn runs(runs: Vec<Run>, reservation: Reservation) -> Self {
         Body {
             kind: Kind::Ids {
-                json: IdsJson::new(batch.runs().to_vec()),
+                json: IdsJson::new(runs),
                 // A chunk never exceeds the rest of the body, so this window never blocks a
                 // body whose reservation covers it whole.
                 window: reservation.bytes().clamp(1, STREAM_WINDOW_BYTES),
@@ -124,8 +137,8 @@ impl Body {
         self.hold.request = Some(request);
     }
 
-    /// What a `/genids` body of `count` IDs reserves of the budget before they are issued: its
-    /// largest possible length, at most [`STREAM_WINDOW_BYTES`].
+    /// What a `/genids` (or `/segments`) body of `count` IDs reserves of the budget before they
+    /// are issued: its largest possible length, at most [`STREAM_WINDOW_BYTES`].
     pub fn ids_reservation(count: u64) -> usize {
         Self::ids_upper_bound(count).min(STREAM_WINDOW_BYTES)
     }
@@ -261,11 +274,42 @@ impl Buf for Chunk {
     }
 }
 
+/// Evenly spaced numbers: `first + k * stride` for `k < count` (a run of IDs, stride
+/// [`IdRun::STEP`], or a range of segment numbers, stride 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    first: u64,
+    count: u64,
+    stride: u64,
+}
+
+impl Run {
+    fn of_ids(r: &IdRun) -> Run {
+        Run {
+            first: r.first,
+            count: r.count,
+            stride: IdRun::STEP,
+        }
+    }
+
+    fn of_numbers(r: &Range<u64>) -> Run {
+        Run {
+            first: r.start,
+            count: r.end.saturating_sub(r.start),
+            stride: 1,
+        }
+    }
+
+    fn get(&self, k: u64) -> Option<u64> {
+        (k < self.count).then(|| self.first + k * self.stride)
+    }
+}
+
 /// `{"ids":["…",…]}` written on demand from the runs (IDs are strings: JavaScript numbers lose
 /// precision above 2^53), with its exact length known up front (for `Content-Length`).
 #[derive(Debug)]
 struct IdsJson {
-    runs: Vec<IdRun>,
+    runs: Vec<Run>,
     /// Position of the next ID: run index and index within it.
     run: usize,
     k: u64,
@@ -283,7 +327,7 @@ impl IdsJson {
     const CLOSE: &'static [u8] = b"]}";
     const FRAME_BYTES: usize = Self::OPEN.len() + Self::CLOSE.len();
 
-    fn new(runs: Vec<IdRun>) -> Self {
+    fn new(runs: Vec<Run>) -> Self {
         let ids: u64 = runs.iter().map(|r| r.count).sum();
         let digits: u64 = runs.iter().map(digits_in_run).sum();
         let commas = ids.saturating_sub(1);
@@ -353,15 +397,15 @@ impl IdsJson {
 }
 
 /// Decimal digits of all IDs of `run`, counted per power of ten rather than per ID.
-fn digits_in_run(run: &IdRun) -> u64 {
+fn digits_in_run(run: &Run) -> u64 {
     let mut total = 0;
     let mut k = 0;
     while k < run.count {
-        let id = run.first + k * IdRun::STEP;
+        let id = run.first + k * run.stride;
         let digits = u64::from(id.checked_ilog10().unwrap_or(0) + 1);
         // The first index whose ID has more digits.
         let next = match 10u64.checked_pow(digits as u32) {
-            Some(bound) => (bound - run.first).div_ceil(IdRun::STEP).min(run.count),
+            Some(bound) => (bound - run.first).div_ceil(run.stride).min(run.count),
             None => run.count,
         };
         total += (next - k) * digits;
@@ -390,6 +434,10 @@ mod tests {
     }
 
     fn write_all(runs: Vec<IdRun>, max: usize) -> (Vec<u8>, usize) {
+        write_runs(runs.iter().map(Run::of_ids).collect(), max)
+    }
+
+    fn write_runs(runs: Vec<Run>, max: usize) -> (Vec<u8>, usize) {
         let mut json = IdsJson::new(runs);
         let announced = json.remaining();
         let mut out = Vec::new();
@@ -435,6 +483,22 @@ mod tests {
             }
             let n = runs.iter().map(|r| r.count).sum();
             assert!(Body::ids_upper_bound(n) >= want.len());
+        }
+    }
+
+    #[test]
+    fn segment_numbers_are_written_as_consecutive_strings() {
+        let ranges = [0..3, 98..102, u64::MAX - 2..u64::MAX];
+        let want: Vec<String> = ranges
+            .iter()
+            .flat_map(|r| r.clone())
+            .map(|n| format!("\"{n}\""))
+            .collect();
+        let want = format!("{{\"ids\":[{}]}}", want.join(","));
+        for max in [1, 7, CHUNK_BYTES] {
+            let (got, announced) = write_runs(ranges.iter().map(Run::of_numbers).collect(), max);
+            assert_eq!(String::from_utf8(got).unwrap(), want);
+            assert_eq!(announced, want.len());
         }
     }
 

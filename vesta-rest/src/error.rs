@@ -10,7 +10,7 @@ use vesta_embed::IssueError;
 pub enum ErrorKind {
     /// 400: missing, malformed or out-of-range parameter.
     BadRequest,
-    /// 404: unknown path.
+    /// 404: unknown path, unknown segment tag, or segment mode off.
     NotFound,
     /// 405: a method other than GET on a known path.
     MethodNotAllowed,
@@ -18,7 +18,8 @@ pub enum ErrorKind {
     UriTooLong,
     /// 500: a bug; the server keeps serving.
     Internal,
-    /// 503: the issuer may not issue now (fenced, start guard, clock behind, end of life).
+    /// 503: the issuer may not issue now (fenced, start guard, clock behind, end of life), or
+    /// no segment number could be had (database down or slow).
     Unavailable,
 }
 
@@ -78,9 +79,15 @@ impl ApiError {
             ErrorKind::NotFound,
             format!(
                 "no endpoint at {path}: the endpoints are /genid, /genids, /expid, /makeid, \
-                 /transtime, /healthz and /metrics"
+                 /transtime, /healthz, /metrics, /segment/{{tag}}, /segments/{{tag}} and \
+                 /api/segment/get/{{tag}}"
             ),
         )
+    }
+
+    /// 404 for a known path whose resource is not there (an unknown tag, segment mode off).
+    pub fn not_found_because(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, message)
     }
 
     /// 405 for `method` on `path`.

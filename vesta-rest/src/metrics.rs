@@ -4,12 +4,13 @@
 //! handles (the request counter of a pair on its first use), so the hot path does no label
 //! hashing or map lookup, and only pairs that occurred (plus each endpoint's 200) are exported.
 //! The issuer's own metrics (lease, clock rollbacks, waits, end of life) are the shared ones of
-//! `vesta_service::metrics`. Connections closed for holding a slot without using it, and the
-//! unsent-bytes budget in use, show what slow or hostile clients cost. Open connections and their
-//! limit are the shared `vesta_connections` and `vesta_connections_max`.
+//! `vesta_service::metrics`, and so are the segments' (`vesta_segment_*`, per tag). Connections
+//! closed for holding a slot without using it, and the unsent-bytes budget in use, show what slow
+//! or hostile clients cost. Open connections and their limit are the shared `vesta_connections`
+//! and `vesta_connections_max`.
 
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -21,6 +22,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use vesta_core::Clock;
 use vesta_embed::AsyncIssuer;
+use vesta_service::Segments;
 use vesta_service::metrics::Connections;
 
 use crate::budget::UnsentBudget;
@@ -53,10 +55,12 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Registers every metric, including the collectors reading `issuer`'s status and the
-    /// budget's use, and the connection gauge beside `max_connections`.
+    /// Registers every metric, including the collectors reading `issuer`'s status, the
+    /// segments' (when on) and the budget's use, and the connection gauge beside
+    /// `max_connections`.
     pub fn new<C: Clock + 'static>(
         ids: &AsyncIssuer<C>,
+        segments: Option<&Arc<Segments>>,
         budget: &UnsentBudget,
         max_connections: u64,
     ) -> Self {
@@ -104,6 +108,9 @@ impl Metrics {
         vesta_service::metrics::register_issuer(&mut registry, ids);
         let connections =
             vesta_service::metrics::register_connections(&mut registry, max_connections);
+        if let Some(segments) = segments {
+            vesta_service::metrics::register_segments(&mut registry, Arc::clone(segments));
+        }
         let metrics = Metrics {
             registry,
             ids_issued,

@@ -12,6 +12,8 @@ use crate::error::{ApiError, ErrorKind};
 pub const TEXT_PLAIN: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
 /// `application/json`.
 pub const APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/json");
+/// JSON as Spring Boot labels it (Leaf's error answers).
+pub const JSON_UTF8: HeaderValue = HeaderValue::from_static("application/json;charset=UTF-8");
 /// The OpenMetrics text format that `prometheus-client` writes (Prometheus scrapes it).
 pub const OPENMETRICS: HeaderValue =
     HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8");

@@ -36,13 +36,24 @@ pub enum Endpoint {
     Healthz,
     /// `/metrics`: Prometheus text.
     Metrics,
+    /// `/segment/{tag}`: the tag's next segment number as text (segment mode).
+    Segment,
+    /// `/segments/{tag}?count=N`: N segment numbers, a JSON array of strings.
+    Segments,
+    /// `/api/segment/get/{tag}`: Leaf's own path, answered as Leaf does.
+    LeafSegment,
     /// Any other path (404).
     Other,
 }
 
+/// Path prefixes of the segment endpoints; the rest of the path is the tag.
+const SEGMENT: &str = "/segment/";
+const SEGMENTS: &str = "/segments/";
+const LEAF_SEGMENT: &str = "/api/segment/get/";
+
 impl Endpoint {
     /// All endpoints in index order (`Endpoint as usize`).
-    pub const ALL: [Endpoint; 8] = [
+    pub const ALL: [Endpoint; 11] = [
         Endpoint::Genid,
         Endpoint::Genids,
         Endpoint::Expid,
@@ -50,10 +61,15 @@ impl Endpoint {
         Endpoint::Transtime,
         Endpoint::Healthz,
         Endpoint::Metrics,
+        Endpoint::Segment,
+        Endpoint::Segments,
+        Endpoint::LeafSegment,
         Endpoint::Other,
     ];
 
-    /// The endpoint serving `path` (exact match; Vesta's paths have no trailing slash).
+    /// The endpoint serving `path`: exact match for Vesta's paths (no trailing slash), prefix
+    /// for the segment paths (the rest is the tag; Leaf's path needs a non-empty one, as in
+    /// Leaf, where an empty key matches no mapping).
     pub fn from_path(path: &str) -> Self {
         match path {
             "/genid" => Endpoint::Genid,
@@ -63,11 +79,28 @@ impl Endpoint {
             "/transtime" => Endpoint::Transtime,
             "/healthz" => Endpoint::Healthz,
             "/metrics" => Endpoint::Metrics,
+            p if p.starts_with(SEGMENT) => Endpoint::Segment,
+            p if p.starts_with(SEGMENTS) => Endpoint::Segments,
+            p if p.len() > LEAF_SEGMENT.len() && p.starts_with(LEAF_SEGMENT) => {
+                Endpoint::LeafSegment
+            }
             _ => Endpoint::Other,
         }
     }
 
-    /// The path, or `None` for `Other`.
+    /// The part of `path` after the endpoint's prefix (the tag of a segment path; empty for
+    /// the others).
+    pub fn tag_of(self, path: &str) -> &str {
+        let prefix = match self {
+            Endpoint::Segment => SEGMENT,
+            Endpoint::Segments => SEGMENTS,
+            Endpoint::LeafSegment => LEAF_SEGMENT,
+            _ => return "",
+        };
+        path.get(prefix.len()..).unwrap_or("")
+    }
+
+    /// The path (a template with `{tag}` for the segment paths), or `None` for `Other`.
     pub const fn path(self) -> Option<&'static str> {
         match self {
             Endpoint::Genid => Some("/genid"),
@@ -77,6 +110,9 @@ impl Endpoint {
             Endpoint::Transtime => Some("/transtime"),
             Endpoint::Healthz => Some("/healthz"),
             Endpoint::Metrics => Some("/metrics"),
+            Endpoint::Segment => Some("/segment/{tag}"),
+            Endpoint::Segments => Some("/segments/{tag}"),
+            Endpoint::LeafSegment => Some("/api/segment/get/{tag}"),
             Endpoint::Other => None,
         }
     }
@@ -91,6 +127,9 @@ impl Endpoint {
             Endpoint::Transtime => "transtime",
             Endpoint::Healthz => "healthz",
             Endpoint::Metrics => "metrics",
+            Endpoint::Segment => "segment",
+            Endpoint::Segments => "segments",
+            Endpoint::LeafSegment => "leaf_segment",
             Endpoint::Other => "other",
         }
     }
@@ -135,6 +174,16 @@ where
             return Reply::Now(Some(finish(app, guard, endpoint, start, result)));
         }
         Dispatch::Issue(request) => request,
+        Dispatch::Wait(waiting) => {
+            let app = Arc::clone(app);
+            return Reply::Later(Box::pin(async move {
+                let result = {
+                    let _waiting = guard.waiting();
+                    waiting.await
+                };
+                finish(&app, guard, endpoint, start, result)
+            }));
+        }
     };
     let mut ids = conn.flow.issue(request.count);
     if let Some(ready) = ids.ready() {
@@ -166,10 +215,11 @@ fn finish<C: Clock + 'static>(
     resp
 }
 
-/// What a request needs: an answer made here, or IDs from the issuer.
+/// What a request needs: an answer made here, IDs from the issuer, or a wait for a segment.
 enum Dispatch {
     Answered(Result<Response<Body>, ApiError>),
     Issue(endpoints::issue::IdRequest),
+    Wait(endpoints::segment::Waiting),
 }
 
 /// Checks the target and method, then answers, or passes an ID request on to the issuer.
@@ -194,6 +244,11 @@ fn dispatch_now<B, C: Clock + 'static>(
         )));
     }
     let query = uri.query();
+    let segment = |answer| match answer {
+        endpoints::segment::Answer::Now(r) => Dispatch::Answered(r),
+        endpoints::segment::Answer::Later(w) => Dispatch::Wait(w),
+    };
+    let tag = endpoint.tag_of(uri.path());
     answered(match endpoint {
         Endpoint::Genid | Endpoint::Genids => {
             return match endpoints::issue::parse(app, endpoint, query) {
@@ -206,6 +261,11 @@ fn dispatch_now<B, C: Clock + 'static>(
         Endpoint::Transtime => endpoints::transtime::transtime(app, query),
         Endpoint::Healthz => endpoints::healthz::healthz(app, query),
         Endpoint::Metrics => endpoints::metrics::metrics(app, query),
+        Endpoint::Segment => return segment(endpoints::segment::one(app, tag, query)),
+        Endpoint::Segments => return segment(endpoints::segment::many(app, tag, query)),
+        Endpoint::LeafSegment => {
+            return segment(endpoints::segment::leaf(app, tag, uri.path(), query));
+        }
         Endpoint::Other => Err(ApiError::not_found(path)),
     })
 }
@@ -221,12 +281,40 @@ mod tests {
             match e.path() {
                 Some(p) => {
                     assert_eq!(Endpoint::from_path(p), e);
-                    assert_eq!(format!("/{}", e.label()), p);
+                    let label = p.trim_end_matches("/{tag}").trim_start_matches('/');
+                    let label = label.replace("api/segment/get", "leaf_segment");
+                    assert_eq!(e.label(), label);
                 }
                 None => assert_eq!(e.label(), "other"),
             }
         }
         assert_eq!(Endpoint::from_path("/genid/"), Endpoint::Other);
         assert_eq!(Endpoint::from_path("/"), Endpoint::Other);
+    }
+
+    #[test]
+    fn segment_paths_carry_their_tag() {
+        for (path, e, tag) in [
+            ("/segment/orders", Endpoint::Segment, "orders"),
+            ("/segment/", Endpoint::Segment, ""),
+            ("/segments/a:b", Endpoint::Segments, "a:b"),
+            (
+                "/api/segment/get/leaf-test",
+                Endpoint::LeafSegment,
+                "leaf-test",
+            ),
+            ("/segment/a/b", Endpoint::Segment, "a/b"),
+        ] {
+            assert_eq!(Endpoint::from_path(path), e, "{path}");
+            assert_eq!(e.tag_of(path), tag);
+        }
+        for other in [
+            "/segment",
+            "/segments",
+            "/api/segment/get/",
+            "/api/segment/get",
+        ] {
+            assert_eq!(Endpoint::from_path(other), Endpoint::Other, "{other}");
+        }
     }
 }

@@ -1,8 +1,9 @@
 //! The listener: accepts connections under the connection limit and hands each to
 //! [`connection::serve`] (HTTP/1.1 or HTTP/2 by hyper, configured here with the limits that bound
 //! what one connection can pin). Start and stop follow the shared order
-//! of [`vesta_service::lifecycle`]: bind, start the issuer, listen; serve; drain within
-//! `shutdown_grace_ms`; release the machine ID.
+//! of [`vesta_service::lifecycle`]: bind, open the segment store (segment mode), start the
+//! issuer, listen; serve; drain within `shutdown_grace_ms`; give the segments' unused tails
+//! back; release the machine ID.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -19,7 +20,7 @@ use vesta_embed::{Issuer, SystemClock};
 use vesta_service::config::validate_section;
 use vesta_service::lifecycle::{self, Prepared};
 use vesta_service::shutdown::Trigger;
-use vesta_service::{ServeError, ServeReport, ServerSection};
+use vesta_service::{Segments, ServeError, ServeReport, ServerSection};
 
 use crate::app::App;
 use crate::body::CHUNK_BYTES;
@@ -39,6 +40,10 @@ impl RestServer<SystemClock> {
     /// Binds `config.server.listen`, starts the issuer (genMethod rest, machine ID from the
     /// server pool), then listens: a busy port fails before any lease is taken, and clients are
     /// refused, not left hanging, while the issuer starts.
+    ///
+    /// With `[segment] db` set it serves the segment paths too; the store opens before the
+    /// issuer starts (see [`vesta_service::segments`] for what a missing table or an
+    /// unreachable database does).
     pub async fn start(config: RestConfig) -> Result<Self, ServeError> {
         let prepared = lifecycle::start(&config).await?;
         Ok(Self::from_prepared(prepared, config.server))
@@ -53,9 +58,21 @@ impl<C: Clock + 'static> RestServer<C> {
         issuer: Arc<Issuer<C>>,
         limits: RestSection,
     ) -> Result<Self, ServeError> {
+        Self::with_issuer_and_segments(issuer, limits, None).await
+    }
+
+    /// Like [`with_issuer`](Self::with_issuer), also serving `segments` (opened elsewhere,
+    /// e.g. [`Segments::from_store`]); the server gives their unused tails back when serving
+    /// ends.
+    pub async fn with_issuer_and_segments(
+        issuer: Arc<Issuer<C>>,
+        limits: RestSection,
+        segments: Option<Arc<Segments>>,
+    ) -> Result<Self, ServeError> {
         validate_section(&limits, issuer.config().id.id_type)?;
-        let prepared =
+        let mut prepared =
             lifecycle::start_with_issuer(issuer, GenMethod::Rest, &limits.common()).await?;
+        prepared.segments = segments;
         Ok(Self::from_prepared(prepared, limits))
     }
 
@@ -63,7 +80,7 @@ impl<C: Clock + 'static> RestServer<C> {
         RestServer {
             listener: p.listener,
             addr: p.addr,
-            app: Arc::new(App::new(p.issuer, &limits)),
+            app: Arc::new(App::new(p.issuer, p.segments, &limits)),
             limits,
         }
     }
@@ -78,9 +95,14 @@ impl<C: Clock + 'static> RestServer<C> {
         &self.app.issuer
     }
 
+    /// The segment store, when segment mode is on.
+    pub fn segments(&self) -> Option<&Arc<Segments>> {
+        self.app.segments.as_ref()
+    }
+
     /// Serves until `shutdown` resolves, then stops accepting, lets requests in flight finish
-    /// (up to `server.shutdown_grace_ms`), closes what is left and releases the machine ID before
-    /// returning.
+    /// (up to `server.shutdown_grace_ms`), closes what is left, gives the segments' unused
+    /// tails back and releases the machine ID before returning.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> ServeReport {
         let RestServer {
             listener,
@@ -141,6 +163,7 @@ impl<C: Clock + 'static> RestServer<C> {
         tracing::info!("shutting down: finishing requests in flight");
         trigger.fire();
         let forced_closed = lifecycle::drain(&mut tasks, limits.common().shutdown_grace()).await;
+        let give_back = lifecycle::give_back(app.segments.as_deref()).await;
         // Release the machine ID now, even if the caller still holds the issuer.
         let ids = app.ids.clone();
         drop(app);
@@ -149,6 +172,7 @@ impl<C: Clock + 'static> RestServer<C> {
             connections,
             forced_closed,
             release_error,
+            give_back,
         }
     }
 }

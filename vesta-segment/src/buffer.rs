@@ -1,13 +1,18 @@
 //! The double buffer of one tag: the current segment, which callers take from, and the next
 //! one, which the tag's fetcher fills in the background.
 //!
-//! The warm path is [`TagBuffer::take`]: one `ArcSwap` load and one `fetch_add` on the current
-//! segment — no lock, no syscall, nothing the fetcher ever holds. Everything else (switching to
-//! the next segment, installing a fetched one, errors, status, freezing at shutdown) happens
-//! under the small `slots` mutex, which is never held across an `.await` or a database call.
+//! The warm path is [`TagBuffer::take`]: one `fetch_add` on the segment this thread took from
+//! last (kept in a thread-local cache) — no lock, no syscall, no other atomic, nothing the
+//! fetcher ever holds. The cache cannot hand out a stale number: a segment stops being current
+//! only once it is used up (or frozen), and then every take from it fails, so a miss falls back
+//! to the buffer's `ArcSwap` (one load, one more `fetch_add`) and refreshes the cache.
+//! Everything else (switching to the next segment, installing a fetched one, errors, status,
+//! freezing at shutdown) happens under the small `slots` mutex, which is never held across an
+//! `.await` or a database call.
 
+use std::cell::RefCell;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -19,9 +24,20 @@ use crate::error::SegmentError;
 use crate::segment::{Segment, Take};
 use crate::status::{SegmentStatus, TagState, TagStatus};
 
+/// Ids of buffers, unique in the process, so a thread's cached segment is never mistaken for
+/// another buffer's (not even one allocated where a dropped one was).
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The segment this thread last took numbers from, with its buffer's id.
+    static LAST: RefCell<(u64, Option<Arc<Segment>>)> = const { RefCell::new((0, None)) };
+}
+
 /// One tag's buffers and counters.
 #[derive(Debug)]
 pub(crate) struct TagBuffer {
+    /// Process-unique, for the thread-local segment cache.
+    id: u64,
     pub(crate) name: Box<str>,
     /// The database, for error messages (password hidden).
     db: Arc<str>,
@@ -65,6 +81,7 @@ impl TagBuffer {
     pub(crate) fn new(name: &str, db: Arc<str>, prefetch_percent: u32, wait: Duration) -> Self {
         let empty = Arc::new(Segment::empty());
         TagBuffer {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             name: name.into(),
             db,
             prefetch_percent,
@@ -97,13 +114,38 @@ impl TagBuffer {
     /// Takes up to `n` numbers without waiting; `None` when both segments are empty.
     #[inline]
     pub(crate) fn take(&self, n: u64) -> Option<Range<u64>> {
+        let cached = LAST
+            .try_with(|last| {
+                let last = last.borrow();
+                match &last.1 {
+                    Some(seg) if last.0 == self.id => seg.take(n),
+                    _ => Take::Exhausted,
+                }
+            })
+            .unwrap_or(Take::Exhausted);
+        match cached {
+            Take::Got { range, prefetch } => {
+                if prefetch {
+                    self.wake.notify_one();
+                }
+                Some(range)
+            }
+            Take::Exhausted => self.take_current(n),
+        }
+    }
+
+    /// The cache missed (another buffer, or its segment is used up): take from the current
+    /// segment, switching to the next one if needed, and cache the segment that answered.
+    #[cold]
+    fn take_current(&self, n: u64) -> Option<Range<u64>> {
         loop {
-            let seg = self.current.load();
+            let seg = self.current.load_full();
             match seg.take(n) {
                 Take::Got { range, prefetch } => {
                     if prefetch {
                         self.wake.notify_one();
                     }
+                    let _ = LAST.try_with(|last| *last.borrow_mut() = (self.id, Some(seg)));
                     return Some(range);
                 }
                 Take::Exhausted => {
@@ -375,6 +417,29 @@ mod tests {
         assert_eq!(b.take(3), Some(21..24), "switched to next");
         let s = b.status();
         assert_eq!((s.buffered, s.fetches, s.state), (7, 2, TagState::Ok));
+    }
+
+    #[test]
+    fn the_thread_cache_never_mixes_buffers_or_outlives_a_segment() {
+        let (a, b) = (buffer(), buffer());
+        a.install(fetched(1..4), Duration::ZERO);
+        b.install(fetched(100..104), Duration::ZERO);
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            got.push((a.take(1).unwrap().start, b.take(1).unwrap().start));
+        }
+        assert_eq!(got, [(1, 100), (2, 101), (3, 102)]);
+        // a's cached segment is used up; its next one comes from the buffer, not the cache.
+        a.install(fetched(10..12), Duration::ZERO);
+        assert_eq!(a.take(1), Some(10..11));
+        // Taken on another thread: this thread's cache cannot hand out 11 again.
+        std::thread::scope(|s| {
+            s.spawn(|| assert_eq!(a.take(1), Some(11..12)));
+        });
+        assert_eq!(a.take(1), None);
+        assert!(a.freeze().is_none());
+        assert_eq!(b.take(1), Some(103..104));
+        assert!(b.freeze().is_none(), "all of b's numbers were taken");
     }
 
     #[test]

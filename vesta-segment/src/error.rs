@@ -98,7 +98,17 @@ pub enum SegmentError {
         /// The file.
         path: PathBuf,
     },
-    /// The database could not be reached or failed the operation.
+    /// No connection could be made: nothing answered at the address, the connection broke, or
+    /// no answer came within `segment.fetch_timeout_ms`. (A server that answered with a
+    /// refusal, e.g. bad credentials or no such database, is [`SegmentError::Database`].)
+    #[error("database {db}: connecting: {cause}")]
+    Unreachable {
+        /// The database (password hidden).
+        db: String,
+        /// The driver's message.
+        cause: String,
+    },
+    /// The database failed the operation (or refused the connection).
     #[error("database {db}: {action}: {cause}")]
     Database {
         /// The database (password hidden).
@@ -163,6 +173,12 @@ impl SegmentError {
             | SegmentError::Inconsistent { .. } => -3,
             _ => -1,
         }
+    }
+
+    /// True when the database could not be reached at all (as opposed to a refusal or a
+    /// missing table): a server may start without its segments and keep trying.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, SegmentError::Unreachable { .. })
     }
 
     /// True when the caller's input is at fault (a 4xx for a server), false when the database

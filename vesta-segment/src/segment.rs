@@ -25,10 +25,25 @@ pub(crate) struct Segment {
     len: u64,
     /// Offset whose take asks for the next segment.
     trigger: u64,
-    /// Offset of the next number to hand out; may run past `len` (then the segment is empty).
-    taken: AtomicU64,
     /// Step asked of the database for this segment (the segment's length).
     pub(crate) step: u32,
+    /// Offset of the next number to hand out; may run past `len` (then the segment is empty).
+    /// On a cache line of its own: threads taking at once bounce only this line, and the
+    /// fields above stay shared in every core's cache.
+    taken: Padded,
+}
+
+/// An atomic alone on its cache line (two lines: adjacent-line prefetchers pair them).
+#[derive(Debug)]
+#[repr(align(128))]
+struct Padded(AtomicU64);
+
+impl std::ops::Deref for Padded {
+    type Target = AtomicU64;
+
+    fn deref(&self) -> &AtomicU64 {
+        &self.0
+    }
 }
 
 impl Segment {
@@ -41,7 +56,7 @@ impl Segment {
             start: range.start,
             len,
             trigger: trigger.min(len.saturating_sub(1)),
-            taken: AtomicU64::new(0),
+            taken: Padded(AtomicU64::new(0)),
             step,
         }
     }
@@ -52,7 +67,7 @@ impl Segment {
             start: 0,
             len: 0,
             trigger: 0,
-            taken: AtomicU64::new(0),
+            taken: Padded(AtomicU64::new(0)),
             step: 0,
         }
     }
@@ -60,14 +75,17 @@ impl Segment {
     /// Takes up to `n` (≥ 1) numbers.
     #[inline]
     pub(crate) fn take(&self, n: u64) -> Take {
+        // The fixed fields first: once the cursor's line is ours, another thread's take may
+        // steal it back, and they are not on it.
+        let (start, len, trigger) = (self.start, self.len, self.trigger);
         let offset = self.taken.fetch_add(n, Ordering::Relaxed);
-        if offset >= self.len {
+        if offset >= len {
             return Take::Exhausted;
         }
-        let got = n.min(self.len - offset);
+        let got = n.min(len - offset);
         Take::Got {
-            range: self.start + offset..self.start + offset + got,
-            prefetch: offset <= self.trigger && self.trigger < offset.saturating_add(n),
+            range: start + offset..start + offset + got,
+            prefetch: offset <= trigger && trigger < offset.saturating_add(n),
         }
     }
 

@@ -3,13 +3,16 @@
 //! which skips the name lookup. [`Store::shutdown`] stops issuing and gives unused tails back.
 //!
 //! Tags are looked up in a copy-on-write map (`ArcSwap<HashMap>`): the warm path reads it
-//! without a lock. A tag enters the map on first use, after its row is seen in `leaf_alloc`
+//! without a lock, from a per-thread copy of the `Arc` that is refreshed when the map's
+//! generation moves (a tag was added), so a lookup costs one plain atomic load besides the hash. A tag enters the map on first use, after its row is seen in `leaf_alloc`
 //! (the names are re-read at most once a second on a miss, so unknown tags cost the database
 //! little); its fetcher task starts then.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,7 +36,39 @@ pub const MAX_BATCH: u64 = 1_000_000;
 /// A miss re-reads the tag names at most this often.
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
 
-type TagMap = HashMap<Box<str>, Arc<TagBuffer>>;
+type TagMap = HashMap<Box<str>, Arc<TagBuffer>, BuildHasherDefault<Fnv1a>>;
+
+/// Ids of stores, unique in the process (keys of the per-thread map cache).
+static NEXT_STORE_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The tag map this thread read last: its store's id, the map's generation then, the map.
+    static MAP: RefCell<(u64, u64, Option<Arc<TagMap>>)> = const { RefCell::new((0, 0, None)) };
+}
+
+/// FNV-1a: a few cycles for a short tag, where std's SipHash costs tens of nanoseconds. The
+/// keys are the table's own tags (not chosen by callers), so flooding is not a concern; a
+/// caller's unknown name only makes one lookup miss.
+#[derive(Default)]
+struct Fnv1a(u64);
+
+impl Hasher for Fnv1a {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
 
 /// The tag names seen in `leaf_alloc`, and when they were read.
 struct Known {
@@ -48,6 +83,10 @@ pub struct Store {
     settings: SegmentSection,
     clock: Arc<dyn Clock>,
     tags: ArcSwap<TagMap>,
+    /// Process-unique, for the per-thread map cache.
+    id: u64,
+    /// Bumped after every change of `tags` (per-thread copies of an older one are refreshed).
+    generation: AtomicU64,
     known: tokio::sync::Mutex<Known>,
     closed: AtomicBool,
     shutdown: watch::Sender<bool>,
@@ -114,7 +153,9 @@ impl Store {
             db: Arc::new(db),
             settings: section.clone(),
             clock,
-            tags: ArcSwap::from_pointee(TagMap::new()),
+            tags: ArcSwap::from_pointee(TagMap::default()),
+            id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
+            generation: AtomicU64::new(0),
             known: tokio::sync::Mutex::new(Known {
                 names,
                 read_at: Instant::now(),
@@ -135,17 +176,66 @@ impl Store {
     /// completes without awaiting; when both segments are used up it waits for the fetch up to
     /// `segment.wait_ms`, or fails fast if the last fetch failed.
     pub async fn next(&self, tag: &str) -> Result<u64, SegmentError> {
-        let hit = self.tags.load().get(tag).and_then(|b| b.take(1));
-        match hit {
-            Some(range) => Ok(range.start),
-            None => self.tag(tag).await?.next().await,
+        match self.next_buffered(tag) {
+            Some(n) => Ok(n),
+            // Boxed: the cold path's future (a lookup, maybe a database round) is large, and
+            // the warm path should not carry it.
+            None => Box::pin(self.next_cold(tag)).await,
         }
+    }
+
+    #[cold]
+    async fn next_cold(&self, tag: &str) -> Result<u64, SegmentError> {
+        self.tag(tag).await?.next().await
+    }
+
+    /// The next number of `tag` if the tag is in use and has one buffered: no waiting, no
+    /// database, no allocation (`None` otherwise: then call [`Store::next`]). For servers, whose
+    /// workers must not wait; the warm path of [`Store::next`].
+    #[inline]
+    pub fn next_buffered(&self, tag: &str) -> Option<u64> {
+        let generation = self.generation.load(Ordering::Acquire);
+        let cached = MAP.try_with(|m| {
+            let m = m.borrow();
+            match &m.2 {
+                Some(map) if m.0 == self.id && m.1 == generation => {
+                    Some(map.get(tag).and_then(|b| b.take(1)))
+                }
+                _ => None,
+            }
+        });
+        match cached {
+            Ok(Some(Some(range))) => Some(range.start),
+            _ => self.next_buffered_refresh(tag, generation),
+        }
+    }
+
+    /// The thread's copy of the map is of another store or older: take from the current map
+    /// and keep a copy of it.
+    #[cold]
+    fn next_buffered_refresh(&self, tag: &str, generation: u64) -> Option<u64> {
+        // Read after the generation: a map at least as new as `generation` (see `load`).
+        let map = self.tags.load_full();
+        let hit = map.get(tag).and_then(|b| b.take(1)).map(|r| r.start);
+        let _ = MAP.try_with(|m| *m.borrow_mut() = (self.id, generation, Some(map)));
+        hit
     }
 
     /// `n` numbers of `tag` (1 ≤ n ≤ [`MAX_BATCH`]) as increasing ranges (more than one when
     /// the batch spans segments). If it fails part-way, the numbers already taken are a gap.
     pub async fn next_n(&self, tag: &str, n: u64) -> Result<Vec<Range<u64>>, SegmentError> {
         self.tag(tag).await?.next_n(n).await
+    }
+
+    /// Like [`Store::next_n`], but may answer fewer numbers (at least one), never more than
+    /// `max_ranges` ranges: for a wire answer of bounded size (see [`Tag::next_n_within`]).
+    pub async fn next_n_within(
+        &self,
+        tag: &str,
+        n: u64,
+        max_ranges: usize,
+    ) -> Result<Vec<Range<u64>>, SegmentError> {
+        self.tag(tag).await?.next_n_within(n, max_ranges).await
     }
 
     /// A handle on `tag`, for calls that skip the name lookup. Fails on a bad or unknown tag.
@@ -205,6 +295,9 @@ impl Store {
             map.insert(name.into(), Arc::clone(&buffer));
             map
         });
+        // After the new map is published: a thread that sees this generation reads a map
+        // holding the tag.
+        self.generation.fetch_add(1, Ordering::Release);
         Ok(Tag { buffer })
     }
 
@@ -339,6 +432,27 @@ impl Tag {
     /// `n` numbers (1 ≤ n ≤ [`MAX_BATCH`]) as increasing ranges, waiting up to `segment.wait_ms`
     /// in all. If it fails part-way, the numbers already taken are a gap.
     pub async fn next_n(&self, n: u64) -> Result<Vec<Range<u64>>, SegmentError> {
+        self.take_ranges(n, usize::MAX, false).await
+    }
+
+    /// Like [`Tag::next_n`], but may answer fewer than `n` numbers (at least one): it stops once
+    /// the answer has `max_ranges` ranges, and answers what it has instead of an error when
+    /// the rest cannot be had (both segments used up and the database slow or down). Nothing
+    /// beyond what is returned is taken, so a bounded wire answer leaves no gap.
+    pub async fn next_n_within(
+        &self,
+        n: u64,
+        max_ranges: usize,
+    ) -> Result<Vec<Range<u64>>, SegmentError> {
+        self.take_ranges(n, max_ranges.max(1), true).await
+    }
+
+    async fn take_ranges(
+        &self,
+        n: u64,
+        max_ranges: usize,
+        partial: bool,
+    ) -> Result<Vec<Range<u64>>, SegmentError> {
         if !(1..=MAX_BATCH).contains(&n) {
             return Err(SegmentError::OutOfRange {
                 field: "count",
@@ -351,8 +465,12 @@ impl Tag {
         let deadline = tokio::time::Instant::now() + self.buffer.wait();
         let mut ranges: Vec<Range<u64>> = Vec::new();
         let mut left = n;
-        while left > 0 {
-            let range = self.buffer.take_until(left, deadline).await?;
+        while left > 0 && ranges.len() < max_ranges {
+            let range = match self.buffer.take_until(left, deadline).await {
+                Ok(range) => range,
+                Err(_) if partial && !ranges.is_empty() => break,
+                Err(e) => return Err(e),
+            };
             left -= range.end - range.start;
             match ranges.last_mut() {
                 Some(last) if last.end == range.start => last.end = range.end,

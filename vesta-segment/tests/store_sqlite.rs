@@ -375,6 +375,91 @@ async fn a_locked_database_degrades_then_fails_fast_then_recovers() {
     store.shutdown().await;
 }
 
+#[tokio::test]
+async fn next_buffered_answers_from_the_right_store_and_sees_new_tags() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = setup(dir.path(), "a", 100, 1).await;
+    let db = Database::connect(&s.db_url().unwrap(), s.fetch_timeout())
+        .await
+        .unwrap();
+    db.create_tag("b", 100, 1000, None).await.unwrap();
+    db.close().await;
+    let (one, two) = (
+        Store::open(&s).await.unwrap(),
+        Store::open(&s).await.unwrap(),
+    );
+    assert_eq!(
+        one.next_buffered("a"),
+        None,
+        "not in use yet: nothing buffered"
+    );
+    assert_eq!(one.next("a").await.unwrap(), 1);
+    assert_eq!(two.next("a").await.unwrap(), 101, "its own segment");
+    for k in 0..3 {
+        // The thread's cached map alternates between the stores: each answers its own.
+        assert_eq!(one.next_buffered("a"), Some(2 + k));
+        assert_eq!(two.next_buffered("a"), Some(102 + k));
+    }
+    // A tag put in use after the map was cached is found.
+    assert_eq!(one.next_buffered("b"), None);
+    assert_eq!(one.next("b").await.unwrap(), 1000);
+    assert_eq!(one.next_buffered("b"), Some(1001));
+    assert_eq!(one.next_buffered("a"), Some(5));
+    one.shutdown().await;
+    assert_eq!(one.next_buffered("a"), None, "shut down");
+    two.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_bounded_batch_stops_at_its_ranges_and_takes_nothing_beyond() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SegmentSection {
+        adaptive_step: false,
+        prefetch_percent: 0,
+        fetch_timeout_ms: 200,
+        ..setup(dir.path(), "t", 3, 1).await
+    };
+    let store = Store::open(&s).await.unwrap();
+    assert_eq!(store.next("t").await.unwrap(), 1);
+    until(&store, "t", "the prefetch of 4..7", |t| t.next.is_some()).await;
+    // Another allocator takes 7..10: our next segment after 4..7 is 10..13.
+    assert_eq!(raw_leaf_fetch(&s, "t").await, 7..10);
+    assert_eq!(store.next_n_within("t", 8, 1).await.unwrap(), vec![2..4]);
+    assert_eq!(
+        store.next_n_within("t", 8, 2).await.unwrap(),
+        vec![4..7, 10..13],
+        "two ranges, 6 of the 8 numbers"
+    );
+    assert_eq!(
+        store.next("t").await.unwrap(),
+        13,
+        "nothing beyond was taken"
+    );
+    until(&store, "t", "the prefetch of 16..19", |t| t.next.is_some()).await;
+
+    // The database locked: what is buffered comes back instead of an error.
+    let path = s.db_url().unwrap().sqlite_path().unwrap().to_owned();
+    let locker = SqlitePool::connect_with(SqliteConnectOptions::new().filename(path))
+        .await
+        .unwrap();
+    let mut lock = locker.begin_with("BEGIN EXCLUSIVE").await.unwrap();
+    sqlx::query("UPDATE leaf_alloc SET description = 'locked'")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.next_n_within("t", 100, 10).await.unwrap(),
+        vec![14..19]
+    );
+    assert!(
+        store.next_n("t", 1).await.is_err(),
+        "nothing left, database locked"
+    );
+    lock.rollback().await.unwrap();
+    locker.close().await;
+    store.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_callers_on_two_stores_never_share_a_number() {
     let dir = tempfile::tempdir().unwrap();

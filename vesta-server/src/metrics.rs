@@ -1,6 +1,6 @@
 //! The TCP server's metrics (prometheus-client, names prefixed `vesta_`), served by the metrics
-//! listener (`server.metrics_listen`): the issuer's metrics shared with the REST server
-//! (`vesta_service::metrics`), IDs issued, connections open and their limit, requests by op, and
+//! listener (`server.metrics_listen`): the issuer's and the segments' metrics shared with the
+//! REST server (`vesta_service::metrics`), IDs issued, connections open and their limit, requests by op, and
 //! refusals and bad requests by error code. Counters are resolved to handles up front, so the
 //! hot path does an atomic add and no label lookup.
 
@@ -11,6 +11,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use vesta_core::Clock;
 use vesta_embed::AsyncIssuer;
+use vesta_service::Segments;
 use vesta_service::health::Health;
 use vesta_service::metrics::Connections;
 use vesta_service::metrics_http::Exposition;
@@ -18,7 +19,7 @@ use vesta_service::metrics_http::Exposition;
 use crate::proto::{ErrorCode, op};
 
 /// The ops, in the order of [`TcpMetrics::request`]'s handles, with their label.
-const OPS: [(u8, &str); 8] = [
+const OPS: [(u8, &str); 10] = [
     (op::HELLO, "hello"),
     (op::PING, "ping"),
     (op::INFO, "info"),
@@ -27,6 +28,8 @@ const OPS: [(u8, &str); 8] = [
     (op::EXPLAIN, "explain"),
     (op::MAKE, "make"),
     (op::TRANS_TIME, "trans_time"),
+    (op::SEGMENT, "segment"),
+    (op::SEGMENTS, "segments"),
 ];
 
 type Labels = [(&'static str, &'static str); 1];
@@ -55,10 +58,18 @@ pub(crate) struct TcpMetrics {
 }
 
 impl TcpMetrics {
-    /// Registers every metric for a server issuing through `ids` with `max_connections`.
-    pub(crate) fn new<C: Clock + 'static>(ids: &AsyncIssuer<C>, max_connections: u64) -> Self {
+    /// Registers every metric for a server issuing through `ids` (and serving `segments`, if
+    /// on) with `max_connections`.
+    pub(crate) fn new<C: Clock + 'static>(
+        ids: &AsyncIssuer<C>,
+        segments: Option<&Arc<Segments>>,
+        max_connections: u64,
+    ) -> Self {
         let mut registry = Registry::with_prefix("vesta");
         vesta_service::metrics::register_issuer(&mut registry, ids);
+        if let Some(segments) = segments {
+            vesta_service::metrics::register_segments(&mut registry, Arc::clone(segments));
+        }
         let ids_issued = Counter::default();
         registry.register(
             "ids_issued",
@@ -131,6 +142,8 @@ pub(crate) struct TcpExposition<C: Clock + 'static> {
     pub metrics: Arc<TcpMetrics>,
     /// The issuer, for `/healthz`.
     pub ids: AsyncIssuer<C>,
+    /// The segments, for `/healthz`.
+    pub segments: Option<Arc<Segments>>,
 }
 
 impl<C: Clock + 'static> Exposition for TcpExposition<C> {
@@ -140,6 +153,8 @@ impl<C: Clock + 'static> Exposition for TcpExposition<C> {
 
     fn health(&self) -> (bool, String) {
         let issuer = self.ids.issuer();
-        Health::of(&issuer.status(), issuer.clock().now_ms()).to_http()
+        Health::of(&issuer.status(), issuer.clock().now_ms())
+            .with_segments(self.segments.as_deref())
+            .to_http()
     }
 }

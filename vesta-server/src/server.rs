@@ -4,9 +4,10 @@
 //! is used up waits on the issuer's waiting list (served fairly across connections at each unit
 //! boundary) while the connection goes on answering, and its answer keeps its place in line.
 //!
-//! Start and stop follow the shared order of [`vesta_service::lifecycle`]: bind, start the
-//! issuer, listen; serve; on shutdown stop reading, answer what was read (waiting ID requests
-//! included) and say `GOAWAY`, drain within `shutdown_grace_ms`, release the machine ID.
+//! Start and stop follow the shared order of [`vesta_service::lifecycle`]: bind, open the
+//! segment store (segment mode), start the issuer, listen; serve; on shutdown stop reading,
+//! answer what was read (waiting ID and segment requests included) and say `GOAWAY`, drain
+//! within `shutdown_grace_ms`, give the segments' unused tails back, release the machine ID.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -25,15 +26,15 @@ use vesta_service::config::validate_section;
 use vesta_service::lifecycle::{self, Prepared};
 use vesta_service::metrics_http;
 use vesta_service::shutdown::{Shutdown, Trigger};
-use vesta_service::{ServeError, ServeReport, ServerSection};
+use vesta_service::{Segments, ServeError, ServeReport, ServerSection};
 
 use crate::config::{TcpConfig, TcpSection};
 use crate::connection::Connection;
 use crate::frame::{Frame, FrameError};
 use crate::metrics::{TcpExposition, TcpMetrics};
 use crate::proto::{
-    ErrorCode, Pending, Request, Response, ServerContext, ServerInfo, explain, hello, info, make,
-    next_id, next_ids, ping, trans_time,
+    ErrorCode, Outcome, Pending, Request, Response, ServerContext, ServerInfo, explain, hello,
+    info, make, next_id, next_ids, ping, segment, trans_time,
 };
 
 /// A bound server, ready to [`serve`](TcpServer::serve).
@@ -49,7 +50,9 @@ pub struct TcpServer<C: Clock + 'static = SystemClock> {
 impl TcpServer<SystemClock> {
     /// Binds `config.server.listen`, starts the issuer (genMethod server; a ZooKeeper lease is
     /// taken here), then listens: a busy port fails before any lease is taken, and clients are
-    /// refused, not left hanging, while the issuer starts.
+    /// refused, not left hanging, while the issuer starts. With `[segment] db` set it serves
+    /// the segment ops too; the store opens before the issuer starts (see
+    /// [`vesta_service::segments`] for a missing table or an unreachable database).
     pub async fn start(config: TcpConfig) -> Result<Self, ServeError> {
         let prepared = lifecycle::start(&config).await?;
         Self::from_prepared(prepared, config.server).await
@@ -62,9 +65,21 @@ impl<C: Clock + 'static> TcpServer<C> {
         issuer: Arc<Issuer<C>>,
         limits: TcpSection,
     ) -> Result<Self, ServeError> {
+        Self::with_issuer_and_segments(issuer, limits, None).await
+    }
+
+    /// Like [`with_issuer`](Self::with_issuer), also serving `segments` (opened elsewhere,
+    /// e.g. [`Segments::from_store`]); the server gives their unused tails back when serving
+    /// ends.
+    pub async fn with_issuer_and_segments(
+        issuer: Arc<Issuer<C>>,
+        limits: TcpSection,
+        segments: Option<Arc<Segments>>,
+    ) -> Result<Self, ServeError> {
         validate_section(&limits, issuer.config().id.id_type)?;
-        let prepared =
+        let mut prepared =
             lifecycle::start_with_issuer(issuer, GenMethod::Server, &limits.common()).await?;
+        prepared.segments = segments;
         Self::from_prepared(prepared, limits).await
     }
 
@@ -77,7 +92,11 @@ impl<C: Clock + 'static> TcpServer<C> {
             ),
             None => None,
         };
-        let metrics = Arc::new(TcpMetrics::new(&p.issuer, limits.max_connections));
+        let metrics = Arc::new(TcpMetrics::new(
+            &p.issuer,
+            p.segments.as_ref(),
+            limits.max_connections,
+        ));
         Ok(TcpServer {
             listener: p.listener,
             addr: p.addr,
@@ -87,6 +106,7 @@ impl<C: Clock + 'static> TcpServer<C> {
                 ids: p.issuer,
                 limits,
                 metrics,
+                segments: p.segments,
             }),
         })
     }
@@ -113,8 +133,14 @@ impl<C: Clock + 'static> TcpServer<C> {
         &self.ctx.issuer
     }
 
-    /// Serves until `shutdown` resolves, then drains and releases the machine ID
-    /// ([`Issuer::shutdown`]); after that the issuer issues nothing, even through other handles.
+    /// The segment store, when segment mode is on.
+    pub fn segments(&self) -> Option<&Arc<Segments>> {
+        self.ctx.segments.as_ref()
+    }
+
+    /// Serves until `shutdown` resolves, then drains, gives the segments' unused tails back and
+    /// releases the machine ID ([`Issuer::shutdown`]); after that the issuer issues nothing,
+    /// even through other handles.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> ServeReport {
         let TcpServer {
             listener,
@@ -125,6 +151,7 @@ impl<C: Clock + 'static> TcpServer<C> {
         let exposition = Arc::new(TcpExposition {
             metrics: Arc::clone(&ctx.metrics),
             ids: ctx.ids.clone(),
+            segments: ctx.segments.clone(),
         });
         let metrics_http =
             metrics_listener.map(|l| tokio::spawn(metrics_http::serve(l, exposition)));
@@ -183,6 +210,7 @@ impl<C: Clock + 'static> TcpServer<C> {
         trigger.fire();
         let forced_closed =
             lifecycle::drain(&mut tasks, ctx.limits.common().shutdown_grace()).await;
+        let give_back = lifecycle::give_back(ctx.segments.as_deref()).await;
         let ids = ctx.ids.clone();
         drop(ctx);
         let release_error = lifecycle::release(ids).await;
@@ -190,6 +218,7 @@ impl<C: Clock + 'static> TcpServer<C> {
             connections,
             forced_closed,
             release_error,
+            give_back,
         }
     }
 }
@@ -232,7 +261,7 @@ struct Handler<C: Clock + 'static> {
     /// This connection's share of the issuer: its waiting requests take turns with others'.
     flow: IdFlow<C>,
     shutdown: Shutdown,
-    /// ID requests whose IDs are on their way, answered in arrival order.
+    /// ID and segment requests whose answers are on their way, answered in arrival order.
     pending: VecDeque<Pending>,
     handshaken: bool,
     /// The last frame before closing: a fatal error or `GOAWAY`.
@@ -290,8 +319,8 @@ impl<C: Clock + 'static> Handler<C> {
                     reading = false;
                     self.goaway(ErrorCode::ShuttingDown, "the server is shutting down");
                 }
-                ids = next_ids_ready(&mut self.pending), if waiting => {
-                    self.answer_ready(ids);
+                outcome = first_ready(&mut self.pending), if waiting => {
+                    self.answer_ready(outcome);
                 }
                 read = self.conn.fill(), if reading && self.pending.len() < max_pending => {
                     if read? == 0 {
@@ -312,12 +341,12 @@ impl<C: Clock + 'static> Handler<C> {
         }
     }
 
-    /// The first waiting request's IDs arrived: answer it, then every following one whose IDs
-    /// are there too, in order.
-    fn answer_ready(&mut self, first: Result<vesta_core::IdBatch, vesta_embed::IssueError>) {
-        let mut ids = Some(first);
+    /// The first waiting request's answer arrived: answer it, then every following one whose
+    /// answer is there too, in order.
+    fn answer_ready(&mut self, first: Outcome) {
+        let mut ready = Some(first);
         while let Some(mut p) = self.pending.pop_front() {
-            let Some(r) = ids.take().or_else(|| p.ids.try_take()) else {
+            let Some(r) = ready.take().or_else(|| p.try_take()) else {
                 self.pending.push_front(p);
                 return;
             };
@@ -393,17 +422,19 @@ impl<C: Clock + 'static> Handler<C> {
             Request::Explain { id: x } => explain::apply(ctx, id, x, out),
             Request::Make(fields) => make::apply(ctx, id, &fields, out),
             Request::TransTime { time } => trans_time::apply(ctx, id, time, out),
+            Request::Segment { tag } => segment::apply_one(ctx, id, tag, pending, out),
+            Request::Segments { count, tag } => {
+                segment::apply_many(ctx, id, count, tag, pending, out)
+            }
         }
         Next::Continue
     }
 }
 
-/// The IDs of the first waiting request, once they are there.
-async fn next_ids_ready(
-    pending: &mut VecDeque<Pending>,
-) -> Result<vesta_core::IdBatch, vesta_embed::IssueError> {
+/// The answer of the first waiting request, once it is there.
+async fn first_ready(pending: &mut VecDeque<Pending>) -> Outcome {
     match pending.front_mut() {
-        Some(p) => (&mut p.ids).await,
+        Some(p) => p.outcome().await,
         None => std::future::pending().await,
     }
 }

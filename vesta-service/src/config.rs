@@ -1,7 +1,8 @@
 //! One configuration shape for both servers (`conf/server.toml`, `conf/rest.toml`): the issuer's
-//! sections (`[id]`, `[machine]`, `[clock]`, `[zookeeper]`) and a `[server]` section whose keys
+//! sections (`[id]`, `[machine]`, `[clock]`, `[zookeeper]`), a `[server]` section whose keys
 //! both servers share by name and unit (`listen`, `max_connections`, `max_batch`, `max_wait_ms`,
-//! `shutdown_grace_ms`) beside their own. Unknown keys are errors naming the key; every value,
+//! `shutdown_grace_ms`) beside their own, and `[segment]` (segment mode, on when its `db` is
+//! set: `vesta_segment::SegmentSection`). Unknown keys are errors naming the key; every value,
 //! and that a static machine ID lies in the server pool, is checked at load, before anything
 //! binds or leases. Renamed keys still load, with a warning for the operator.
 
@@ -18,6 +19,7 @@ use vesta_embed::IssuerConfig;
 use vesta_embed::config::{
     ClockSection, IdSection, MachineSection, ZooKeeperSection, load_toml, parse_toml,
 };
+use vesta_segment::SegmentSection;
 
 use crate::error::ConfigError;
 
@@ -107,6 +109,8 @@ pub struct ServiceConfig<S: ServerSection> {
     pub zookeeper: ZooKeeperSection,
     /// The listener and its limits.
     pub server: S,
+    /// Segment mode: Leaf-compatible numbers per tag from `leaf_alloc`; off while `db` is unset.
+    pub segment: SegmentSection,
     /// Renamed keys found while loading, one line each, for the operator to fix.
     pub warnings: Vec<String>,
 }
@@ -151,6 +155,7 @@ impl<S: ServerSection> ServiceConfig<S> {
     pub fn validate(&self) -> Result<(), ConfigError> {
         validate_section(&self.server, self.id.id_type)?;
         self.issuer_config().validate()?;
+        self.segment.validate()?;
         Ok(())
     }
 }
@@ -237,7 +242,8 @@ impl<'de, S: ServerSection> Deserialize<'de> for ServiceConfig<S> {
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                const SECTIONS: &[&str] = &["server", "id", "machine", "clock", "zookeeper"];
+                const SECTIONS: &[&str] =
+                    &["server", "id", "machine", "clock", "zookeeper", "segment"];
                 let mut c = ServiceConfig::<S>::default();
                 let mut seen: Vec<&'static str> = Vec::new();
                 while let Some(key) = map.next_key::<String>()? {
@@ -260,6 +266,7 @@ impl<'de, S: ServerSection> Deserialize<'de> for ServiceConfig<S> {
                         "id" => c.id = map.next_value()?,
                         "machine" => c.machine = map.next_value()?,
                         "clock" => c.clock = map.next_value()?,
+                        "segment" => c.segment = map.next_value()?,
                         _ => c.zookeeper = map.next_value()?,
                     }
                 }
@@ -362,6 +369,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("server.max_batch 0 is out of range"), "{err}");
+    }
+
+    #[test]
+    fn the_segment_section_is_read_and_checked() {
+        let c = Config::from_toml_str(
+            "[segment]\ndb = \"sqlite://x.db\"\nprefetch_percent = 20\nwait_ms = 50\n",
+        )
+        .unwrap();
+        assert_eq!(c.segment.db.as_deref(), Some("sqlite://x.db"));
+        assert_eq!((c.segment.prefetch_percent, c.segment.wait_ms), (20, 50));
+        assert_eq!(Config::default().segment, SegmentSection::default());
+        let err = Config::from_toml_str("[segment]\nwait_ms = 60001\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("segment.wait_ms 60001 is out of range: allowed 0..=60000"),
+            "{err}"
+        );
+        let err = Config::from_toml_str("[segment]\ndb_url = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("db_url"), "{err}");
+        // A bad URL set after loading (the --segment-db flag) is caught by validate.
+        let mut c = Config::default();
+        c.segment.db = Some("mysql://h/db".into());
+        let err = c.validate().unwrap_err().to_string();
+        assert!(
+            err.starts_with("invalid config: segment.db: invalid database URL"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -24,6 +24,16 @@ pub enum ConfigError {
     /// Values that do not fit together (the message names them).
     #[error("invalid config: {0}")]
     Inconsistent(String),
+    /// A `[segment]` value is invalid (the message names the key).
+    #[error("invalid config: {0}")]
+    Segment(vesta_segment::ConfigError),
+}
+
+// By hand rather than `#[from]`, so the cause is printed once, not again as a `source`.
+impl From<vesta_segment::ConfigError> for ConfigError {
+    fn from(e: vesta_segment::ConfigError) -> Self {
+        ConfigError::Segment(e)
+    }
 }
 
 /// Why a server did not start.
@@ -43,6 +53,10 @@ pub enum ServeError {
     /// The issuer did not start (lease, state file, clock behind its mark).
     #[error("starting the issuer: {0}")]
     Issuer(vesta_embed::StartError),
+    /// Segment mode could not start: a missing SQLite file or `leaf_alloc` table, or a database
+    /// that refused the connection (an unreachable one does not stop the start).
+    #[error("segments: {0}")]
+    Segments(vesta_segment::SegmentError),
     /// The machine ID was not released cleanly at shutdown (a leased ID then expires with its
     /// ZooKeeper session; no duplicate can result).
     #[error("releasing the machine ID: {0}")]

@@ -1,8 +1,14 @@
 //! What a server says about its health, the same on both: issuing or not (and why), the lease,
-//! and how long the layout has left. The REST server answers it at `/healthz`, the TCP server at
-//! `/healthz` of its metrics listener.
+//! how long the layout has left, and with segment mode on each tag's state. The REST server
+//! answers it at `/healthz`, the TCP server at `/healthz` of its metrics listener.
+//!
+//! Segments never make a server unhealthy (503): its IDs still work, and a load balancer must
+//! not take it out of rotation for them. A segment store not yet connected, or a tag whose last
+//! fetch failed, makes `status` `degraded`, with the details under `segments`.
 
 use vesta_embed::Status;
+
+use crate::segments::{Segments, SegmentsState};
 
 /// The health of an issuer at one instant.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,6 +44,22 @@ impl Health {
             body["warning"] = warning.into();
         }
         Health::Issuing(body)
+    }
+
+    /// Adds the segments' state (`segments` key) to a healthy answer; `status` becomes
+    /// `degraded` unless the store is open and every tag in use fetched fine last time.
+    pub fn with_segments(self, segments: Option<&Segments>) -> Health {
+        match (self, segments) {
+            (Health::Issuing(mut body), Some(segments)) => {
+                let status = segments.status();
+                if status.state != SegmentsState::Ok {
+                    body["status"] = "degraded".into();
+                }
+                body["segments"] = serde_json::to_value(&status).unwrap_or_default();
+                Health::Issuing(body)
+            }
+            (health, _) => health,
+        }
     }
 
     /// `(healthy, JSON body)`: the body is the status object, or `{"error": why}`.

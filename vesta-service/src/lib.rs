@@ -10,8 +10,10 @@
 //!   async issuer the servers issue through, the drain and the release of the machine ID
 //!   ([`ServeReport`]);
 //! - [`shutdown`]: the SIGINT/SIGTERM future and the trigger that tells connections to drain;
-//! - [`metrics`]: the issuer's Prometheus metrics and the open-connections gauge, the same on
-//!   both servers;
+//! - [`segments`]: segment mode (`[segment] db`): the Leaf-compatible number store both
+//!   servers serve, its start policy and the give-back at shutdown ([`Segments`]);
+//! - [`metrics`]: the issuer's and the segments' Prometheus metrics and the open-connections
+//!   gauge, the same on both servers;
 //! - errors: [`ConfigError`] (a refused config), [`ServeError`] (why a server did not start).
 //!
 //! The wire protocols stay in `vesta-server` (TCP) and `vesta-rest` (HTTP).
@@ -22,8 +24,10 @@ pub mod health;
 pub mod lifecycle;
 pub mod metrics;
 pub mod metrics_http;
+pub mod segments;
 pub mod shutdown;
 
 pub use config::{CommonLimits, ServerSection, ServiceConfig};
 pub use error::{ConfigError, ServeError};
 pub use lifecycle::{Prepared, ServeReport};
+pub use segments::Segments;

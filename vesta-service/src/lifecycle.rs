@@ -4,11 +4,14 @@
 //! 2. the listen address is *bound but not listened on*: a busy port fails before any machine-ID
 //!    lease is taken, and while the issuer starts (a ZooKeeper lease, a start guard) clients are
 //!    refused at once instead of hanging in a backlog nobody reads;
-//! 3. the issuer starts, off the async workers, and is wrapped in the [`AsyncIssuer`] every
+//! 3. with `[segment] db` set, the segment store opens ([`Segments::open`]): a missing table
+//!    fails here, before any lease is taken; an unreachable database does not stop the start;
+//! 4. the issuer starts, off the async workers, and is wrapped in the [`AsyncIssuer`] every
 //!    request issues through (parked requests served fairly at each unit boundary);
-//! 4. the socket listens; the server serves until its shutdown future resolves;
-//! 5. connections drain within `shutdown_grace_ms`, the rest are closed;
-//! 6. the machine ID is released (final mark, claim deleted), off the async workers.
+//! 5. the socket listens; the server serves until its shutdown future resolves;
+//! 6. connections drain within `shutdown_grace_ms`, the rest are closed;
+//! 7. the segment store gives its unused tails back ([`give_back`]);
+//! 8. the machine ID is released (final mark, claim deleted), off the async workers.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,9 +21,11 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinSet;
 use vesta_core::{Clock, GenMethod};
 use vesta_embed::{AsyncIssuer, Issuer, SystemClock};
+use vesta_segment::GiveBack;
 
 use crate::config::{CommonLimits, ServerSection, ServiceConfig};
 use crate::error::{ConfigError, ServeError};
+use crate::segments::Segments;
 
 /// Connections waiting to be accepted, at most.
 const BACKLOG: u32 = 1024;
@@ -34,24 +39,39 @@ pub struct Prepared<C: Clock + 'static = SystemClock> {
     pub addr: SocketAddr,
     /// The issuer, behind its waiting list.
     pub issuer: AsyncIssuer<C>,
+    /// The segment store, when segment mode is on.
+    pub segments: Option<Arc<Segments>>,
 }
 
-/// Steps 2-4 for a config: bind, start the issuer, listen.
+/// Steps 2-5 for a config: bind, open the segment store, start the issuer, listen.
 pub async fn start<S: ServerSection>(
     config: &ServiceConfig<S>,
 ) -> Result<Prepared<SystemClock>, ServeError> {
     config.validate()?;
     let limits = config.limits();
     let socket = bind(limits.listen)?;
+    let segments = Segments::open(&config.segment).await?;
     let issuer_config = config.issuer_config();
-    let issuer = tokio::task::spawn_blocking(move || Issuer::start(issuer_config))
+    let started = tokio::task::spawn_blocking(move || Issuer::start(issuer_config))
         .await
-        .map_err(|e| ServeError::Internal(format!("starting the issuer: {e}")))??;
-    listen(socket, Arc::new(issuer), S::GEN_METHOD, &limits)
+        .map_err(|e| ServeError::Internal(format!("starting the issuer: {e}")))
+        .and_then(|r| r.map_err(ServeError::from))
+        .and_then(|issuer| listen(socket, Arc::new(issuer), S::GEN_METHOD, &limits));
+    match started {
+        Ok(mut prepared) => {
+            prepared.segments = segments;
+            Ok(prepared)
+        }
+        Err(e) => {
+            // Nothing was issued: close the store (nothing to give back).
+            give_back(segments.as_deref()).await;
+            Err(e)
+        }
+    }
 }
 
-/// Steps 2 and 4 for an issuer started elsewhere (tests pass one on a manual clock); it must
-/// issue with the server's genMethod.
+/// Steps 2 and 5 for an issuer started elsewhere (tests pass one on a manual clock); it must
+/// issue with the server's genMethod. `segments`, if any, were opened by the caller.
 pub async fn start_with_issuer<C: Clock + 'static>(
     issuer: Arc<Issuer<C>>,
     gen_method: GenMethod,
@@ -100,6 +120,7 @@ fn listen<C: Clock + 'static>(
         listener,
         addr,
         issuer,
+        segments: None,
     })
 }
 
@@ -131,6 +152,8 @@ pub struct ServeReport {
     /// Why giving the machine ID back was not clean (`None`: released). A leased ID whose
     /// release failed expires with its ZooKeeper session; no duplicate can result.
     pub release_error: Option<String>,
+    /// What the segment store did with each tag's unused numbers (empty without segments).
+    pub give_back: Vec<GiveBack>,
 }
 
 impl ServeReport {
@@ -143,7 +166,7 @@ impl ServeReport {
     }
 }
 
-/// Step 5: waits up to `grace` for the connection tasks, then aborts the rest; returns how many
+/// Step 6: waits up to `grace` for the connection tasks, then aborts the rest; returns how many
 /// were cut off.
 pub async fn drain(tasks: &mut JoinSet<()>, grace: Duration) -> usize {
     let finished =
@@ -159,7 +182,16 @@ pub async fn drain(tasks: &mut JoinSet<()>, grace: Duration) -> usize {
     forced
 }
 
-/// Step 6: gives the machine ID back ([`Issuer::shutdown`]: final mark and claim deleted for a
+/// Step 7: stops segment issuing and gives each tag's unused tail back
+/// ([`Segments::shutdown`]), after the connections drained and before the machine ID goes.
+pub async fn give_back(segments: Option<&Segments>) -> Vec<GiveBack> {
+    match segments {
+        Some(s) => s.shutdown().await,
+        None => Vec::new(),
+    }
+}
+
+/// Step 8: gives the machine ID back ([`Issuer::shutdown`]: final mark and claim deleted for a
 /// lease, released state for a static ID) and stops the issuer's clock thread, off the async
 /// workers, since both may wait (on ZooKeeper, on a unit boundary). After it the issuer issues
 /// nothing, even through other handles.

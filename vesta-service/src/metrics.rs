@@ -1,8 +1,12 @@
 //! The metrics both servers export alike (names prefixed `vesta_`): the issuer's fixed identity,
-//! a collector that reads `Issuer::status()` and the waiting list's counters at each scrape (so
-//! they are never stale and cost nothing between scrapes), and the open client connections
-//! beside their limit. Each server registers these beside its own request metrics
-//! (prometheus-client); the alert rules and the dashboard in deploy/ read them by these names.
+//! a collector that reads `Issuer::status()` and the waiting list's counters at each scrape, the
+//! open client connections beside their limit, and with segment mode on a collector that reads
+//! each tag's status (`vesta_segment_*{tag}`) — never stale, and free between scrapes. Each
+//! server registers these beside its own request metrics (prometheus-client); the alert rules and
+//! the dashboard in deploy/ read them by these names.
+//!
+//! The `tag` label stays bounded: only tags in use appear, and a tag is in use only once it
+//! was found in `leaf_alloc` (an unknown tag is refused before it gets a buffer).
 
 use std::fmt;
 use std::sync::Arc;
@@ -17,6 +21,9 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use vesta_core::Clock;
 use vesta_embed::{AsyncIssuer, Issuer, LeaseState};
+use vesta_segment::{TagState, TagStatus};
+
+use crate::segments::Segments;
 
 /// Registers the issuer's metrics in `registry` (which should have the `vesta` prefix).
 pub fn register_issuer<C: Clock + 'static>(registry: &mut Registry, ids: &AsyncIssuer<C>) {
@@ -210,4 +217,125 @@ impl<C: Clock + 'static> Collector for IssuerCollector<C> {
         }
         Ok(())
     }
+}
+
+/// Registers the segments' metrics in `registry` (which should have the `vesta` prefix).
+pub fn register_segments(registry: &mut Registry, segments: Arc<Segments>) {
+    registry.register_collector(Box::new(SegmentCollector(segments)));
+}
+
+/// Reads the segments' status at each scrape.
+#[derive(Debug)]
+struct SegmentCollector(Arc<Segments>);
+
+impl Collector for SegmentCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let status = self.0.status();
+        let up = ConstGauge::new(i64::from(self.0.is_up()));
+        up.encode(encoder.encode_descriptor(
+            "segment_up",
+            "1 while the segment store is open; 0 while its database was not reached yet \
+             (segment requests refused) or after shutdown",
+            None,
+            up.metric_type(),
+        )?)?;
+        let issued = ConstCounter::new(self.0.numbers_issued());
+        issued.encode(encoder.encode_descriptor(
+            "segment_numbers_issued",
+            "Segment numbers handed to clients, all tags",
+            None,
+            issued.metric_type(),
+        )?)?;
+        let tags = &status.tags;
+        let e = &mut encoder;
+        per_tag(
+            e,
+            MetricType::Gauge,
+            "segment_buffered",
+            "Numbers of the tag buffered in memory (current and next segment)",
+            tags,
+            |t| Some(Sample::Gauge(i64::try_from(t.buffered).unwrap_or(i64::MAX))),
+        )?;
+        per_tag(
+            e,
+            MetricType::Gauge,
+            "segment_step",
+            "Step of the tag's newest segment (Leaf's adaptive step)",
+            tags,
+            |t| Some(Sample::Gauge(i64::from(t.step))),
+        )?;
+        per_tag(
+            e,
+            MetricType::Counter,
+            "segment_fetches",
+            "Segments taken from the database for the tag",
+            tags,
+            |t| Some(Sample::Counter(t.fetches)),
+        )?;
+        per_tag(
+            e,
+            MetricType::Counter,
+            "segment_fetch_errors",
+            "Failed segment fetches of the tag (each retried with backoff)",
+            tags,
+            |t| Some(Sample::Counter(t.fetch_errors)),
+        )?;
+        per_tag(
+            e,
+            MetricType::Gauge,
+            "segment_last_fetch_latency_seconds",
+            "Duration of the tag's last fetch attempt",
+            tags,
+            |t| {
+                t.last_fetch_latency_us
+                    .map(|us| Sample::Seconds(us as f64 / 1e6))
+            },
+        )?;
+        per_tag(
+            e,
+            MetricType::Gauge,
+            "segment_degraded",
+            "1 while the tag's last fetch failed (numbers still come from its buffers until \
+             they run out), else 0",
+            tags,
+            |t| {
+                let degraded = matches!(t.state, TagState::Degraded | TagState::Down);
+                Some(Sample::Gauge(i64::from(degraded)))
+            },
+        )?;
+        Ok(())
+    }
+}
+
+/// One tag's value of a family.
+enum Sample {
+    Gauge(i64),
+    Seconds(f64),
+    Counter(u64),
+}
+
+/// Writes the family `name` of type `kind` with one sample per tag (tags whose `value` is `None` are left out).
+fn per_tag(
+    encoder: &mut DescriptorEncoder,
+    kind: MetricType,
+    name: &str,
+    help: &str,
+    tags: &[TagStatus],
+    value: impl Fn(&TagStatus) -> Option<Sample>,
+) -> fmt::Result {
+    let mut family = encoder.encode_descriptor(name, help, None, kind)?;
+    for t in tags {
+        let labels = [("tag", t.tag.as_str())];
+        match value(t) {
+            Some(Sample::Gauge(v)) => ConstGauge::new(v).encode(family.encode_family(&labels)?)?,
+            Some(Sample::Seconds(v)) => {
+                ConstGauge::new(v).encode(family.encode_family(&labels)?)?
+            }
+            Some(Sample::Counter(v)) => {
+                ConstCounter::new(v).encode(family.encode_family(&labels)?)?
+            }
+            None => {}
+        }
+    }
+    Ok(())
 }

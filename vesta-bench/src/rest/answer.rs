@@ -13,6 +13,14 @@ pub(crate) struct Health {
     pub id_type: u64,
     /// The lease state.
     pub lease: String,
+    /// Segment mode is on (a `segments` object is present).
+    #[serde(default, deserialize_with = "present")]
+    pub segments: bool,
+}
+
+/// True for any value of a field that is present.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    serde::de::IgnoredAny::deserialize(d).map(|_| true)
 }
 
 /// Parses a `/healthz` body.
@@ -120,6 +128,10 @@ mod tests {
         let h = health(br#"{"genMethod":2,"lease":"static","machine":924,"status":"ok","type":1}"#)
             .unwrap();
         assert_eq!((h.machine, h.id_type, h.lease.as_str()), (924, 1, "static"));
+        assert!(!h.segments);
+        let h =
+            health(br#"{"lease":"static","machine":924,"type":0,"segments":{"tags":[]}}"#).unwrap();
+        assert!(h.segments);
         assert!(
             health(b"42")
                 .unwrap_err()

@@ -1,7 +1,9 @@
 //! The REST load engine behind `vesta bench rest`: C HTTP/1.1 keep-alive connections (hyper's
-//! client) to `vesta serve rest`, `GET /genid` or `GET /genids?count=N`, closed loop or at a
-//! fixed rate, with the same method and report as the TCP engine. HTTP/1.1 has one request in
-//! flight per connection, so the connections are the concurrency.
+//! client) to `vesta serve rest`, `GET /genid` or `GET /genids?count=N` (or, with a segment
+//! tag, `GET /segment/{tag}` or `/segments/{tag}?count=N`), closed loop or at a fixed rate,
+//! with the same method and report as the TCP engine. HTTP/1.1 has one request in flight per
+//! connection, so the connections are the concurrency. Segment numbers are counted and checked
+//! to increase on each connection (one server hands them out in order), not read as IDs.
 //!
 //! Before the run every server is asked `/healthz` (its machine ID and layout give the cap) and
 //! sent one request as the run will send it, so a refusal (a `count` above the server's limit,
@@ -34,12 +36,14 @@ pub fn run(
     let path = config.path();
     // IDs per 200 answer as the run reads them; `None` for a baseline, whose bodies are not IDs.
     let expect = (!config.baseline).then_some(config.load.batch);
+    let segment = config.segment.is_some();
     let mut targets = Vec::with_capacity(config.load.targets.len());
     for address in &config.load.targets {
-        let target = describe(address, &path, expect).map_err(|message| BenchError::Target {
-            target: address.clone(),
-            message,
-        })?;
+        let target =
+            describe(address, &path, expect, segment).map_err(|message| BenchError::Target {
+                target: address.clone(),
+                message,
+            })?;
         targets.push(target);
     }
     let outcome = engine::drive(&config.load, tick, progress, |_, target| {
@@ -47,19 +51,28 @@ pub fn run(
             conn: HttpConn::connect(target)?,
             path: path.clone(),
             expect,
+            segment,
+            last: None,
         })
     })?;
-    Ok(outcome.into_report(
+    let mut report = outcome.into_report(
         Protocol::Rest {
             baseline: config.baseline,
         },
         config.load,
         targets,
-    ))
+    );
+    report.segment = config.segment;
+    Ok(report)
 }
 
 /// Asks a server what it is (`/healthz`, unless a baseline) and sends it one request of the run.
-fn describe(address: &str, path: &str, expect: Option<Option<u32>>) -> Result<Target, String> {
+fn describe(
+    address: &str,
+    path: &str,
+    expect: Option<Option<u32>>,
+    segment: bool,
+) -> Result<Target, String> {
     let mut conn = HttpConn::connect(address)?;
     let refused = |path: &str, status: StatusCode, body: &[u8]| {
         format!(
@@ -79,6 +92,9 @@ fn describe(address: &str, path: &str, expect: Option<Option<u32>>) -> Result<Ta
             return Err(refused("/healthz", status, &body));
         }
         let health = answer::health(&body)?;
+        if segment && !health.segments {
+            return Err("the server has no segment mode (start it with --segment-db URL)".into());
+        }
         let id_type = IdType::from_code(health.id_type)
             .map_err(|e| format!("/healthz gave an unknown layout: {e}"))?;
         target.machine = Some(health.machine);
@@ -100,6 +116,10 @@ struct RestWorker {
     conn: HttpConn,
     path: String,
     expect: Option<Option<u32>>,
+    /// Segment numbers, not IDs: counted and checked to increase, not tallied by time unit.
+    segment: bool,
+    /// The last segment number this connection received.
+    last: Option<u64>,
 }
 
 impl Worker for RestWorker {
@@ -133,6 +153,7 @@ impl Worker for RestWorker {
             tally.answer(intended, written, Instant::now());
             if status == StatusCode::OK {
                 let ids = match self.expect {
+                    Some(batch) if self.segment => self.numbers(&body, batch)?,
                     Some(batch) => answer::ids(&body, batch, |id| tally.ids(id, 1))
                         .map_err(|e| format!("GET {}: {e}", self.path))?,
                     None => 0,
@@ -144,6 +165,29 @@ impl Worker for RestWorker {
                 });
                 ctx.live.add(1, 0, 1);
             }
+        }
+    }
+}
+
+impl RestWorker {
+    /// Counts the segment numbers of an answer; an error if one does not follow the last one
+    /// this connection received (one server hands a tag's numbers out in increasing order).
+    fn numbers(&mut self, body: &[u8], batch: Option<u32>) -> Result<u64, String> {
+        let mut backwards = None;
+        let last = &mut self.last;
+        let n = answer::ids(body, batch, |n| {
+            if last.is_some_and(|l| n <= l) && backwards.is_none() {
+                backwards = Some((last.unwrap_or(0), n));
+            }
+            *last = Some(n);
+        })
+        .map_err(|e| format!("GET {}: {e}", self.path))?;
+        match backwards {
+            Some((before, n)) => Err(format!(
+                "GET {}: segment number {n} after {before} on one connection: not increasing",
+                self.path
+            )),
+            None => Ok(n),
         }
     }
 }

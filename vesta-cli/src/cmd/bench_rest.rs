@@ -24,8 +24,12 @@ pub struct Args {
     pace: Pace,
     /// The server is a baseline, not vesta (e.g. bare-hyper): time and count its answers,
     /// without asking /healthz or reading the bodies as IDs
-    #[arg(long)]
+    #[arg(long, conflicts_with = "segment")]
     baseline: bool,
+    /// Ask for segment numbers of TAG instead of IDs: GET /segment/TAG, or
+    /// /segments/TAG?count=B with --batch (the server needs --segment-db)
+    #[arg(long, value_name = "TAG")]
+    segment: Option<String>,
 }
 
 /// Runs the load and prints the report.
@@ -33,6 +37,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let config = RestLoad {
         load: args.pace.load(&args.server, args.connections, args.batch),
         baseline: args.baseline,
+        segment: args.segment,
     };
     run_and_report("bench rest", config.load.duration, |progress| {
         rest::run(config, Duration::from_secs(1), progress)

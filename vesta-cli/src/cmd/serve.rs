@@ -1,7 +1,8 @@
 //! `vesta serve tcp|rest`: run the central TCP issuer or the REST issuer. Both take the same
 //! flags and print the same lines; with no flags each runs on its built-in defaults, equal to its
 //! shipped conf file (conf/server.toml: 127.0.0.1:7654; conf/rest.toml: 127.0.0.1:8080), static
-//! machine 924 (the first of the server pool), max-peak.
+//! machine 924 (the first of the server pool), max-peak. `--segment-db URL` (or `[segment] db`)
+//! turns on segment mode: Leaf-compatible numbers per tag beside the IDs.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,8 +10,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use vesta_embed::Status;
 use vesta_rest::RestServer;
+use vesta_segment::GiveBackOutcome;
 use vesta_server::TcpServer;
-use vesta_service::{ServeReport, ServerSection, ServiceConfig, shutdown};
+use vesta_service::{Segments, ServeReport, ServerSection, ServiceConfig, shutdown};
 
 use super::common::{apply_machine_flags, run_server};
 
@@ -39,6 +41,11 @@ pub struct ServerArgs {
     /// Lease the machine ID from ZooKeeper at HOST:PORT[,HOST:PORT...]
     #[arg(long, value_name = "CONNECT")]
     pub zk: Option<String>,
+    /// Serve segment numbers (Leaf's segment mode) from this database's leaf_alloc table:
+    /// sqlite://PATH, postgres://USER[:PASS]@HOST:PORT/DB or mysql://USER[:PASS]@HOST:PORT/DB
+    /// [default: [segment] db of the config; off when unset]
+    #[arg(long, value_name = "URL")]
+    pub segment_db: Option<String>,
 }
 
 impl ServerArgs {
@@ -54,6 +61,9 @@ impl ServerArgs {
         }
         let (machine, zk) = (self.machine, self.zk.as_deref());
         apply_machine_flags(machine, zk, &mut config.machine, &mut config.zookeeper);
+        if let Some(url) = &self.segment_db {
+            config.segment.db = Some(url.clone());
+        }
         config.validate()?;
         for warning in &config.warnings {
             eprintln!("warning: {warning}");
@@ -72,6 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 let server = TcpServer::start(config).await?;
                 let status = server.issuer().status();
                 announce("vesta-tcp", &server.local_addr().to_string(), &status);
+                announce_segments("vesta-tcp", server.segments().map(|s| &**s));
                 stopped("vesta-tcp", server.serve(shutdown::signal()).await, &status)
             })
         }
@@ -85,6 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     &format!("http://{}", server.local_addr()),
                     &status,
                 );
+                announce_segments("vesta-rest", server.segments().map(|s| &**s));
                 stopped(
                     "vesta-rest",
                     server.serve(shutdown::signal()).await,
@@ -103,7 +115,38 @@ fn announce(name: &str, addr: &str, s: &Status) {
     );
 }
 
+/// With segment mode on: where the numbers come from, and whether they are available yet.
+fn announce_segments(name: &str, segments: Option<&Segments>) {
+    let Some(segments) = segments else {
+        return;
+    };
+    if segments.is_up() {
+        eprintln!("{name} serves segment numbers from {}", segments.db());
+    } else {
+        let why = segments.status().error.unwrap_or_default();
+        eprintln!("{name} serves no segment numbers yet (retrying in the background): {why}");
+    }
+}
+
 fn stopped(name: &str, report: ServeReport, s: &Status) -> anyhow::Result<()> {
+    for g in &report.give_back {
+        match &g.outcome {
+            GiveBackOutcome::Returned { max_id, numbers } => eprintln!(
+                "{name} gave {numbers} unused numbers of tag {} back (max_id {max_id})",
+                g.tag
+            ),
+            GiveBackOutcome::NothingUnused => {}
+            GiveBackOutcome::Moved => eprintln!(
+                "{name} kept the unused numbers of tag {} as a gap: another allocator took a \
+                 segment after ours",
+                g.tag
+            ),
+            GiveBackOutcome::Failed { error } => eprintln!(
+                "{name} could not give the unused numbers of tag {} back (a gap): {error}",
+                g.tag
+            ),
+        }
+    }
     if report.forced_closed > 0 {
         eprintln!(
             "{name} closed {} connections still busy after server.shutdown_grace_ms",
@@ -165,6 +208,15 @@ mod tests {
         assert_eq!(c.server.listen.port(), 0);
         assert_eq!(c.machine.id, Some(1000));
         assert_eq!(c.machine.source, MachineSource::Static);
+        let c: RestConfig = config(&["--segment-db", "sqlite://segs.db"]).unwrap();
+        assert_eq!(c.segment.db.as_deref(), Some("sqlite://segs.db"));
+        let err = config::<vesta_server::TcpSection>(&["--segment-db", "mysql://h/db"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("invalid config: segment.db: invalid database URL mysql://h/db"),
+            "{err}"
+        );
         let c: RestConfig = config(&["--zk", "127.0.0.1:2182"]).unwrap();
         assert_eq!(c.machine.source, MachineSource::Zookeeper);
         assert_eq!(c.zookeeper.connect, "127.0.0.1:2182");

@@ -1,7 +1,8 @@
 //! `/healthz`: 200 while the issuer may issue, 503 with the reason while it is fenced or waiting
 //! on its start guard, so a load balancer takes a fenced instance out of rotation. Inside the
 //! end-of-life margin it still answers 200, with `"status":"degraded"` and the warning, so the
-//! instance keeps serving while monitoring sees the layout's end coming.
+//! instance keeps serving while monitoring sees the layout's end coming. With segment mode on,
+//! each tag's state is under `segments` (and `degraded` when a tag or the store is).
 
 use hyper::Response;
 use vesta_core::Clock;
@@ -20,7 +21,7 @@ pub fn healthz<C: Clock + 'static>(
 ) -> Result<Response<Body>, ApiError> {
     Query::parse(query, "/healthz", &[])?;
     let now = app.issuer.clock().now_ms();
-    match Health::of(&app.issuer.status(), now) {
+    match Health::of(&app.issuer.status(), now).with_segments(app.segments.as_deref()) {
         Health::Issuing(body) => Ok(response::json(body.to_string())),
         Health::NotIssuing(why) => Err(ApiError::unavailable(why, Some(1))),
     }

@@ -77,7 +77,7 @@ pub fn answer<C: Clock + 'static>(
 
 /// `count` as 1..=max, in plain decimal digits (no sign, as every integer parameter); the error
 /// names the parameter and the allowed range.
-fn parse_count(text: &str, max: u64) -> Result<u64, ApiError> {
+pub(crate) fn parse_count(text: &str, max: u64) -> Result<u64, ApiError> {
     let digits = text.strip_prefix('-').unwrap_or(text);
     let numeric = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
     match text.parse::<u64>() {

@@ -1,8 +1,10 @@
-//! One module per endpoint (the two issuing endpoints share one, and their wait loop).
+//! One module per endpoint (the two issuing endpoints share one, and their wait loop; so do
+//! the three segment endpoints).
 
 pub mod expid;
 pub mod healthz;
 pub mod issue;
 pub mod makeid;
 pub mod metrics;
+pub mod segment;
 pub mod transtime;

@@ -19,6 +19,8 @@ use tokio::task::JoinHandle;
 use vesta_core::{Clock, IdType, ManualClock};
 use vesta_embed::{Issuer, IssuerConfig};
 use vesta_rest::{RestConfig, RestSection, RestServer, ServeReport};
+use vesta_segment::{SegmentSection, Store};
+use vesta_service::Segments;
 
 /// 2023-11-14T22:13:20Z, a round second well inside both layouts' lifetimes.
 pub const T0: u64 = 1_700_000_000_000;
@@ -74,9 +76,44 @@ pub struct TestServer<C: Clock + 'static> {
     task: JoinHandle<ServeReport>,
 }
 
+/// An SQLite segment database in `dir` with `leaf_alloc` and the given `(tag, step)` rows
+/// (each starting at 1), and a `[segment]` section for it (short waits, so tests stay quick).
+pub async fn segment_db(dir: &std::path::Path, tags: &[(&str, i64)]) -> SegmentSection {
+    let url = format!("sqlite://{}/segments.db", dir.display());
+    let parsed = vesta_segment::DbUrl::parse(&url).unwrap();
+    let db = vesta_segment::Database::connect_or_create(&parsed, Duration::from_secs(5))
+        .await
+        .unwrap();
+    db.init().await.unwrap();
+    for (tag, step) in tags {
+        db.create_tag(tag, *step, 1, None).await.unwrap();
+    }
+    db.close().await;
+    SegmentSection {
+        db: Some(url),
+        wait_ms: 300,
+        fetch_timeout_ms: 500,
+        ..SegmentSection::default()
+    }
+}
+
+/// Opens the segment store of `section`.
+pub async fn open_segments(section: &SegmentSection) -> Arc<Segments> {
+    Segments::from_store(Store::open(section).await.unwrap())
+}
+
 /// Binds and starts serving `issuer` under `rest`.
 pub async fn spawn<C: Clock + 'static>(issuer: Issuer<C>, rest: RestSection) -> TestServer<C> {
-    let server = RestServer::with_issuer(Arc::new(issuer), rest)
+    spawn_with_segments(issuer, rest, None).await
+}
+
+/// Binds and starts serving `issuer` and `segments` under `rest`.
+pub async fn spawn_with_segments<C: Clock + 'static>(
+    issuer: Issuer<C>,
+    rest: RestSection,
+    segments: Option<Arc<Segments>>,
+) -> TestServer<C> {
+    let server = RestServer::with_issuer_and_segments(Arc::new(issuer), rest, segments)
         .await
         .unwrap();
     let addr = server.local_addr();

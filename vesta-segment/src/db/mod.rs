@@ -191,8 +191,19 @@ impl Database {
                     path: path.to_owned(),
                 });
             }
+            Ok(Err(e)) if is_unreachable(&e) => {
+                return Err(SegmentError::Unreachable {
+                    db: url.to_string(),
+                    cause: driver_message(&e),
+                });
+            }
             Ok(Err(e)) => return Err(connect_failed(driver_message(&e))),
-            Err(_) => return Err(connect_failed(no_answer(timeout))),
+            Err(_) => {
+                return Err(SegmentError::Unreachable {
+                    db: url.to_string(),
+                    cause: no_answer(timeout),
+                });
+            }
         };
         Ok(Database {
             pool,
@@ -509,6 +520,15 @@ fn no_answer(timeout: Duration) -> String {
     format!(
         "no answer within {} ms (segment.fetch_timeout_ms)",
         timeout.as_millis()
+    )
+}
+
+/// Nothing usable answered: I/O errors (refused, reset, unreachable host), TLS or protocol
+/// breakage, a pool that could not connect. A server's own refusal (`Database`) is not.
+fn is_unreachable(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Tls(_)
     )
 }
 

@@ -8,12 +8,17 @@
 //! nobody waits on any more is dropped, so no ID reaches two callers. Lost answers only leave
 //! gaps. Servers have distinct machine IDs from the server pool and the fallback issuer one from
 //! the embed pool, so IDs from different sources never collide either.
+//!
+//! Segment numbers ([`Client::next_segment`], [`Client::next_segments`]) come only from servers
+//! with segment mode on; the fallback cannot issue them. Every server on one `leaf_alloc`
+//! table hands out disjoint numbers, so a retried segment request is as safe as an ID request.
 
 mod conn;
 mod endpoint;
 mod fallback;
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -274,6 +279,72 @@ impl Client {
             left -= chunk;
         }
         Ok(IdBatch::from_runs(runs))
+    }
+
+    /// The next segment number of `tag` (segment mode: the servers need `[segment] db`). An
+    /// unknown tag is `Refused` with `UNKNOWN_TAG`; a server without segments with
+    /// `SEGMENTS_OFF`; nothing buffered and the database down with `SEGMENT_UNAVAILABLE`.
+    pub async fn next_segment(&self, tag: &str) -> Result<u64, ClientError> {
+        let request = Request::Segment { tag: tag.into() };
+        match self.server_only(&request).await? {
+            (Response::Number(n), _) => Ok(n),
+            (other, ep) => Err(self.unexpected(ep, &other)),
+        }
+    }
+
+    /// `n` segment numbers of `tag` as ranges of consecutive numbers (more than one when they
+    /// span segments), fetched in chunks of the servers' `max_batch`; a server answers fewer
+    /// than asked only when its ranges would not fit a frame (a tag with a tiny step), and the
+    /// rest is asked again. The ranges of one answer increase; numbers from different servers
+    /// (after a failover, or across chunks) interleave, as segments of different processes do.
+    pub async fn next_segments(&self, tag: &str, n: u64) -> Result<Vec<Range<u64>>, ClientError> {
+        let mut ranges: Vec<Range<u64>> = Vec::new();
+        let mut left = n;
+        while left > 0 {
+            let cap = u64::from(self.inner.max_batch.load(Ordering::Relaxed).max(1))
+                .min(vesta_segment::MAX_BATCH);
+            let chunk = left.min(cap);
+            let request = Request::Segments {
+                count: chunk as u32,
+                tag: tag.into(),
+            };
+            match self.server_only(&request).await? {
+                (
+                    Response::Error {
+                        code: crate::proto::ErrorCode::InvalidArgument,
+                        message,
+                    },
+                    ep,
+                ) => {
+                    // The first handshake may reveal a smaller cap than assumed: ask again.
+                    if chunk > u64::from(self.inner.max_batch.load(Ordering::Relaxed)) {
+                        continue;
+                    }
+                    return Err(self.unexpected(
+                        ep,
+                        &Response::Error {
+                            code: crate::proto::ErrorCode::InvalidArgument,
+                            message,
+                        },
+                    ));
+                }
+                (Response::Numbers(got), ep) => {
+                    let sum: u64 = got.iter().map(|r| r.end.saturating_sub(r.start)).sum();
+                    if sum == 0 || sum > chunk {
+                        return Err(self.unexpected(ep, &Response::Numbers(got)));
+                    }
+                    for r in got {
+                        match ranges.last_mut() {
+                            Some(last) if last.end == r.start => last.end = r.end,
+                            _ => ranges.push(r),
+                        }
+                    }
+                    left -= sum;
+                }
+                (other, ep) => return Err(self.unexpected(ep, &other)),
+            }
+        }
+        Ok(ranges)
     }
 
     /// An ID explained by a server (with the server's epoch).

@@ -50,6 +50,13 @@ pub enum ErrorCode {
     /// An ID request waited `max_wait_ms` for sequence space: the server is saturated; retry
     /// later or on another server.
     Saturated = 17,
+    /// A segment request named a tag with no row in `leaf_alloc`.
+    UnknownTag = 18,
+    /// No segment number could be had: both segments of the tag used up and the database
+    /// down or slower than `segment.wait_ms`, or the store not connected yet.
+    SegmentUnavailable = 19,
+    /// A segment request to a server without a segment database.
+    SegmentsOff = 20,
 }
 
 impl ErrorCode {
@@ -73,6 +80,9 @@ impl ErrorCode {
             14 => ShuttingDown,
             15 => IdleTimeout,
             17 => Saturated,
+            18 => UnknownTag,
+            19 => SegmentUnavailable,
+            20 => SegmentsOff,
             _ => Internal,
         }
     }
@@ -103,6 +113,9 @@ impl ErrorCode {
             IdleTimeout => "IDLE_TIMEOUT",
             Internal => "INTERNAL",
             Saturated => "SATURATED",
+            UnknownTag => "UNKNOWN_TAG",
+            SegmentUnavailable => "SEGMENT_UNAVAILABLE",
+            SegmentsOff => "SEGMENTS_OFF",
         }
     }
 

@@ -18,17 +18,20 @@ pub(crate) mod make;
 pub(crate) mod next_id;
 pub(crate) mod next_ids;
 pub(crate) mod ping;
+pub(crate) mod segment;
 pub(crate) mod trans_time;
 
 #[cfg(test)]
 mod tests;
+
+use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
 use vesta_core::IdRun;
 
 use crate::frame::Frame;
 
-pub(crate) use apply::{Pending, ServerContext};
+pub(crate) use apply::{Outcome, Pending, ServerContext};
 pub use error::ErrorCode;
 pub use explain::WireExplanation;
 pub use info::ServerInfo;
@@ -64,6 +67,10 @@ pub mod op {
     pub const MAKE: u8 = 0x13;
     /// Time value to instant.
     pub const TRANS_TIME: u8 = 0x14;
+    /// One segment number of a tag (segment mode).
+    pub const SEGMENT: u8 = 0x20;
+    /// Segment numbers of a tag as ranges (segment mode).
+    pub const SEGMENTS: u8 = 0x21;
     /// Bit set on every answer op.
     pub const ANSWER: u8 = 0x80;
     /// An error answering one request (or the connection, with id 0).
@@ -105,6 +112,18 @@ pub enum Request {
         /// Whole units since the epoch.
         time: u64,
     },
+    /// The next segment number of a tag.
+    Segment {
+        /// The tag (`biz_tag` of `leaf_alloc`).
+        tag: String,
+    },
+    /// `count` segment numbers of a tag, as ranges.
+    Segments {
+        /// How many (1..=max_batch); the answer may hold fewer when its ranges fill a frame.
+        count: u32,
+        /// The tag.
+        tag: String,
+    },
 }
 
 /// An answer, as the server sends it.
@@ -133,6 +152,10 @@ pub enum Response {
     Made(u64),
     /// The start of a time unit, ms since 1970.
     Time(u64),
+    /// A segment number.
+    Number(u64),
+    /// Segment numbers as ranges of consecutive numbers, increasing.
+    Numbers(Vec<Range<u64>>),
     /// The request failed.
     Error {
         /// Why.
@@ -231,6 +254,8 @@ impl Request {
             Request::Explain { .. } => op::EXPLAIN,
             Request::Make(_) => op::MAKE,
             Request::TransTime { .. } => op::TRANS_TIME,
+            Request::Segment { .. } => op::SEGMENT,
+            Request::Segments { .. } => op::SEGMENTS,
         }
     }
 
@@ -246,6 +271,8 @@ impl Request {
             op::EXPLAIN => explain::parse_request(p),
             op::MAKE => make::parse_request(p),
             op::TRANS_TIME => trans_time::parse_request(p),
+            op::SEGMENT => segment::parse_one(p),
+            op::SEGMENTS => segment::parse_many(p),
             other => Err(ParseError::UnknownOp { op: other }),
         }
     }
@@ -264,6 +291,8 @@ impl Request {
             Request::Explain { id } => explain::encode_request(request_id, *id, out),
             Request::Make(f) => make::encode_request(request_id, f, out),
             Request::TransTime { time } => trans_time::encode_request(request_id, *time, out),
+            Request::Segment { tag } => segment::encode_one(request_id, tag, out),
+            Request::Segments { count, tag } => segment::encode_many(request_id, *count, tag, out),
         }
     }
 }
@@ -300,6 +329,8 @@ impl Response {
             Response::Explained(x) => explain::encode_answer(request_id, x, out),
             Response::Made(id) => make::encode_answer(request_id, *id, out),
             Response::Time(ms) => trans_time::encode_answer(request_id, *ms, out),
+            Response::Number(n) => segment::encode_number(request_id, *n, out),
+            Response::Numbers(ranges) => segment::encode_numbers(request_id, ranges, out),
             Response::Error { code, message } => {
                 error::encode(op::ERROR, request_id, *code, message, out)
             }
@@ -326,6 +357,8 @@ impl Response {
                 op::EXPLAIN => explain::parse_answer(p),
                 op::MAKE => make::parse_answer(p),
                 op::TRANS_TIME => trans_time::parse_answer(p),
+                op::SEGMENT => segment::parse_number(p),
+                op::SEGMENTS => segment::parse_numbers(p),
                 _ => Err(ParseError::UnknownOp { op: answer }),
             },
         }

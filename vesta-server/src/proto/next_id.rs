@@ -96,7 +96,7 @@ mod tests {
         clock.advance(1);
         for expected in [3, 4] {
             let mut p = pending.pop_front().unwrap();
-            let ids = (&mut p.ids).await;
+            let ids = p.outcome().await;
             p.answer(ids, &ctx.metrics, &mut out);
             let (id, Response::Id(x)) = answer(&mut out) else {
                 panic!("not ID");

@@ -157,7 +157,7 @@ mod tests {
         assert!(out.is_empty() && pending.len() == 1, "nothing answered yet");
         clock.advance(1);
         let mut p = pending.pop_front().unwrap();
-        let ids = (&mut p.ids).await;
+        let ids = p.outcome().await;
         p.answer(ids, &ctx.metrics, &mut out);
         let (7, Response::Ids(runs)) = answer(&mut out) else {
             panic!("not IDS");
