@@ -1,4 +1,4 @@
-//! Fuzzes the REST server's query decoding (`vesta_rest::query`) with arbitrary query strings
+//! Fuzzes the REST server's query decoding (`vesta_rest::fuzzing`, the server's query module) with arbitrary query strings
 //! for each endpoint's parameter list, then the parameter parsing the endpoints do with the
 //! values (`parse_u64`, `parse_id`, genMethod and type names). Properties: nothing panics; a
 //! decoded query gives back only parameters the endpoint accepts; a number accepted is plain
@@ -8,8 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use vesta_core::{GenMethod, IdType, parse_id};
-use vesta_rest::endpoints::makeid;
-use vesta_rest::query::{Query, parse_u64};
+use vesta_rest::fuzzing::{Query, makeid, parse_u64};
 
 /// Longest error message accepted: the fixed text (under 150 bytes) plus at most 64 characters
 /// (up to 4 bytes each) of the one echoed name or value, whatever the input's length.

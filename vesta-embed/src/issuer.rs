@@ -161,8 +161,9 @@ impl<C: Clock + 'static> Issuer<C> {
             .map_err(|e| self.issue_error(e))
     }
 
-    /// Up to `n` IDs that the current time unit still has (at least one), without waiting; for
-    /// async servers, which sleep on `WouldBlock` instead of blocking a worker thread.
+    /// Up to `n` IDs that the current time unit still has (at least one), without waiting: the
+    /// fast path of [`AsyncIssuer`](crate::AsyncIssuer), which parks a caller that gets
+    /// `WouldBlock` in its waiting list instead of blocking a worker thread.
     pub fn try_next_ids(&self, n: u64) -> Result<IdBatch, IssueError> {
         self.leased
             .generator

@@ -35,3 +35,11 @@ pub use router::Endpoint;
 pub use server::RestServer;
 pub use vesta_service::shutdown::signal as shutdown_signal;
 pub use vesta_service::{ServeError, ServeReport};
+
+/// The decoders the fuzz targets drive (`fuzz/`, feature `fuzzing`); not part of the API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::endpoints::makeid;
+    pub use crate::query::{Query, parse_u64};
+}

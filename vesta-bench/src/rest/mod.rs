@@ -93,7 +93,7 @@ fn describe(
         }
         let health = answer::health(&body)?;
         if segment && !health.segments {
-            return Err("the server has no segment mode (start it with --segment-db URL)".into());
+            return Err("the server has no segment mode (no [segment] db in its config)".into());
         }
         let id_type = IdType::from_code(health.id_type)
             .map_err(|e| format!("/healthz gave an unknown layout: {e}"))?;

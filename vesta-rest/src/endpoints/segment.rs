@@ -172,8 +172,7 @@ fn failed(e: SegmentError, leaf_path: Option<&str>) -> Failed {
 /// 404: this server has no database.
 fn segments_off() -> ApiError {
     ApiError::not_found_because(
-        "segment mode is off: this server has no segment database (set [segment] db in its \
-         config, or start it with --segment-db URL)",
+        "segment mode is off: this server has no segment database ([segment] db in its config)",
     )
 }
 

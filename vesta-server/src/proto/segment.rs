@@ -215,8 +215,8 @@ fn on<'a, C: Clock>(
 ) -> Option<&'a Arc<Segments>> {
     let segments = ctx.segments.as_ref();
     if segments.is_none() {
-        let msg = "segment mode is off: this server has no segment database (set [segment] db \
-                   in its config, or start it with --segment-db URL)";
+        let msg =
+            "segment mode is off: this server has no segment database ([segment] db in its config)";
         ctx.metrics.error(ErrorCode::SegmentsOff);
         Response::encode_error(request_id, ErrorCode::SegmentsOff, msg, out);
     }
@@ -297,7 +297,7 @@ mod tests {
             panic!("not an error");
         };
         assert_eq!(code, ErrorCode::SegmentsOff);
-        assert!(message.contains("--segment-db"), "{message}");
+        assert!(message.contains("[segment] db"), "{message}");
         apply_many(&ctx, 6, 3, "orders".into(), &mut pending, &mut out);
         assert!(matches!(
             answer(&mut out),
