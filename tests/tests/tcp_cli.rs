@@ -87,12 +87,40 @@ fn gen_ids(servers: &str, n: u64) -> Vec<u64> {
         .collect()
 }
 
+/// `vesta gen --server ... | head -1`: the printer thread meets the closed pipe, the fetching
+/// stops, and the command exits 0 without a word, well before its 100M IDs.
+fn gen_stops_quietly_when_its_reader_goes(addr: &str) {
+    let mut child = vesta_cmd(["gen", "--server", addr, "-n", "100000000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.trim().parse::<u64>().is_ok(), "{first:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "gen did not stop");
+        thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success() && stderr.is_empty(), "{status}: {stderr}");
+}
+
 #[test]
 fn serve_gen_bench_and_a_clean_sigterm() {
     let server = TcpServer::start(&["--machine", "931"]);
     let ids = gen_ids(&server.addr, 5000);
     assert_eq!(ids.len(), 5000);
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 5000);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "printed out of order");
+    gen_stops_quietly_when_its_reader_goes(&server.addr);
     for &id in &ids {
         let f = IdFields::decode(id);
         assert_eq!((f.machine, f.gen_method), (931, GenMethod::Server));
