@@ -2,8 +2,9 @@
 //! the tests always run the current code, whichever cargo command started them.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, ExitStatus};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// The path of a freshly built `vesta` binary (same profile as the running tests).
 pub fn vesta() -> &'static Path {
@@ -87,4 +88,29 @@ pub fn vesta_fails<S: AsRef<std::ffi::OsStr>>(args: &[S], needles: &[&str]) -> S
         assert!(err.contains(n), "vesta {shown:?}: {err:?} lacks {n:?}");
     }
     err
+}
+
+/// Waits for `child` to exit, at most `limit`: past it the child is killed and the test fails.
+pub fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for vesta") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("vesta did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGTERM (a clean stop: drain, give back, release), then the exit status within `limit`.
+pub fn sigterm_and_wait(child: &mut Child, limit: Duration) -> ExitStatus {
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(kill.success(), "kill -TERM {}", child.id());
+    wait_exit(child, limit)
 }

@@ -3,11 +3,11 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
 use vesta_core::{GenMethod, IdFields};
-use vesta_tests::bin::vesta_cmd;
+use vesta_tests::bin::{sigterm_and_wait, vesta_cmd};
 
 fn http_get(addr: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -19,20 +19,6 @@ fn http_get(addr: &str, path: &str) -> String {
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out
-}
-
-fn wait_with_timeout(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("vesta serve rest did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -73,12 +59,7 @@ fn serve_rest_starts_serves_and_stops_on_sigterm() {
         "{reply}"
     );
 
-    let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let status = wait_with_timeout(&mut child, Duration::from_secs(15));
+    let status = sigterm_and_wait(&mut child, Duration::from_secs(15));
     let mut rest = String::new();
     stderr.read_to_string(&mut rest).unwrap();
     assert!(status.success(), "exit {status}: {rest}");

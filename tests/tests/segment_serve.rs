@@ -7,10 +7,10 @@
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use vesta_tests::bin::{vesta_cmd, vesta_fails, vesta_ok};
+use vesta_tests::bin::{sigterm_and_wait, vesta_cmd, vesta_fails, vesta_ok};
 use vesta_tests::db::Postgres;
 use vesta_tests::leaf::LeafAllocator;
 
@@ -32,20 +32,6 @@ fn number(addr: &str, path: &str) -> u64 {
     let (status, body) = get(addr, path);
     assert_eq!(status, 200, "{path}: {body}");
     body.parse().unwrap()
-}
-
-fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "vesta did not exit within {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -151,12 +137,7 @@ fn serve_rest_with_a_segment_database_that_comes_and_goes() {
     );
 
     // SIGTERM: the unused tail goes back, unless Leaf took a segment after ours.
-    let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let status = wait_exit(&mut child, Duration::from_secs(15));
+    let status = sigterm_and_wait(&mut child, Duration::from_secs(15));
     let mut rest = String::new();
     stderr.read_to_string(&mut rest).unwrap();
     assert!(status.success(), "exit {status}: {rest}");

@@ -100,14 +100,7 @@ fn gen_stops_quietly_when_its_reader_goes(addr: &str) {
         .read_line(&mut first)
         .unwrap();
     assert!(first.trim().parse::<u64>().is_ok(), "{first:?}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(std::time::Instant::now() < deadline, "gen did not stop");
-        thread::sleep(Duration::from_millis(20));
-    };
+    let status = vesta_tests::bin::wait_exit(&mut child, Duration::from_secs(20));
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(status.success() && stderr.is_empty(), "{status}: {stderr}");
