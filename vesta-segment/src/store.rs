@@ -10,7 +10,6 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,7 +35,10 @@ pub const MAX_BATCH: u64 = 1_000_000;
 /// A miss re-reads the tag names at most this often.
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
 
-type TagMap = HashMap<Box<str>, Arc<TagBuffer>, BuildHasherDefault<Fnv1a>>;
+/// Keyed with FNV-1a (the `fnv` crate): a few cycles for a short tag, where std's SipHash costs tens of nanoseconds. The
+/// keys are the table's own tags (not chosen by callers), so flooding is not a concern; a
+/// caller's unknown name only makes one lookup miss.
+type TagMap = HashMap<Box<str>, Arc<TagBuffer>, fnv::FnvBuildHasher>;
 
 /// Ids of stores, unique in the process (keys of the per-thread map cache).
 static NEXT_STORE_ID: AtomicU64 = AtomicU64::new(1);
@@ -44,30 +46,6 @@ static NEXT_STORE_ID: AtomicU64 = AtomicU64::new(1);
 thread_local! {
     /// The tag map this thread read last: its store's id, the map's generation then, the map.
     static MAP: RefCell<(u64, u64, Option<Arc<TagMap>>)> = const { RefCell::new((0, 0, None)) };
-}
-
-/// FNV-1a: a few cycles for a short tag, where std's SipHash costs tens of nanoseconds. The
-/// keys are the table's own tags (not chosen by callers), so flooding is not a concern; a
-/// caller's unknown name only makes one lookup miss.
-#[derive(Default)]
-struct Fnv1a(u64);
-
-impl Hasher for Fnv1a {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for &b in bytes {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = h;
-    }
 }
 
 /// The tag names seen in `leaf_alloc`, and when they were read.
