@@ -1,11 +1,9 @@
-//! The epoch a deployment counts time from, and conversions between ID time fields and instants.
-//!
-//! Explaining an ID needs only this: the layout comes from the ID's own type bit.
+//! The epoch a layout counts time from: ms since 1970, written as a number or an RFC 3339
+//! date-time. Conversions between time fields and instants are the layout's (they need its unit).
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use crate::error::FieldError;
-use crate::layout::Layout;
 
 /// Milliseconds since the Unix epoch at which time field 0 starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -23,40 +21,6 @@ impl Epoch {
     /// Milliseconds since the Unix epoch.
     pub const fn unix_ms(self) -> u64 {
         self.0
-    }
-
-    /// The instant (ms since the Unix epoch) at which time value `time` starts.
-    pub const fn unix_ms_of(self, layout: &Layout, time: u64) -> u64 {
-        self.0 + time * layout.unit_ms
-    }
-
-    /// The instant at which time value `time` starts, as a UTC date-time.
-    pub fn datetime_of(self, layout: &Layout, time: u64) -> DateTime<Utc> {
-        Self::datetime_of_unix_ms(self.unix_ms_of(layout, time))
-    }
-
-    /// The time value of the unit containing `unix_ms`; an instant before the epoch or past the
-    /// layout's end of life is an error naming the allowed range.
-    pub fn time_at(self, layout: &Layout, unix_ms: u64) -> Result<u64, FieldError> {
-        let end = layout.end_of_life_ms(self);
-        if unix_ms < self.0 || unix_ms > end {
-            return Err(FieldError::Invalid {
-                field: "time",
-                text: Self::rfc3339(unix_ms),
-                expected: "an instant between the epoch and the layout's end of life",
-            });
-        }
-        Ok((unix_ms - self.0) / layout.unit_ms)
-    }
-
-    /// The time value of the unit containing `at`.
-    pub fn time_of_datetime(self, layout: &Layout, at: DateTime<Utc>) -> Result<u64, FieldError> {
-        let ms = u64::try_from(at.timestamp_millis()).map_err(|_| FieldError::Invalid {
-            field: "time",
-            text: at.to_rfc3339_opts(SecondsFormat::Millis, true),
-            expected: "an instant after the epoch",
-        })?;
-        self.time_at(layout, ms)
     }
 
     /// Converts ms since the Unix epoch to a UTC date-time (clamped to chrono's range).
@@ -97,6 +61,23 @@ impl std::str::FromStr for Epoch {
     }
 }
 
+/// Reads an epoch written as ms since 1970 (a number) or as text (digits or RFC 3339).
+#[cfg(feature = "serde")]
+pub(crate) fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Epoch, D::Error> {
+    use serde::Deserialize;
+
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Ms(u64),
+        Text(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::Ms(ms) => Ok(Epoch(ms)),
+        Raw::Text(t) => t.parse().map_err(serde::de::Error::custom),
+    }
+}
+
 impl Default for Epoch {
     fn default() -> Self {
         Epoch::VESTA
@@ -121,22 +102,5 @@ mod tests {
         assert_eq!("2015-01-01T00:00:00+08:00".parse(), Ok(Epoch::VESTA));
         assert!("2015-01-01".parse::<Epoch>().is_err());
         assert!("1969-12-31T23:59:59Z".parse::<Epoch>().is_err());
-    }
-
-    #[test]
-    fn time_at_floors_to_the_unit_and_rejects_out_of_range() {
-        let e = Epoch::VESTA;
-        assert_eq!(e.time_at(&Layout::MAX_PEAK, e.unix_ms() + 1999), Ok(1));
-        assert_eq!(
-            e.time_at(&Layout::MIN_GRANULARITY, e.unix_ms() + 1999),
-            Ok(1999)
-        );
-        assert!(e.time_at(&Layout::MAX_PEAK, e.unix_ms() - 1).is_err());
-        let end = Layout::MAX_PEAK.end_of_life_ms(e);
-        assert_eq!(
-            e.time_at(&Layout::MAX_PEAK, end),
-            Ok(Layout::MAX_PEAK.max_time())
-        );
-        assert!(e.time_at(&Layout::MAX_PEAK, end + 1).is_err());
     }
 }

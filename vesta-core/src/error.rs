@@ -1,6 +1,7 @@
 //! Typed errors. Each message names the field or condition and what is allowed, so a CLI or a
 //! server can print it as the one line a user sees.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::epoch::Epoch;
@@ -11,8 +12,8 @@ pub enum FieldError {
     /// A number outside the field's width or allowed range.
     #[error("{field} {value} is out of range{context}: allowed {min}..={max}")]
     OutOfRange {
-        /// Vesta's field name.
-        field: &'static str,
+        /// The field's name in its layout (Vesta's names for Vesta's layouts), or a config key.
+        field: Cow<'static, str>,
         /// The rejected value.
         value: u64,
         /// Smallest allowed value.
@@ -20,41 +21,60 @@ pub enum FieldError {
         /// Largest allowed value.
         max: u64,
         /// Extra context such as " for max-peak", or empty.
-        context: &'static str,
+        context: Cow<'static, str>,
     },
     /// Text that is not a valid value for the field.
     #[error("{field} `{text}` is not valid: expected {expected}")]
     Invalid {
-        /// Vesta's field name.
-        field: &'static str,
+        /// The field's name in its layout, or a config key.
+        field: Cow<'static, str>,
         /// The rejected text.
         text: String,
         /// What would have been accepted.
-        expected: &'static str,
+        expected: Cow<'static, str>,
     },
 }
 
 impl FieldError {
-    pub(crate) fn out_of_range(field: &'static str, value: u64, min: u64, max: u64) -> Self {
+    /// A value outside `min..=max` of the field or key `field`.
+    pub fn out_of_range(
+        field: impl Into<Cow<'static, str>>,
+        value: u64,
+        min: u64,
+        max: u64,
+    ) -> Self {
         FieldError::OutOfRange {
-            field,
+            field: field.into(),
             value,
             min,
             max,
-            context: "",
+            context: Cow::Borrowed(""),
         }
     }
 
-    pub(crate) fn invalid(field: &'static str, text: &str, expected: &'static str) -> Self {
+    /// Text that is not a valid value of the field or key `field`.
+    pub fn invalid(
+        field: impl Into<Cow<'static, str>>,
+        text: &str,
+        expected: impl Into<Cow<'static, str>>,
+    ) -> Self {
         FieldError::Invalid {
-            field,
+            field: field.into(),
             text: text.to_owned(),
-            expected,
+            expected: expected.into(),
         }
+    }
+
+    /// The same error with context appended to the range, e.g. `" for leaf"`.
+    pub(crate) fn within(mut self, layout: &str) -> Self {
+        if let FieldError::OutOfRange { context, .. } = &mut self {
+            *context = Cow::Owned(format!(" for {layout}"));
+        }
+        self
     }
 
     /// The name of the field at fault.
-    pub fn field(&self) -> &'static str {
+    pub fn field(&self) -> &str {
         match self {
             FieldError::OutOfRange { field, .. } | FieldError::Invalid { field, .. } => field,
         }

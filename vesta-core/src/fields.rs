@@ -1,4 +1,6 @@
-//! The fields of an ID and the codec between them and the 64-bit value.
+//! Vesta's fields of an ID and the codec between them and the 64-bit value: [`IdFields`] is the
+//! typed view of Vesta's two layouts (other layouts are read through
+//! [`Explanation`](crate::Explanation) and made with [`FieldValues`](crate::FieldValues)).
 //!
 //! Decoding reads the ID's own type bit to pick the layout, so any `u64` decodes without config.
 //! Encoding rejects every value outside its field's width: nothing is masked.
@@ -88,7 +90,8 @@ impl FromStr for GenMethod {
     }
 }
 
-/// An ID taken apart, with Vesta's field names. Build one to make an ID; decode one to explain it.
+/// A Vesta ID taken apart, with Vesta's field names. Build one to make an ID; decode one to
+/// explain it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct IdFields {
     /// Bit 63: 0 default, 1 reserved for extension.
@@ -109,8 +112,8 @@ impl IdFields {
     /// Largest version value.
     pub const MAX_VERSION: u8 = 1;
 
-    /// Takes an ID apart. Every `u64` is a valid ID: the type bit picks the layout.
-    pub const fn decode(id: u64) -> Self {
+    /// Takes an ID apart. Every `u64` is a valid Vesta ID: the type bit picks the layout.
+    pub fn decode(id: u64) -> Self {
         let id_type = if (id >> TYPE_SHIFT) & 1 == 0 {
             IdType::MaxPeak
         } else {
@@ -143,11 +146,11 @@ impl IdFields {
         let check = |field: &'static str, value: u64, max: u64, context: &'static str| {
             if value > max {
                 Err(FieldError::OutOfRange {
-                    field,
+                    field: field.into(),
                     value,
                     min: 0,
                     max,
-                    context,
+                    context: context.into(),
                 })
             } else {
                 Ok(value)
@@ -175,19 +178,19 @@ impl IdFields {
             | self.gen_method.code() << GEN_METHOD_SHIFT
     }
 
-    /// The layout named by the type field.
-    pub const fn layout(&self) -> &'static Layout {
+    /// The layout named by the type field (with Vesta's epoch).
+    pub fn layout(&self) -> &'static Layout {
         self.id_type.layout()
     }
 
     /// The instant the ID's time unit starts, ms since the Unix epoch.
-    pub const fn unix_ms(&self, epoch: Epoch) -> u64 {
-        epoch.unix_ms_of(self.layout(), self.time)
+    pub fn unix_ms(&self, epoch: Epoch) -> u64 {
+        epoch.unix_ms() + self.time * self.layout().unit_ms()
     }
 
     /// The instant the ID's time unit starts, as a UTC date-time.
     pub fn datetime(&self, epoch: Epoch) -> DateTime<Utc> {
-        epoch.datetime_of(self.layout(), self.time)
+        Epoch::datetime_of_unix_ms(self.unix_ms(epoch))
     }
 }
 

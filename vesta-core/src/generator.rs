@@ -1,23 +1,21 @@
-//! The lock-free generator: one `AtomicU64` holds the last issued ID's low 60 bits (time, seq and
-//! machine, exactly as they sit in the ID), and every ID or batch is one compare-and-swap on it.
+//! The lock-free generator: one `AtomicU64` holds the last issued ID's time, seq and node fields,
+//! exactly as they sit in the ID, and every ID or batch is one compare-and-swap on it.
 //!
-//! Both layouts spend exactly 60 bits on time + seq + machine, so the state word *is* the ID
-//! without its header. Because it only ever moves forward, no interleaving of threads, clock
-//! jumps or sequence overflows can hand out the same ID twice, and switching to a newly leased
-//! machine ID is the same single atomic step. The rare paths (waiting for the next unit, clock
-//! behind, fencing) sit in cold functions off the hot path.
+//! The state word *is* the ID without its header (the fixed fields and genMethod, which never
+//! change), in every layout: time lies above seq and node, so for one node the word grows with
+//! (time, seq). Because it only ever moves forward, no interleaving of threads, clock jumps or
+//! sequence overflows can hand out the same ID twice, and switching to a newly leased machine
+//! ID is the same single atomic step. The rare paths (waiting for the next unit, clock behind,
+//! fencing) sit in cold functions off the hot path.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::clock::Clock;
-use crate::epoch::Epoch;
 use crate::error::{FieldError, GenError};
-use crate::fields::{GenMethod, IdFields};
-use crate::layout::{IdType, Layout, MACHINE_BITS};
+use crate::fields::GenMethod;
+use crate::layout::Layout;
 use crate::pool::{MachinePools, PoolError};
-
-const MACHINE_MASK: u64 = (1 << MACHINE_BITS) - 1;
 
 /// Largest accepted clock-rollback tolerance: beyond a minute, waiting is the wrong remedy.
 pub const MAX_ROLLBACK_TOLERANCE_MS: u64 = 60_000;
@@ -37,20 +35,17 @@ pub enum SeqStart {
 }
 
 /// Everything that decides which IDs a generator may issue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GeneratorConfig {
-    /// The layout of the issued IDs.
-    pub id_type: IdType,
-    /// Time zero of the time field.
-    pub epoch: Epoch,
-    /// This issuer's machine ID; must lie in the pool of `gen_method`.
+    /// The layout of the issued IDs, with its epoch (and, for Vesta, its version bit).
+    pub layout: Layout,
+    /// This issuer's machine (node) ID; must lie in the pool of `gen_method`.
     pub machine: u64,
-    /// Recorded in each ID; picks the machine-ID pool. `Reserved` cannot issue.
+    /// Recorded in each ID where the layout has a genMethod field; picks the machine-ID pool
+    /// either way. `Reserved` cannot issue.
     pub gen_method: GenMethod,
-    /// Recorded in each ID: 0 default, 1 extension.
-    pub version: u8,
-    /// The embed/server split of machine IDs.
-    pub pools: MachinePools,
+    /// The embed/server split of machine IDs (`None`: the layout's default for its node width).
+    pub pools: Option<MachinePools>,
     /// How far back the clock may step before issuing fails (`None`: the type's default).
     pub rollback_tolerance_ms: Option<u64>,
     /// Where each unit's sequence starts.
@@ -62,28 +57,40 @@ pub struct GeneratorConfig {
 }
 
 impl GeneratorConfig {
-    /// The default rollback tolerance: a few ms for min-granularity, one unit for max-peak.
-    pub const fn default_rollback_tolerance_ms(id_type: IdType) -> u64 {
-        match id_type {
-            IdType::MaxPeak => 1000,
-            IdType::MinGranularity => 5,
+    /// A config for `layout` with machine 0 and everything else at its default.
+    pub fn for_layout(layout: Layout) -> Self {
+        GeneratorConfig {
+            layout,
+            ..Default::default()
         }
     }
 
-    /// The tolerance in force.
+    /// The tolerance in force: the configured one, else one unit and at least 5 ms.
     pub fn rollback_tolerance_ms(&self) -> u64 {
         self.rollback_tolerance_ms
-            .unwrap_or(Self::default_rollback_tolerance_ms(self.id_type))
+            .unwrap_or(self.layout.default_rollback_tolerance_ms())
     }
 
-    /// Checks every value as [`Generator::new`] does, without a clock: the machine ID in its
-    /// pool, version 0 or 1, a tolerance of at most [`MAX_ROLLBACK_TOLERANCE_MS`], a random
-    /// sequence start within a unit's capacity and a floor within the layout. Errors name the
-    /// field and its allowed range.
+    /// The machine-ID pools in force: the configured split, else the layout's default.
+    pub fn pools(&self) -> MachinePools {
+        self.pools.unwrap_or_else(|| self.layout.default_pools())
+    }
+
+    /// Checks every value as [`Generator::new`] does, without a clock: pools that split the
+    /// layout's node width, the machine ID in its pool, a tolerance of at most
+    /// [`MAX_ROLLBACK_TOLERANCE_MS`], a random sequence start within a unit's capacity and a
+    /// floor within the layout. Errors name the field and its allowed range.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let layout = self.id_type.layout();
-        self.pools.check(self.machine, self.gen_method)?;
-        self.header()?;
+        let layout = &self.layout;
+        let pools = self.pools();
+        if pools.node_bits() != layout.node_bits() {
+            return Err(ConfigError::PoolWidth {
+                pools: pools.node_bits(),
+                layout: layout.node_bits(),
+                name: layout.full_name(),
+            });
+        }
+        pools.check(self.machine, self.gen_method)?;
         let tolerance_ms = self.rollback_tolerance_ms();
         if tolerance_ms > MAX_ROLLBACK_TOLERANCE_MS {
             return Err(FieldError::out_of_range(
@@ -113,30 +120,16 @@ impl GeneratorConfig {
         }
         Ok(())
     }
-
-    /// Version, type and genMethod bits of every ID (the machine range-checked too).
-    fn header(&self) -> Result<u64, FieldError> {
-        let header = IdFields {
-            version: self.version,
-            id_type: self.id_type,
-            gen_method: self.gen_method,
-            time: 0,
-            seq: 0,
-            machine: self.machine,
-        };
-        Ok(header.encode()? & !((1 << 60) - 1))
-    }
 }
 
 impl Default for GeneratorConfig {
+    /// Vesta's max-peak layout and epoch, machine 0, genMethod embed.
     fn default() -> Self {
         GeneratorConfig {
-            id_type: IdType::MaxPeak,
-            epoch: Epoch::VESTA,
+            layout: Layout::default(),
             machine: 0,
             gen_method: GenMethod::Embed,
-            version: 0,
-            pools: MachinePools::default(),
+            pools: None,
             rollback_tolerance_ms: None,
             seq_start: SeqStart::Zero,
             floor: None,
@@ -153,6 +146,19 @@ pub enum ConfigError {
     /// The machine ID is outside its genMethod's pool.
     #[error(transparent)]
     Pool(#[from] PoolError),
+    /// The pools split a node field of another width than the layout's.
+    #[error(
+        "the machine pools split a {pools}-bit node field but the {name} layout's node field has \
+         {layout} bits"
+    )]
+    PoolWidth {
+        /// Width the pools split.
+        pools: u32,
+        /// Width of the layout's node field.
+        layout: u32,
+        /// The layout.
+        name: String,
+    },
 }
 
 /// Counters of the rare events, for status pages and metrics.
@@ -183,23 +189,28 @@ struct StateCell(AtomicU64);
 pub struct IdRun {
     /// The first ID.
     pub first: u64,
-    /// How many IDs; the k-th is `first + k * IdRun::STEP`.
+    /// How many IDs; the k-th is `first + k * step`.
     pub count: u64,
+    /// The distance between IDs whose sequence numbers differ by one: the layout's
+    /// [`seq_step`](Layout::seq_step) (1024 in Vesta's layouts, 1 where seq is the lowest field).
+    pub step: u64,
 }
 
 impl IdRun {
-    /// The distance between IDs whose sequence numbers differ by one.
-    pub const STEP: u64 = 1 << MACHINE_BITS;
-
     /// The k-th ID of the run, if k < count.
     pub fn get(&self, k: u64) -> Option<u64> {
-        (k < self.count).then(|| self.first + k * Self::STEP)
+        (k < self.count).then(|| self.first + k * self.step)
+    }
+
+    /// The last ID of the run (`first` for an empty run).
+    pub fn last(&self) -> u64 {
+        self.first + self.count.saturating_sub(1) * self.step
     }
 
     /// The IDs of the run, in increasing order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = u64> + use<> {
-        let first = self.first;
-        (0..self.count as usize).map(move |k| first + k as u64 * Self::STEP)
+        let (first, step) = (self.first, self.step);
+        (0..self.count as usize).map(move |k| first + k as u64 * step)
     }
 }
 
@@ -247,20 +258,55 @@ impl IdBatch {
 
 /// Issues unique, time-ordered IDs for one machine ID. `Sync`: share it by reference or `Arc`.
 pub struct Generator<C> {
-    /// Time, seq and machine of the last issued ID, as bits 0-59 of it.
+    /// Time, seq and node of the last issued ID, in their places in it.
     state: StateCell,
-    /// Version, type and genMethod bits: every ID is `header | state`.
+    /// Fixed fields and genMethod: every ID is `header | state`.
     header: u64,
     /// Issuing stops when the clock reads this or later (ms since the Unix epoch).
     deadline_ms: AtomicU64,
-    layout: &'static Layout,
+    /// The layout's shifts and masks, read on every call.
+    bits: Bits,
     epoch_ms: u64,
     tolerance_ms: u64,
     /// Exclusive bound of a random sequence start; 0 for `SeqStart::Zero`.
     random_bound: u64,
+    layout: Layout,
     config: GeneratorConfig,
     counters: Counters,
     clock: C,
+}
+
+/// The few numbers of a layout the hot path needs, copied out of it.
+#[derive(Clone, Copy, Debug)]
+struct Bits {
+    time_shift: u32,
+    seq_shift: u32,
+    max_seq: u64,
+    max_time: u64,
+    /// The node field's bits in place.
+    node_mask: u64,
+    node_shift: u32,
+    unit_ms: u64,
+}
+
+impl Bits {
+    fn of(layout: &Layout) -> Self {
+        Bits {
+            time_shift: layout.time_shift(),
+            seq_shift: layout.seq_shift(),
+            max_seq: layout.max_seq(),
+            max_time: layout.max_time(),
+            node_mask: layout.node_span().mask(),
+            node_shift: layout.node_span().low_bit,
+            unit_ms: layout.unit_ms(),
+        }
+    }
+
+    /// Time, seq and node (already in place) as the state word.
+    #[inline]
+    const fn pack(&self, time: u64, seq: u64, node: u64) -> u64 {
+        time << self.time_shift | seq << self.seq_shift | node
+    }
 }
 
 impl<C: Clock> Generator<C> {
@@ -268,23 +314,26 @@ impl<C: Clock> Generator<C> {
     /// pool, a version above 1, a tolerance above a minute or a floor past the layout's end.
     pub fn new(config: GeneratorConfig, clock: C) -> Result<Self, ConfigError> {
         config.validate()?;
-        let layout = config.id_type.layout();
-        let header = config.header()?;
+        let layout = config.layout.clone();
+        let bits = Bits::of(&layout);
+        let header = layout.header(config.gen_method);
         let tolerance_ms = config.rollback_tolerance_ms();
         let random_bound = match config.seq_start {
             SeqStart::Zero => 0,
             SeqStart::Random { bound } => bound,
         };
         let floor = config.floor.unwrap_or(0);
-        let state = pack(layout, floor, layout.max_seq(), config.machine);
+        let node = config.machine << bits.node_shift;
+        let state = bits.pack(floor, bits.max_seq, node);
         Ok(Generator {
             state: StateCell(AtomicU64::new(state)),
             header,
             deadline_ms: AtomicU64::new(u64::MAX),
-            layout,
-            epoch_ms: config.epoch.unix_ms(),
+            bits,
+            epoch_ms: layout.epoch().unix_ms(),
             tolerance_ms,
             random_bound,
+            layout,
             config,
             counters: Counters::default(),
             clock,
@@ -315,6 +364,7 @@ impl<C: Clock> Generator<C> {
             runs.push(IdRun {
                 first: self.id_of(state),
                 count,
+                step: 1 << self.bits.seq_shift,
             });
             left -= count;
         }
@@ -332,6 +382,7 @@ impl<C: Clock> Generator<C> {
             runs: vec![IdRun {
                 first: self.id_of(state),
                 count,
+                step: 1 << self.bits.seq_shift,
             }],
             len: count,
         })
@@ -357,33 +408,32 @@ impl<C: Clock> Generator<C> {
     /// a lease reveals that the machine ID issued up to `time` elsewhere. Never lowers it.
     pub fn raise_floor(&self, time: u64) -> Result<(), FieldError> {
         self.check_floor(time)?;
-        self.update_state(|cur| {
-            let floor = pack(self.layout, time, self.layout.max_seq(), cur & MACHINE_MASK);
-            cur.max(floor)
-        });
+        let b = self.bits;
+        self.update_state(|cur| cur.max(b.pack(time, b.max_seq, cur & b.node_mask)));
         Ok(())
     }
 
     /// Moves the generator to another machine ID (a new lease), whose IDs issued elsewhere reach
     /// up to `floor`: one atomic step, so no ID mixes the old machine with the new state.
     pub fn switch_machine(&self, machine: u64, floor: u64) -> Result<(), ConfigError> {
-        self.config.pools.check(machine, self.config.gen_method)?;
+        self.config.pools().check(machine, self.config.gen_method)?;
         self.check_floor(floor)?;
+        let b = self.bits;
         self.update_state(|cur| {
-            let time = (cur >> self.layout.time_shift()).max(floor);
-            pack(self.layout, time, self.layout.max_seq(), machine)
+            let time = (cur >> b.time_shift).max(floor);
+            b.pack(time, b.max_seq, machine << b.node_shift)
         });
         Ok(())
     }
 
     /// The machine ID in use (it changes only through [`switch_machine`](Self::switch_machine)).
     pub fn machine(&self) -> u64 {
-        self.state.0.load(Ordering::Acquire) & MACHINE_MASK
+        (self.state.0.load(Ordering::Acquire) & self.bits.node_mask) >> self.bits.node_shift
     }
 
     /// The time value of the last issued ID, or of the floor: the high-water mark to persist.
     pub fn last_issued_time(&self) -> u64 {
-        self.state.0.load(Ordering::Acquire) >> self.layout.time_shift()
+        self.state.0.load(Ordering::Acquire) >> self.bits.time_shift
     }
 
     /// When the unit after the last issued one starts (ms since the Unix epoch): where a waiter
@@ -393,12 +443,12 @@ impl<C: Clock> Generator<C> {
     }
 
     fn check_floor(&self, time: u64) -> Result<(), FieldError> {
-        if time > self.layout.max_time() {
+        if time > self.bits.max_time {
             return Err(FieldError::out_of_range(
                 "floor",
                 time,
                 0,
-                self.layout.max_time(),
+                self.bits.max_time,
             ));
         }
         Ok(())
@@ -425,8 +475,8 @@ impl<C: Clock> Generator<C> {
     }
 
     /// The layout of the issued IDs.
-    pub fn layout(&self) -> &'static Layout {
-        self.layout
+    pub fn layout(&self) -> &Layout {
+        &self.layout
     }
 
     /// The clock this generator reads.
@@ -456,8 +506,8 @@ impl<C: Clock> Generator<C> {
     /// than this thread's reading unless the clock really stepped back.
     #[inline]
     fn reserve(&self, want: u64, block: bool) -> Result<(u64, u64), GenError> {
-        let time_shift = self.layout.time_shift();
-        let max_seq = self.layout.max_seq();
+        let b = self.bits;
+        let (time_shift, max_seq) = (b.time_shift, b.max_seq);
         let mut cur = self.state.0.load(Ordering::Acquire);
         let mut now_ms = self.clock.now_ms();
         loop {
@@ -467,14 +517,14 @@ impl<C: Clock> Generator<C> {
             }
             let now = self.time_of(now_ms)?;
             let last_time = cur >> time_shift;
-            let machine = cur & MACHINE_MASK;
+            let node = cur & b.node_mask;
             let (time, seq) = if now > last_time {
-                (now, self.first_seq(now, machine))
+                (now, self.first_seq(now, node))
             } else {
                 if now < last_time {
                     self.clock_behind(now_ms, last_time)?;
                 }
-                let seq = ((cur >> MACHINE_BITS) & max_seq) + 1;
+                let seq = ((cur >> b.seq_shift) & max_seq) + 1;
                 if seq > max_seq {
                     self.wait_for(last_time + 1, now_ms, block)?;
                     cur = self.state.0.load(Ordering::Acquire);
@@ -484,8 +534,8 @@ impl<C: Clock> Generator<C> {
                 (last_time, seq)
             };
             let count = want.min(max_seq - seq + 1);
-            let first = pack(self.layout, time, seq, machine);
-            let last = first + ((count - 1) << MACHINE_BITS);
+            let first = b.pack(time, seq, node);
+            let last = first + ((count - 1) << b.seq_shift);
             match self
                 .state
                 .0
@@ -509,22 +559,25 @@ impl<C: Clock> Generator<C> {
         let Some(elapsed) = now_ms.checked_sub(self.epoch_ms) else {
             return Err(self.before_epoch(now_ms));
         };
-        // Matching on the type lets the compiler divide by a constant.
-        let time = match self.config.id_type {
-            IdType::MaxPeak => elapsed / 1000,
-            IdType::MinGranularity => elapsed,
+        // The common units divide by a constant; others pay for a division.
+        let time = match self.bits.unit_ms {
+            1 => elapsed,
+            1000 => elapsed / 1000,
+            10 => elapsed / 10,
+            unit => elapsed / unit,
         };
-        if time > self.layout.max_time() {
+        if time > self.bits.max_time {
             return Err(self.time_overflow());
         }
         Ok(time)
     }
 
     #[inline]
-    fn first_seq(&self, time: u64, machine: u64) -> u64 {
+    fn first_seq(&self, time: u64, node: u64) -> u64 {
         if self.random_bound == 0 {
             0
         } else {
+            let machine = node >> self.bits.node_shift;
             splitmix64(time ^ machine.rotate_left(40)) % self.random_bound
         }
     }
@@ -540,7 +593,7 @@ impl<C: Clock> Generator<C> {
     #[cold]
     fn time_overflow(&self) -> GenError {
         GenError::TimeOverflow {
-            end_of_life_ms: self.layout.end_of_life_ms(self.config.epoch),
+            end_of_life_ms: self.layout.end_of_life_ms(),
         }
     }
 
@@ -573,14 +626,14 @@ impl<C: Clock> Generator<C> {
     #[cold]
     #[inline(never)]
     fn wait_for(&self, next_time: u64, now_ms: u64, block: bool) -> Result<(), GenError> {
-        if next_time > self.layout.max_time() {
+        if next_time > self.bits.max_time {
             return Err(self.time_overflow());
         }
         let target_ms = self.unit_start_ms(next_time);
         if !block {
             return Err(GenError::WouldBlock {
                 wait_ms: target_ms.saturating_sub(now_ms),
-                unit: self.layout.unit_name,
+                unit: self.layout.unit_name(),
             });
         }
         self.counters.overflow_waits.fetch_add(1, Ordering::Relaxed);
@@ -589,7 +642,7 @@ impl<C: Clock> Generator<C> {
     }
 
     fn unit_start_ms(&self, time: u64) -> u64 {
-        self.epoch_ms + time * self.layout.unit_ms
+        self.epoch_ms + time * self.bits.unit_ms
     }
 }
 
@@ -601,11 +654,6 @@ impl<C> fmt::Debug for Generator<C> {
             .field("deadline_ms", &self.deadline_ms.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
-}
-
-/// Time, seq and machine as bits 0-59 of an ID.
-const fn pack(layout: &Layout, time: u64, seq: u64, machine: u64) -> u64 {
-    time << layout.time_shift() | seq << MACHINE_BITS | machine
 }
 
 /// A stateless mixer: spreads each unit's start without any shared RNG state on the hot path.

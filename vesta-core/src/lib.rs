@@ -2,9 +2,13 @@
 //!
 //! ## The API
 //!
-//! - The ID: [`IdFields`] (decode any `u64`, encode with range checks), [`IdType`] and its
-//!   [`Layout`], [`GenMethod`], the [`Epoch`], [`Explanation`] and [`parse_id`].
-//! - Machine IDs: [`MachinePools`] (embed 0..=923, servers 924..=1023 by default).
+//! - Layouts as data: [`Layout`] (fields, time unit, epoch), the peers' and Vesta's presets
+//!   ([`Preset`], [`IdType`]), custom layouts ([`LayoutSpec`]).
+//! - The ID in any layout: [`Explanation`] (every field by name), [`FieldValues`] with
+//!   [`Layout::make`]; Vesta's typed view [`IdFields`] and [`GenMethod`]; the [`Epoch`] and
+//!   [`parse_id`].
+//! - Machine IDs: [`MachinePools`] (Vesta: embed 0..=923, servers 924..=1023; the same share for
+//!   every node width).
 //! - Issuing: [`Generator`] with its [`GeneratorConfig`], reading time through a [`Clock`]
 //!   ([`ManualClock`] for tests; `vesta_embed::SystemClock` in production); [`IdBatch`] and
 //!   [`IdRun`] for batches.
@@ -18,6 +22,7 @@ mod explain;
 mod fields;
 mod generator;
 mod layout;
+mod make;
 mod parse;
 mod pool;
 
@@ -31,8 +36,10 @@ pub use generator::{
     MAX_ROLLBACK_TOLERANCE_MS, SeqStart,
 };
 pub use layout::{
-    FieldSpan, GEN_METHOD_SHIFT, IdType, Layout, MACHINE_BITS, TYPE_SHIFT, VERSION_SHIFT,
+    Field, FieldKind, FieldSpan, FieldSpec, GEN_METHOD_SHIFT, IdType, Layout, LayoutError,
+    LayoutSpec, MACHINE_BITS, NODE_BITS, NodePart, PartSpec, Preset, TYPE_SHIFT, VERSION_SHIFT,
     describe_span, time_left_ms,
 };
+pub use make::FieldValues;
 pub use parse::{ParseIdError, parse_id};
 pub use pool::{MAX_MACHINE, MachinePools, PoolError};

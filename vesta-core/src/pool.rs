@@ -1,18 +1,20 @@
-//! Machine-ID pools: embedded issuers and servers draw from disjoint ranges, so an embedded
-//! issuer and a server can never hold the same machine ID.
+//! Machine-ID pools: embedded issuers and servers draw from disjoint ranges of the node field,
+//! so an embedded issuer and a server can never hold the same machine ID. Layouts without a
+//! genMethod field (the peers') tell a server's ID from an embedded one only by this split.
 
 use std::ops::RangeInclusive;
 
 use crate::error::FieldError;
 use crate::fields::GenMethod;
-use crate::layout::MACHINE_BITS;
+use crate::layout::{MACHINE_BITS, NODE_BITS};
 
-/// Largest machine ID.
+/// Largest machine ID of Vesta's layouts (10 bits).
 pub const MAX_MACHINE: u64 = (1 << MACHINE_BITS) - 1;
 
-/// The split of machine IDs 0..=1023: embed below `server_start`, servers from it up.
+/// The split of a node field's machine IDs: embed below `server_start`, servers from it up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MachinePools {
+    node_bits: u32,
     server_start: u64,
 }
 
@@ -40,18 +42,59 @@ impl MachinePools {
     /// Vesta's split: 0..=923 embedded, 924..=1023 servers.
     pub const DEFAULT_SERVER_START: u64 = 924;
 
-    /// A split with servers from `server_start` up; both pools must keep at least one ID.
+    /// A split of Vesta's 10-bit machine IDs with servers from `server_start` up; both pools
+    /// must keep at least one ID.
     pub fn new(server_start: u64) -> Result<Self, FieldError> {
-        if !(1..=MAX_MACHINE).contains(&server_start) {
-            return Err(FieldError::OutOfRange {
-                field: "server_pool_start",
-                value: server_start,
-                min: 1,
-                max: MAX_MACHINE,
-                context: "",
-            });
+        Self::with_node_bits(MACHINE_BITS, server_start)
+    }
+
+    /// A split of a `node_bits`-wide node field with servers from `server_start` up.
+    pub fn with_node_bits(node_bits: u32, server_start: u64) -> Result<Self, FieldError> {
+        if !NODE_BITS.contains(&node_bits) {
+            return Err(FieldError::out_of_range(
+                "node bits",
+                node_bits.into(),
+                (*NODE_BITS.start()).into(),
+                (*NODE_BITS.end()).into(),
+            ));
         }
-        Ok(MachinePools { server_start })
+        let max = (1u64 << node_bits) - 1;
+        if !(1..=max).contains(&server_start) {
+            return Err(FieldError::out_of_range(
+                "server_pool_start",
+                server_start,
+                1,
+                max,
+            ));
+        }
+        Ok(MachinePools {
+            node_bits,
+            server_start,
+        })
+    }
+
+    /// The default split of a `node_bits`-wide node field: servers get the top
+    /// `max(1, 2^bits × 100 / 1024)` IDs, Vesta's share (100 of 1024). 5 bits: 29..=31;
+    /// 8: 231..=255; 10: 924..=1023; 12: 3696..=4095; 16: 59136..=65535;
+    /// 22: 3784704..=4194303. Panics outside 5..=22 bits (a layout never has such a node).
+    pub fn for_node_bits(node_bits: u32) -> Self {
+        assert!(NODE_BITS.contains(&node_bits), "node bits {node_bits}");
+        let ids = 1u64 << node_bits;
+        let servers = (ids * 100 / 1024).max(1);
+        MachinePools {
+            node_bits,
+            server_start: ids - servers,
+        }
+    }
+
+    /// Width of the node field the pools split.
+    pub const fn node_bits(&self) -> u32 {
+        self.node_bits
+    }
+
+    /// Largest machine ID.
+    pub const fn max_machine(&self) -> u64 {
+        (1 << self.node_bits) - 1
     }
 
     /// First machine ID of the server pool.
@@ -66,7 +109,7 @@ impl MachinePools {
 
     /// Machine IDs for central servers (genMethod server and rest).
     pub const fn server(&self) -> RangeInclusive<u64> {
-        self.server_start..=MAX_MACHINE
+        self.server_start..=self.max_machine()
     }
 
     /// The pool a genMethod draws from, with its name.
@@ -98,8 +141,10 @@ impl MachinePools {
 }
 
 impl Default for MachinePools {
+    /// Vesta's split of 10-bit machine IDs.
     fn default() -> Self {
         MachinePools {
+            node_bits: MACHINE_BITS,
             server_start: Self::DEFAULT_SERVER_START,
         }
     }
@@ -126,6 +171,25 @@ mod tests {
             p.check(5, GenMethod::Reserved),
             Err(PoolError::ReservedGenMethod)
         );
+    }
+
+    #[test]
+    fn default_splits_give_servers_vestas_share_of_every_width() {
+        let server = |bits| MachinePools::for_node_bits(bits).server();
+        assert_eq!(MachinePools::for_node_bits(10), MachinePools::default());
+        assert_eq!(server(5), 29..=31);
+        assert_eq!(server(8), 231..=255);
+        assert_eq!(server(12), 3696..=4095);
+        assert_eq!(server(16), 59136..=65535);
+        assert_eq!(server(22), 3_784_704..=4_194_303);
+        let err = MachinePools::with_node_bits(16, 65536)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "server_pool_start 65536 is out of range: allowed 1..=65535"
+        );
+        assert!(MachinePools::with_node_bits(4, 3).is_err());
     }
 
     #[test]

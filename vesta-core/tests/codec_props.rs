@@ -2,7 +2,10 @@
 //! and the three textual forms of an ID.
 
 use proptest::prelude::*;
-use vesta_core::{FieldError, GenMethod, IdFields, IdType, parse_id};
+use vesta_core::{
+    Explanation, FieldError, FieldKind, FieldSpec, FieldValues, GenMethod, IdFields, IdType,
+    Layout, LayoutSpec, PartSpec, Preset, parse_id,
+};
 
 fn id_type() -> impl Strategy<Value = IdType> {
     prop_oneof![Just(IdType::MaxPeak), Just(IdType::MinGranularity)]
@@ -71,7 +74,8 @@ proptest! {
             prop_assert!(is_range);
         }
         let bad = IdFields { version: 2 + (excess % 254) as u8, ..f };
-        prop_assert_eq!(bad.encode().unwrap_err().field(), "version");
+        let err = bad.encode().unwrap_err();
+        prop_assert_eq!(err.field(), "version");
     }
 
     #[test]
@@ -84,5 +88,95 @@ proptest! {
     #[test]
     fn parse_never_panics(s in ".{0,40}") {
         let _ = parse_id(&s);
+    }
+}
+
+/// Every preset (both Vesta types) and a custom layout with a fixed field between time and a
+/// node of two parts, so the codec is tried in every field order the layouts use.
+fn layouts() -> Vec<Layout> {
+    let custom = LayoutSpec {
+        name: "orders".into(),
+        unit_ms: 3,
+        epoch: vesta_core::Epoch::from_unix_ms(1_600_000_000_000),
+        signed: true,
+        fields: vec![
+            FieldSpec::new("time", FieldKind::Time, 38),
+            FieldSpec::new("region", FieldKind::Fixed(5), 3),
+            FieldSpec::new("seq", FieldKind::Seq, 10),
+            FieldSpec::node_of(
+                "node",
+                vec![PartSpec::new("idc", 6), PartSpec::new("biz", 6)],
+            ),
+        ],
+    }
+    .build()
+    .unwrap();
+    let mut all: Vec<Layout> = Preset::ALL.iter().map(|p| p.layout()).collect();
+    all.push(IdType::MinGranularity.layout().clone());
+    all.push(custom);
+    all
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 2048,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn every_layout_explains_what_it_makes(
+        which in 0usize..7, time in any::<u64>(), seq in any::<u64>(), node in any::<u64>()
+    ) {
+        let layout = &layouts()[which];
+        let (time, seq, node) =
+            (time % (layout.max_time() + 1), seq % (layout.max_seq() + 1), node % (layout.max_node() + 1));
+        let v = FieldValues::new().with("time", time).with("seq", seq).with("node", node);
+        let id = layout.make(&v).unwrap();
+        let x = Explanation::new(id, layout);
+        prop_assert_eq!((x.time(), x.seq(), x.node()), (time, seq, node));
+        prop_assert_eq!(x.warning(), None);
+        prop_assert_eq!(x.unix_ms, layout.unix_ms_of(time));
+        // Remaking from the explained values gives the same ID.
+        let mut again = FieldValues::new();
+        for (name, value) in x.values() {
+            if !x.layout().fields().iter().any(|f| f.parts.iter().any(|p| p.name == name)) {
+                again.set(name, value);
+            }
+        }
+        prop_assert_eq!(layout.make(&again), Ok(id));
+        if layout.signed() {
+            prop_assert!((id as i64) >= 0);
+        }
+    }
+
+    #[test]
+    fn in_every_layout_a_later_unit_sorts_after(
+        which in 0usize..7, time in any::<u64>(), seqs in any::<(u64, u64)>(), node in any::<u64>()
+    ) {
+        let layout = &layouts()[which];
+        let time = time % layout.max_time();
+        let node = node % (layout.max_node() + 1);
+        let make = |t, s: u64| {
+            layout.make(&FieldValues::new().with("time", t).with("seq", s % (layout.max_seq() + 1)).with("node", node)).unwrap()
+        };
+        prop_assert!(make(time + 1, seqs.1) > make(time, seqs.0));
+    }
+
+    #[test]
+    fn values_beyond_a_field_are_refused_by_name(which in 0usize..7, excess in 1u64..1_000_000) {
+        let layout = &layouts()[which];
+        let ok = FieldValues::new().with("time", 0).with("seq", 0).with("node", 0);
+        prop_assert!(layout.make(&ok).is_ok());
+        for (name, max) in [("time", layout.max_time()), ("seq", layout.max_seq()), ("node", layout.max_node())] {
+            let mut v = FieldValues::new();
+            for (n, value) in ok.iter() {
+                v.set(n, if n == name { max.saturating_add(excess) } else { value });
+            }
+            let err = layout.make(&v).unwrap_err();
+            prop_assert_eq!(err.field(), name);
+            let is_range = matches!(err, FieldError::OutOfRange { .. });
+            prop_assert!(is_range);
+        }
     }
 }

@@ -4,8 +4,8 @@
 use std::collections::HashSet;
 
 use vesta_core::{
-    Clock, Epoch, GenError, GenMethod, Generator, GeneratorConfig, IdFields, IdType, ManualClock,
-    SeqStart,
+    Clock, Epoch, Explanation, GenError, GenMethod, Generator, GeneratorConfig, IdFields, IdType,
+    Layout, MachinePools, ManualClock, Preset, SeqStart,
 };
 
 /// A wall-clock instant well after the epoch, on a second boundary.
@@ -13,7 +13,7 @@ const T0: u64 = 1_700_000_000_000;
 
 fn config(id_type: IdType) -> GeneratorConfig {
     GeneratorConfig {
-        id_type,
+        layout: id_type.layout().clone(),
         machine: 7,
         ..GeneratorConfig::default()
     }
@@ -24,7 +24,7 @@ fn generator(id_type: IdType, clock: &ManualClock) -> Generator<&ManualClock> {
 }
 
 fn unit(id_type: IdType, ms: u64) -> u64 {
-    Epoch::VESTA.time_at(id_type.layout(), ms).unwrap()
+    id_type.layout().time_at(ms).unwrap()
 }
 
 #[test]
@@ -53,7 +53,7 @@ fn sequence_counts_up_within_a_unit_and_restarts_in_the_next() {
         let a = IdFields::decode(g.next_id().unwrap());
         let b = IdFields::decode(g.next_id().unwrap());
         assert_eq!((b.time, b.seq), (a.time, 1));
-        clock.advance(id_type.layout().unit_ms);
+        clock.advance(id_type.layout().unit_ms());
         let c = IdFields::decode(g.next_id().unwrap());
         assert_eq!((c.time, c.seq), (a.time + 1, 0), "{id_type}");
     }
@@ -207,7 +207,7 @@ fn zero_tolerance_refuses_any_rollback_but_not_concurrent_readings() {
 #[test]
 fn time_field_overflow_is_an_error_never_a_wrap() {
     let layout = IdType::MinGranularity.layout();
-    let end = layout.end_of_life_ms(Epoch::VESTA);
+    let end = layout.end_of_life_ms();
     let clock = ManualClock::new(end);
     let g = generator(IdType::MinGranularity, &clock);
     let last = IdFields::decode(g.next_id().unwrap());
@@ -368,10 +368,11 @@ fn invalid_configs_are_refused_with_the_field_named() {
         ),
         (
             GeneratorConfig {
-                version: 2,
+                pools: Some(MachinePools::for_node_bits(12)),
                 ..GeneratorConfig::default()
             },
-            "version 2",
+            "machine pools split a 12-bit node field but the vesta max-peak layout's node field \
+             has 10 bits",
         ),
         (
             GeneratorConfig {
@@ -466,7 +467,7 @@ fn a_step_back_during_an_overflow_wait_is_refused_after_one_bounded_wait() {
             matches!(r, Err(GenError::ClockBehind { behind_ms, .. }) if behind_ms >= 3_599_000),
             "{id_type}: {r:?}"
         );
-        let unit = id_type.layout().unit_ms;
+        let unit = id_type.layout().unit_ms();
         assert!(
             clock.waited_ms.load(SeqCst) <= unit,
             "{id_type}: waited past one unit"
@@ -483,7 +484,7 @@ fn a_step_back_within_the_tolerance_costs_at_most_the_step_and_a_unit() {
         clock.step_back_during_next_wait(step);
         let id = g.next_id().unwrap();
         assert_eq!(IdFields::decode(id).time, IdFields::decode(last).time + 1);
-        let bound = id_type.layout().unit_ms + g.config().rollback_tolerance_ms();
+        let bound = id_type.layout().unit_ms() + g.config().rollback_tolerance_ms();
         let waited = clock.waited_ms.load(SeqCst);
         assert!(
             waited <= bound,
@@ -509,4 +510,107 @@ fn a_batch_spanning_units_survives_a_small_step_and_refuses_a_large_one() {
     assert!(matches!(r, Err(GenError::ClockBehind { .. })), "{r:?}");
     clock.now.fetch_add(3_600_000, SeqCst);
     assert!(g.next_id().unwrap() > before);
+}
+
+/// The peers' layouts issue through the same generator: every preset's IDs carry the configured
+/// node, count their sequence in the right place and wait for the next unit on overflow.
+#[test]
+fn every_preset_issues_its_own_layout_and_overflows_into_the_next_unit() {
+    for preset in Preset::ALL {
+        let layout = preset.layout();
+        let machine = layout.default_pools().embed().end() - 1;
+        let clock = ManualClock::new(T0);
+        let cfg = GeneratorConfig {
+            machine,
+            ..GeneratorConfig::for_layout(layout.clone())
+        };
+        let g = Generator::new(cfg, &clock).unwrap();
+        let first = g.next_id().unwrap();
+        let x = Explanation::new(first, &layout);
+        assert_eq!(x.node(), machine, "{preset}");
+        assert_eq!(x.seq(), 0, "{preset}");
+        assert_eq!(x.time(), layout.time_at(T0).unwrap(), "{preset}");
+        assert_eq!(x.warning(), None, "{preset}");
+        if layout.signed() {
+            assert!((first as i64) > 0, "{preset}: {first}");
+        }
+        // Use up the unit: the batch is one run with the layout's step, then the next unit.
+        let cap = layout.capacity_per_unit();
+        let rest = g.try_next_ids(cap).unwrap();
+        assert_eq!(rest.len(), cap - 1, "{preset}");
+        assert_eq!(rest.runs()[0].step, layout.seq_step(), "{preset}");
+        let last = rest.iter().last().unwrap();
+        assert_eq!(Explanation::new(last, &layout).seq(), layout.max_seq());
+        let mut seen: HashSet<u64> = rest.iter().collect();
+        assert!(seen.insert(first));
+        assert!(matches!(g.try_next_id(), Err(GenError::WouldBlock { .. })));
+        let next = g.next_id().unwrap();
+        assert!(next > last, "{preset}");
+        let nx = Explanation::new(next, &layout);
+        assert_eq!((nx.time(), nx.seq(), nx.node()), (x.time() + 1, 0, machine));
+        assert_eq!(clock.now_ms(), layout.unix_ms_of(x.time() + 1), "{preset}");
+    }
+}
+
+#[test]
+fn leafs_random_start_stays_below_100_in_each_new_millisecond() {
+    let layout = Preset::Leaf.layout();
+    let clock = ManualClock::new(T0);
+    let cfg = GeneratorConfig {
+        machine: 5,
+        seq_start: SeqStart::Random { bound: 100 },
+        ..GeneratorConfig::for_layout(layout.clone())
+    };
+    let g = Generator::new(cfg, &clock).unwrap();
+    let mut starts = HashSet::new();
+    for _ in 0..300 {
+        let x = Explanation::new(g.next_id().unwrap(), &layout);
+        assert!(x.seq() < 100);
+        starts.insert(x.seq());
+        clock.advance(1);
+    }
+    assert!(starts.len() > 20, "starts barely vary: {starts:?}");
+}
+
+#[test]
+fn peer_layouts_ride_out_rollback_within_one_unit_and_refuse_beyond() {
+    for preset in [Preset::Leaf, Preset::Sonyflake, Preset::UidGenerator] {
+        let layout: Layout = preset.layout();
+        let tolerance = layout.default_rollback_tolerance_ms();
+        let clock = ManualClock::new(T0 + 50_000);
+        let g = Generator::new(GeneratorConfig::for_layout(layout.clone()), &clock).unwrap();
+        let a = g.next_id().unwrap();
+        clock.set(T0 + 50_000 - tolerance);
+        let b = g.next_id().unwrap();
+        assert!(b > a, "{preset}");
+        clock.set(T0 + 50_000 - tolerance - layout.unit_ms() - 1);
+        assert!(
+            matches!(g.next_id(), Err(GenError::ClockBehind { .. })),
+            "{preset}"
+        );
+    }
+}
+
+#[test]
+fn switch_machine_in_a_layout_with_seq_lowest_keeps_ids_apart() {
+    let layout = Preset::Twitter.layout();
+    let clock = ManualClock::new(T0);
+    let cfg = GeneratorConfig {
+        machine: 900,
+        ..GeneratorConfig::for_layout(layout.clone())
+    };
+    let g = Generator::new(cfg, &clock).unwrap();
+    let before = g.next_ids(10).unwrap();
+    g.switch_machine(3, 0).unwrap();
+    assert_eq!(g.machine(), 3);
+    let after = g.next_id().unwrap();
+    let x = Explanation::new(after, &layout);
+    assert_eq!(x.node(), 3);
+    // A switch moves to the next unit, so nothing of the new machine shares the old unit.
+    assert_eq!(
+        x.time(),
+        Explanation::new(before.iter().last().unwrap(), &layout).time() + 1
+    );
+    g.raise_floor(x.time() + 5).unwrap();
+    assert!(matches!(g.try_next_id(), Err(GenError::WouldBlock { .. })));
 }
