@@ -37,7 +37,7 @@ impl SystemClock {
     pub fn for_layout(layout: &Layout) -> Self {
         let res = clock_getres(ClockId::RealtimeCoarse);
         let res_ms = res.tv_sec as u64 * 1000 + (res.tv_nsec as u64).div_ceil(1_000_000);
-        if res_ms * 10 <= layout.unit_ms {
+        if res_ms * 10 <= layout.unit_ms() {
             SystemClock {
                 id: ClockId::RealtimeCoarse,
             }

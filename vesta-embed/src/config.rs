@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 use vesta_core::{
-    ConfigError as CoreConfigError, Epoch, GenMethod, GeneratorConfig, IdType, MachinePools,
-    SeqStart,
+    ConfigError as CoreConfigError, Epoch, GenMethod, GeneratorConfig, IdType, Layout, LayoutError,
+    LayoutSpec, MachinePools, Preset, SeqStart,
 };
 
 use crate::lease::LeaseSettings;
@@ -43,6 +43,9 @@ pub enum ConfigError {
     /// A value is out of its allowed range.
     #[error("invalid config: {0}")]
     Invalid(CoreConfigError),
+    /// The custom layout under `[id.layout]` cannot be used.
+    #[error("invalid config: id.layout: {0}")]
+    Layout(#[from] LayoutError),
     /// A setting is missing or inconsistent.
     #[error("invalid config: {0}")]
     Inconsistent(String),
@@ -102,8 +105,8 @@ const MIN_STATE_FILE_INTERVAL_MS: u64 = 10;
 /// (see CHANGELOG.md).
 const MOVED_KEYS: &[(&str, &str)] = &[("start_guard_max_wait_ms", "[machine]")];
 
-/// Everything an [`Issuer`](crate::Issuer) needs. `Default` is the embedded default: max-peak,
-/// Vesta's epoch, static machine ID 0, no ZooKeeper.
+/// Everything an [`Issuer`](crate::Issuer) needs. `Default` is the embedded default: Vesta's
+/// max-peak layout and epoch, static machine ID 0, no ZooKeeper.
 ///
 /// Three ways to get one: [`IssuerConfig::builder`] in code, [`IssuerConfig::from_toml_file`]
 /// (or [`from_toml_str`](IssuerConfig::from_toml_str)) from the TOML of `conf/vesta.toml`, or
@@ -130,7 +133,7 @@ const MOVED_KEYS: &[(&str, &str)] = &[("start_guard_max_wait_ms", "[machine]")];
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct IssuerConfig {
-    /// The IDs' layout, epoch and version.
+    /// The IDs' layout, type, epoch and version.
     pub id: IdSection,
     /// Where the machine ID comes from.
     pub machine: MachineSection,
@@ -193,9 +196,20 @@ impl IssuerConfig {
             .map_err(ConfigError::from)
     }
 
-    /// The machine pools of this config.
+    /// The layout of the issued IDs with the epoch and version in force.
+    pub fn layout(&self) -> Result<Layout, ConfigError> {
+        self.id.layout()
+    }
+
+    /// The machine pools of this config: `machine.server_pool_start`, else the default split of
+    /// the layout's node width.
     pub fn pools(&self) -> Result<MachinePools, ConfigError> {
-        Ok(MachinePools::new(self.machine.server_pool_start).map_err(CoreConfigError::from)?)
+        let layout = self.layout()?;
+        match self.machine.server_pool_start {
+            None => Ok(layout.default_pools()),
+            Some(start) => Ok(MachinePools::with_node_bits(layout.node_bits(), start)
+                .map_err(CoreConfigError::from)?),
+        }
     }
 
     /// The static machine ID: the configured one, else the first of the genMethod's pool.
@@ -238,7 +252,6 @@ impl IssuerConfig {
                 IdSection::MAX_END_OF_LIFE_MARGIN_DAYS
             )));
         }
-        let id_type = self.id.id_type;
         let seq_start = match self.clock.seq_start {
             SeqStartKind::Zero => SeqStart::Zero,
             SeqStartKind::Random => SeqStart::Random {
@@ -246,12 +259,10 @@ impl IssuerConfig {
             },
         };
         Ok(GeneratorConfig {
-            id_type,
-            epoch: self.id.epoch,
+            layout: self.layout()?,
             machine,
             gen_method: self.gen_method,
-            version: self.id.version,
-            pools: self.pools()?,
+            pools: Some(self.pools()?),
             rollback_tolerance_ms: self.clock.rollback_tolerance_ms,
             seq_start,
             floor: None,
@@ -263,14 +274,20 @@ impl IssuerConfig {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct IdSection {
-    /// `max-peak` (seconds) or `min-granularity` (milliseconds).
+    /// The layout: a preset (`vesta`, `leaf`, `twitter`, `sonyflake`, `uid-generator`) or a
+    /// custom one described under `[id.layout]`.
+    pub layout: LayoutChoice,
+    /// Vesta's type, `max-peak` (seconds) or `min-granularity` (milliseconds); the `vesta`
+    /// layout only (default max-peak).
     #[serde(rename = "type", deserialize_with = "de_id_type")]
-    pub id_type: IdType,
-    /// Time zero: ms since the Unix epoch, or an RFC 3339 date-time.
+    pub id_type: Option<IdType>,
+    /// Time zero: ms since the Unix epoch, or an RFC 3339 date-time (default: the layout's
+    /// own; set, it overrides a custom layout's too).
     #[serde(deserialize_with = "de_epoch")]
-    pub epoch: Epoch,
-    /// The version bit of issued IDs: 0, or 1 for the extension scheme.
-    pub version: u8,
+    pub epoch: Option<Epoch>,
+    /// Vesta's version bit: 0, or 1 for the extension scheme; the `vesta` layout only
+    /// (default 0).
+    pub version: Option<u8>,
     /// How long before the layout's end of life (the time field full) the issuer warns: in the
     /// log at start and daily, and as `degraded` in the servers' health.
     pub end_of_life_margin_days: u64,
@@ -286,16 +303,113 @@ impl IdSection {
     pub fn end_of_life_margin_ms(&self) -> u64 {
         self.end_of_life_margin_days.saturating_mul(86_400_000)
     }
+
+    /// The layout these keys describe: the preset or custom layout, Vesta's type and version,
+    /// the epoch. `type` or `version` with another layout than `vesta` is an error naming the
+    /// key (nothing is ignored).
+    pub fn layout(&self) -> Result<Layout, ConfigError> {
+        let vesta_only = |key: &str| {
+            ConfigError::Inconsistent(format!(
+                "id.{key} applies to the vesta layout only, not {}: remove it",
+                self.layout.name()
+            ))
+        };
+        let base = match &self.layout {
+            LayoutChoice::Preset(Preset::Vesta) => {
+                let layout = self.id_type.unwrap_or(IdType::MaxPeak).layout().clone();
+                match self.version {
+                    None => layout,
+                    Some(v) => layout
+                        .with_fixed("version", u64::from(v))
+                        .map_err(|e| ConfigError::Inconsistent(format!("id.{e}")))?,
+                }
+            }
+            other => {
+                if self.id_type.is_some() {
+                    return Err(vesta_only("type"));
+                }
+                if self.version.is_some() {
+                    return Err(vesta_only("version"));
+                }
+                match other {
+                    LayoutChoice::Preset(p) => p.layout(),
+                    LayoutChoice::Custom(spec) => spec.build()?,
+                }
+            }
+        };
+        Ok(match self.epoch {
+            Some(epoch) => base.with_epoch(epoch),
+            None => base,
+        })
+    }
 }
 
 impl Default for IdSection {
     fn default() -> Self {
         IdSection {
-            id_type: IdType::MaxPeak,
-            epoch: Epoch::VESTA,
-            version: 0,
+            layout: LayoutChoice::default(),
+            id_type: None,
+            epoch: None,
+            version: None,
             end_of_life_margin_days: Self::DEFAULT_END_OF_LIFE_MARGIN_DAYS,
         }
+    }
+}
+
+/// `[id] layout`: a preset by name (`layout = "leaf"`) or a custom layout described as a table
+/// (`[id.layout]` with `unit_ms`, `epoch`, `signed` and `fields` from the top bit down).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LayoutChoice {
+    /// A preset.
+    Preset(Preset),
+    /// A custom layout.
+    Custom(LayoutSpec),
+}
+
+impl LayoutChoice {
+    /// The preset's name, or the custom layout's.
+    pub fn name(&self) -> &str {
+        match self {
+            LayoutChoice::Preset(p) => p.name(),
+            LayoutChoice::Custom(spec) => &spec.name,
+        }
+    }
+}
+
+impl Default for LayoutChoice {
+    fn default() -> Self {
+        LayoutChoice::Preset(Preset::Vesta)
+    }
+}
+
+impl<'de> Deserialize<'de> for LayoutChoice {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = LayoutChoice;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a layout name or an [id.layout] table")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<LayoutChoice, E> {
+                if v == "custom" {
+                    return Err(E::custom(
+                        "a custom layout is described as a table: [id.layout] with unit_ms,                          epoch and fields (see conf/vesta.toml)",
+                    ));
+                }
+                v.parse().map(LayoutChoice::Preset).map_err(E::custom)
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<LayoutChoice, A::Error> {
+                LayoutSpec::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(LayoutChoice::Custom)
+            }
+        }
+        d.deserialize_any(Visitor)
     }
 }
 
@@ -318,8 +432,9 @@ pub struct MachineSection {
     pub source: MachineSource,
     /// The static machine ID; when absent, the first ID of the genMethod's pool.
     pub id: Option<u64>,
-    /// First machine ID of the server pool; embedded issuers use the IDs below it.
-    pub server_pool_start: u64,
+    /// First machine ID of the server pool; embedded issuers use the IDs below it (default:
+    /// the layout's split, 924 for 10-bit nodes; see `MachinePools::for_node_bits`).
+    pub server_pool_start: Option<u64>,
     /// A local file keeping the machine ID and its high-water mark across restarts (for both
     /// sources; see docs/zookeeper.md).
     pub state_file: Option<PathBuf>,
@@ -337,7 +452,7 @@ impl Default for MachineSection {
         MachineSection {
             source: MachineSource::Static,
             id: None,
-            server_pool_start: MachinePools::DEFAULT_SERVER_START,
+            server_pool_start: None,
             state_file: None,
             state_file_interval_ms: 1_000,
             start_guard_max_wait_ms: 5_000,
@@ -416,7 +531,7 @@ impl Default for ZooKeeperSection {
     }
 }
 
-fn de_id_type<'de, D: Deserializer<'de>>(d: D) -> Result<IdType, D::Error> {
+fn de_id_type<'de, D: Deserializer<'de>>(d: D) -> Result<Option<IdType>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {
@@ -427,10 +542,11 @@ fn de_id_type<'de, D: Deserializer<'de>>(d: D) -> Result<IdType, D::Error> {
         Raw::Code(c) => IdType::from_code(c),
         Raw::Name(n) => n.parse(),
     }
+    .map(Some)
     .map_err(serde::de::Error::custom)
 }
 
-fn de_epoch<'de, D: Deserializer<'de>>(d: D) -> Result<Epoch, D::Error> {
+fn de_epoch<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Epoch>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {
@@ -438,8 +554,8 @@ fn de_epoch<'de, D: Deserializer<'de>>(d: D) -> Result<Epoch, D::Error> {
         Text(String),
     }
     match Raw::deserialize(d)? {
-        Raw::Ms(ms) => Ok(Epoch::from_unix_ms(ms)),
-        Raw::Text(t) => t.parse().map_err(serde::de::Error::custom),
+        Raw::Ms(ms) => Ok(Some(Epoch::from_unix_ms(ms))),
+        Raw::Text(t) => t.parse().map(Some).map_err(serde::de::Error::custom),
     }
 }
 
@@ -473,10 +589,10 @@ mod tests {
             "[id]\ntype = \"min-granularity\"\nepoch = \"2015-01-01T00:00:00+08:00\"\n",
         )
         .unwrap();
-        assert_eq!(c.id.epoch, Epoch::VESTA);
-        assert_eq!(c.id.id_type, IdType::MinGranularity);
+        assert_eq!(c.id.epoch, Some(Epoch::VESTA));
+        assert_eq!(c.id.id_type, Some(IdType::MinGranularity));
         let c = IssuerConfig::from_toml_str("[id]\ntype = 0\nepoch = 1420041600000\n").unwrap();
-        assert_eq!(c.id.id_type, IdType::MaxPeak);
+        assert_eq!(c.id.id_type, Some(IdType::MaxPeak));
         let err = IssuerConfig::from_toml_str("[id]\ntype = 2\n")
             .unwrap_err()
             .to_string();
@@ -536,5 +652,96 @@ mod tests {
         assert_eq!(c.static_machine().unwrap(), 0);
         c.gen_method = GenMethod::Server;
         assert_eq!(c.static_machine().unwrap(), 924);
+    }
+
+    #[test]
+    fn a_preset_layout_takes_its_own_epoch_unless_one_is_set() {
+        let c = IssuerConfig::from_toml_str("[id]\nlayout = \"leaf\"\n").unwrap();
+        let leaf = c.layout().unwrap();
+        assert_eq!(leaf.name(), "leaf");
+        assert_eq!(leaf.epoch().unix_ms(), 1_288_834_974_657);
+        // A 10-bit worker: Vesta's split of the pools.
+        assert_eq!(c.pools().unwrap().server(), 924..=1023);
+        let c = IssuerConfig::from_toml_str(
+            "[id]\nlayout = \"sonyflake\"\nepoch = \"2020-01-01T00:00:00Z\"\n[machine]\nid = 40000\n",
+        )
+        .unwrap();
+        assert_eq!(c.layout().unwrap().epoch().unix_ms(), 1_577_836_800_000);
+        assert_eq!(c.pools().unwrap().embed(), 0..=59135);
+    }
+
+    #[test]
+    fn vesta_only_keys_with_another_layout_are_refused_by_name() {
+        let err =
+            IssuerConfig::from_toml_str("[id]\nlayout = \"leaf\"\ntype = \"min-granularity\"\n")
+                .unwrap_err()
+                .to_string();
+        assert_eq!(
+            err,
+            "invalid config: id.type applies to the vesta layout only, not leaf: remove it"
+        );
+        let err = IssuerConfig::from_toml_str("[id]\nlayout = \"twitter\"\nversion = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("id.version applies to the vesta layout only"),
+            "{err}"
+        );
+        let err = IssuerConfig::from_toml_str("[id]\nversion = 2\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("id.version 2 is out of range: allowed 0..=1"),
+            "{err}"
+        );
+        let err = IssuerConfig::from_toml_str("[id]\nlayout = \"snowflake\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("layout `snowflake` is not valid"), "{err}");
+        assert!(err.contains("leaf, twitter"), "{err}");
+        let err = IssuerConfig::from_toml_str("[id]\nlayout = \"custom\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("described as a table: [id.layout]"), "{err}");
+    }
+
+    #[test]
+    fn a_custom_layout_is_described_under_id_layout() {
+        let toml = r#"
+[id.layout]
+name = "orders"
+unit_ms = 1
+epoch = "2020-01-01T00:00:00Z"
+fields = [
+  { kind = "time", bits = 41 },
+  { kind = "node", parts = [{ name = "idc", bits = 6 }, { name = "business", bits = 6 }] },
+  { kind = "seq", bits = 10 },
+]
+
+[machine]
+id = 4000
+"#;
+        let c = IssuerConfig::from_toml_str(toml).unwrap();
+        let layout = c.layout().unwrap();
+        assert_eq!(layout.name(), "orders");
+        assert_eq!(layout.describe_bits(), "time 22-62, node 10-21, seq 0-9");
+        assert_eq!(c.pools().unwrap().server(), 3696..=4095);
+        let bad = toml.replace("bits = 41", "bits = 42");
+        let err = IssuerConfig::from_toml_str(&bad).unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "invalid config: id.layout: the fields take 64 bits: allowed at most 63"
+            ),
+            "{err}"
+        );
+        let bad = toml.replace("kind = \"seq\"", "kind = \"sequence\"");
+        let err = IssuerConfig::from_toml_str(&bad).unwrap_err().to_string();
+        assert!(err.contains("kind `sequence` is not valid"), "{err}");
+        let bad = toml.replace("id = 4000", "id = 4096");
+        let err = IssuerConfig::from_toml_str(&bad).unwrap_err().to_string();
+        assert!(
+            err.contains("machine 4096 is outside the embed pool 0..=3695"),
+            "{err}"
+        );
     }
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use vesta_core::{
-    Clock, Epoch, Explanation, FieldError, GenError, Generator, IdBatch, IdFields, Layout,
+    Clock, Epoch, Explanation, FieldError, FieldValues, GenError, Generator, IdBatch, Layout,
+    MachinePools,
 };
 
 use crate::clock::SystemClock;
@@ -30,9 +31,10 @@ pub struct Issuer<C: Clock + 'static = SystemClock> {
 }
 
 impl Issuer<SystemClock> {
-    /// Starts an issuer on the system clock (coarse for max-peak, precise for milliseconds).
+    /// Starts an issuer on the system clock (coarse for units of a second or more, precise
+    /// for milliseconds).
     pub fn start(config: IssuerConfig) -> Result<Self, StartError> {
-        let clock = SystemClock::for_layout(config.id.id_type.layout());
+        let clock = SystemClock::for_layout(&config.layout()?);
         Self::start_with_clock(config, clock)
     }
 }
@@ -187,42 +189,42 @@ impl<C: Clock + 'static> Issuer<C> {
         self.leased.resume(state, u64::MAX, String::new());
     }
 
-    /// Explains any ID with this issuer's epoch.
+    /// Explains any ID in this issuer's layout and epoch (for Vesta, either type).
     pub fn explain(&self, id: u64) -> Explanation {
-        Explanation::new(id, self.config.id.epoch)
+        Explanation::new(id, self.layout())
     }
 
-    /// Makes an ID from chosen fields (to repair data); rejects out-of-range fields.
-    pub fn make(&self, fields: &IdFields) -> Result<u64, FieldError> {
-        fields.encode()
+    /// Makes an ID of this issuer's layout from chosen fields (to repair data); rejects
+    /// out-of-range fields and names the missing ones ([`Layout::make`]).
+    pub fn make(&self, values: &FieldValues) -> Result<u64, FieldError> {
+        self.layout().make(values)
     }
 
-    /// Fields as this issuer would issue them at `time` with `seq`: the base for `make`.
-    pub fn own_fields(&self, time: u64, seq: u64) -> IdFields {
-        let c = self.leased.generator.config();
-        IdFields {
-            version: c.version,
-            id_type: c.id_type,
-            gen_method: c.gen_method,
-            time,
-            seq,
-            machine: self.leased.generator.machine(),
+    /// The values this issuer puts in every ID besides time and seq: its machine ID and, where
+    /// the layout records it, its genMethod (and for Vesta the version and type). The base a
+    /// `make` starts from.
+    pub fn own_values(&self) -> FieldValues {
+        let g = &self.leased.generator;
+        let layout = g.layout();
+        let mut values = FieldValues::new().with("node", g.machine());
+        if layout.method_span().is_some() {
+            values.set("genMethod", g.config().gen_method.code());
         }
+        for f in layout.fields() {
+            if let vesta_core::FieldKind::Fixed(v) = f.kind {
+                values.set(f.name.clone(), v);
+            }
+        }
+        values
     }
 
     /// The instant at which time value `time` of this issuer's layout starts.
     pub fn trans_time(&self, time: u64) -> Result<DateTime<Utc>, FieldError> {
         let layout = self.leased.generator.layout();
         if time > layout.max_time() {
-            return Err(FieldError::OutOfRange {
-                field: "time",
-                value: time,
-                min: 0,
-                max: layout.max_time(),
-                context: "",
-            });
+            return Err(FieldError::out_of_range("time", time, 0, layout.max_time()));
         }
-        Ok(self.epoch().datetime_of(layout, time))
+        Ok(layout.datetime_of(time))
     }
 
     /// A snapshot of the machine ID, lease, high-water mark and counters.
@@ -234,11 +236,10 @@ impl<C: Clock + 'static> Issuer<C> {
         Status {
             machine: g.machine(),
             gen_method: c.gen_method,
-            id_type: c.id_type,
-            epoch: c.epoch,
+            layout: g.layout().clone(),
             lease,
             last_issued_time: g.last_issued_time(),
-            end_of_life_ms: g.layout().end_of_life_ms(c.epoch),
+            end_of_life_ms: g.layout().end_of_life_ms(),
             end_of_life_margin_ms: self.config.id.end_of_life_margin_ms(),
             generator: g.stats(),
         }
@@ -246,7 +247,12 @@ impl<C: Clock + 'static> Issuer<C> {
 
     /// The epoch in use.
     pub fn epoch(&self) -> Epoch {
-        self.config.id.epoch
+        self.layout().epoch()
+    }
+
+    /// The machine-ID pools in force: the embed/server split of the layout's node field.
+    pub fn pools(&self) -> MachinePools {
+        self.leased.generator.config().pools()
     }
 
     /// The configuration the issuer started from.
@@ -254,8 +260,8 @@ impl<C: Clock + 'static> Issuer<C> {
         &self.config
     }
 
-    /// The layout of the issued IDs (capacity per unit, time span).
-    pub fn layout(&self) -> &'static Layout {
+    /// The layout of the issued IDs (fields, capacity per unit, time span, epoch).
+    pub fn layout(&self) -> &Layout {
         self.leased.generator.layout()
     }
 
@@ -300,15 +306,15 @@ mod tests {
         let issuer = Issuer::start_with_clock(IssuerConfig::default(), clock).unwrap();
         let id = issuer.next_id().unwrap();
         let x = issuer.explain(id);
-        assert_eq!(x.fields.machine, 0);
-        assert_eq!(x.fields.gen_method, GenMethod::Embed);
-        assert_eq!(issuer.make(&x.fields), Ok(id));
+        assert_eq!(x.node(), 0);
+        assert_eq!(x.gen_method(), Some(GenMethod::Embed));
+        let values = issuer
+            .own_values()
+            .with("time", x.time())
+            .with("seq", x.seq());
+        assert_eq!(issuer.make(&values), Ok(id));
         assert_eq!(
-            issuer.own_fields(x.fields.time, x.fields.seq).encode(),
-            Ok(id)
-        );
-        assert_eq!(
-            issuer.trans_time(x.fields.time).unwrap().timestamp_millis() as u64 / 1000,
+            issuer.trans_time(x.time()).unwrap().timestamp_millis() as u64 / 1000,
             T0 / 1000
         );
         assert!(issuer.status().can_issue());

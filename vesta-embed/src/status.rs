@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use vesta_core::{Epoch, GenMethod, GeneratorStats, IdType};
+use vesta_core::{Epoch, GenMethod, GeneratorStats, Layout};
 
 /// Where the issuer stands with its machine ID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -96,10 +96,8 @@ pub struct Status {
     pub machine: u64,
     /// Recorded in every ID.
     pub gen_method: GenMethod,
-    /// The layout in use.
-    pub id_type: IdType,
-    /// The epoch in use.
-    pub epoch: Epoch,
+    /// The layout in use, with its epoch.
+    pub layout: Layout,
     /// The lease and its counters.
     pub lease: LeaseInfo,
     /// The time value of the last issued ID (or the floor): the high-water mark.
@@ -113,6 +111,11 @@ pub struct Status {
 }
 
 impl Status {
+    /// The epoch in use.
+    pub fn epoch(&self) -> Epoch {
+        self.layout.epoch()
+    }
+
     /// True if IDs may be issued now (the generator may still refuse, e.g. clock behind).
     pub fn can_issue(&self) -> bool {
         self.lease.state.can_issue()
@@ -126,9 +129,9 @@ impl Status {
             format!(
                 "the {} layout's time field is full at {} with epoch {}: {} left, less than \
                  id.end_of_life_margin_days; plan a new epoch (docs/operations.md, end of life)",
-                self.id_type,
+                self.layout,
                 vesta_core::Epoch::rfc3339(self.end_of_life_ms),
-                vesta_core::Epoch::rfc3339(self.epoch.unix_ms()),
+                vesta_core::Epoch::rfc3339(self.epoch().unix_ms()),
                 vesta_core::describe_span(left),
             )
         })

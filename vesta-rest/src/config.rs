@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use serde::Deserialize;
-use vesta_core::{GenMethod, IdType};
+use vesta_core::{GenMethod, Layout};
 use vesta_service::config::{DEFAULT_MAX_WAIT_MS, check};
 use vesta_service::{ConfigError, ServerSection, ServiceConfig};
 
@@ -103,7 +103,7 @@ impl ServerSection for RestSection {
 
     vesta_service::common_limits!();
 
-    fn validate_own(&self, _: IdType) -> Result<(), ConfigError> {
+    fn validate_own(&self, _: &Layout) -> Result<(), ConfigError> {
         check(
             "server.max_uri_bytes",
             self.max_uri_bytes,

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde::Deserialize;
-use vesta_core::{GenMethod, IdType};
+use vesta_core::{GenMethod, Layout};
 use vesta_service::config::{DEFAULT_MAX_WAIT_MS, check};
 use vesta_service::{ConfigError, ServerSection, ServiceConfig};
 
@@ -78,7 +78,7 @@ impl ServerSection for TcpSection {
     vesta_service::common_limits!();
 
     /// The frame limits, the idle timeout, and that a full batch answer fits a frame.
-    fn validate_own(&self, id_type: IdType) -> Result<(), ConfigError> {
+    fn validate_own(&self, layout: &Layout) -> Result<(), ConfigError> {
         check(
             "server.max_frame_bytes",
             self.max_frame_bytes.into(),
@@ -97,14 +97,13 @@ impl ServerSection for TcpSection {
             1,
             65_536,
         )?;
-        let layout = id_type.layout();
         let needed = max_ids_frame_len(self.max_batch, layout.capacity_per_unit());
         if needed > u64::from(self.max_frame_bytes) {
             return Err(ConfigError::Inconsistent(format!(
                 "server.max_batch {} needs frames of up to {needed} bytes for {} IDs, above \
                  server.max_frame_bytes {}",
                 self.max_batch,
-                layout.id_type.name(),
+                layout.full_name(),
                 self.max_frame_bytes
             )));
         }

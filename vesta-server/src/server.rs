@@ -33,8 +33,8 @@ use crate::connection::Connection;
 use crate::frame::{Frame, FrameError};
 use crate::metrics::{TcpExposition, TcpMetrics};
 use crate::proto::{
-    ErrorCode, Outcome, Pending, Request, Response, ServerContext, ServerInfo, explain, hello,
-    info, make, next_id, next_ids, ping, segment, trans_time,
+    Dialect, ErrorCode, Outcome, Pending, Request, Response, ServerContext, ServerInfo, explain,
+    hello, info, make, next_id, next_ids, ping, segment, trans_time,
 };
 
 /// A bound server, ready to [`serve`](TcpServer::serve).
@@ -76,7 +76,7 @@ impl<C: Clock + 'static> TcpServer<C> {
         limits: TcpSection,
         segments: Option<Arc<Segments>>,
     ) -> Result<Self, ServeError> {
-        validate_section(&limits, issuer.config().id.id_type)?;
+        validate_section(&limits, issuer.layout())?;
         let mut prepared =
             lifecycle::start_with_issuer(issuer, GenMethod::Server, &limits.common()).await?;
         prepared.segments = segments;
@@ -246,7 +246,7 @@ async fn handle<C: Clock + 'static>(
         ctx: ctx.clone(),
         shutdown,
         pending: VecDeque::new(),
-        handshaken: false,
+        dialect: None,
         farewell: None,
     };
     if let Err(e) = h.run().await {
@@ -263,7 +263,8 @@ struct Handler<C: Clock + 'static> {
     shutdown: Shutdown,
     /// ID and segment requests whose answers are on their way, answered in arrival order.
     pending: VecDeque<Pending>,
-    handshaken: bool,
+    /// The version agreed in the handshake and the server's layout; `None` before `HELLO`.
+    dialect: Option<Dialect>,
     /// The last frame before closing: a fatal error or `GOAWAY`.
     farewell: Option<Response>,
 }
@@ -304,7 +305,8 @@ impl<C: Clock + 'static> Handler<C> {
             }
             if !reading && self.pending.is_empty() {
                 if let Some(f) = self.farewell.take() {
-                    f.encode(0, self.conn.out());
+                    // Errors and GOAWAY read the same in every version.
+                    f.encode(0, &Dialect::v1(), self.conn.out());
                 }
                 return timeout(idle, self.conn.close())
                     .await
@@ -375,27 +377,28 @@ impl<C: Clock + 'static> Handler<C> {
     /// `proto/`; this is their dispatch.
     fn on_frame(&mut self, frame: Frame) -> Next {
         let id = frame.request_id;
-        let request = Request::parse(&frame);
-        let out = self.conn.out();
-        if !self.handshaken {
-            return match request {
+        let Some(dialect) = &self.dialect else {
+            let out = self.conn.out();
+            return match Request::parse(&frame, &Dialect::v1()) {
                 Ok(Request::Hello {
                     min_version,
                     max_version,
-                }) => {
-                    self.handshaken = hello::apply(&self.ctx, id, min_version, max_version, out);
-                    if self.handshaken {
+                }) => match hello::apply(&self.ctx, id, min_version, max_version, out) {
+                    Some(version) => {
+                        let layout = self.ctx.issuer.layout().clone();
+                        self.dialect = Some(Dialect::new(version, layout));
                         Next::Continue
-                    } else {
-                        Next::Close
                     }
-                }
+                    None => Next::Close,
+                },
                 _ => {
                     hello::required(id, out);
                     Next::Close
                 }
             };
-        }
+        };
+        let request = Request::parse(&frame, dialect);
+        let out = self.conn.out();
         if id == 0 {
             let msg = "request id 0 is reserved for frames the server sends on its own";
             self.ctx.metrics.error(ErrorCode::InvalidArgument);
@@ -416,10 +419,10 @@ impl<C: Clock + 'static> Handler<C> {
         match request {
             Request::Hello { .. } => hello::repeated(id, out),
             Request::Ping => ping::apply(id, out),
-            Request::Info => info::apply(ctx, id, out),
+            Request::Info => info::apply(ctx, id, dialect, out),
             Request::NextId => next_id::apply(ctx, flow, id, pending, out),
             Request::NextIds { count } => next_ids::apply(ctx, flow, id, count, pending, out),
-            Request::Explain { id: x } => explain::apply(ctx, id, x, out),
+            Request::Explain { id: x } => explain::apply(ctx, id, x, dialect, out),
             Request::Make(fields) => make::apply(ctx, id, &fields, out),
             Request::TransTime { time } => trans_time::apply(ctx, id, time, out),
             Request::Segment { tag } => segment::apply_one(ctx, id, tag, pending, out),

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, Visitor};
-use vesta_core::{GenMethod, IdType};
+use vesta_core::{GenMethod, Layout};
 use vesta_embed::IssuerConfig;
 use vesta_embed::config::{
     ClockSection, IdSection, MachineSection, ZooKeeperSection, load_toml, parse_toml,
@@ -42,7 +42,7 @@ pub trait ServerSection:
     fn set_listen(&mut self, addr: SocketAddr);
 
     /// Checks the server's own keys (the common ones are checked for it).
-    fn validate_own(&self, id_type: IdType) -> Result<(), ConfigError>;
+    fn validate_own(&self, layout: &Layout) -> Result<(), ConfigError>;
 }
 
 /// Writes the shared half of a [`ServerSection`] impl (`common` and `set_listen`) for a section
@@ -153,16 +153,16 @@ impl<S: ServerSection> ServiceConfig<S> {
     /// [`IssuerConfig::validate`] does, with the server's genMethod: a static machine ID must
     /// lie in the server pool.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        validate_section(&self.server, self.id.id_type)?;
+        let layout = self.issuer_config().layout()?;
+        validate_section(&self.server, &layout)?;
         self.issuer_config().validate()?;
         self.segment.validate()?;
         Ok(())
     }
 }
 
-/// Checks a `[server]` section for IDs of `id_type`: the shared limits, then the server's own.
-pub fn validate_section<S: ServerSection>(section: &S, id_type: IdType) -> Result<(), ConfigError> {
-    let layout = id_type.layout();
+/// Checks a `[server]` section for IDs of `layout`: the shared limits, then the server's own.
+pub fn validate_section<S: ServerSection>(section: &S, layout: &Layout) -> Result<(), ConfigError> {
     let c = section.common();
     check("server.max_connections", c.max_connections, 1, 65_536)?;
     check(
@@ -175,11 +175,11 @@ pub fn validate_section<S: ServerSection>(section: &S, id_type: IdType) -> Resul
     check(
         "server.max_wait_ms",
         c.max_wait_ms,
-        2 * layout.unit_ms,
+        2 * layout.unit_ms(),
         600_000,
     )?;
     check("server.shutdown_grace_ms", c.shutdown_grace_ms, 0, 600_000)?;
-    section.validate_own(id_type)
+    section.validate_own(layout)
 }
 
 /// `value` within `min..=max`, or an error naming `field` and the range.
@@ -321,7 +321,7 @@ mod tests {
             self.listen = addr;
         }
 
-        fn validate_own(&self, _: IdType) -> Result<(), ConfigError> {
+        fn validate_own(&self, _: &Layout) -> Result<(), ConfigError> {
             check("server.extra", self.extra, 1, 5)
         }
     }

@@ -35,10 +35,13 @@ impl Health {
             "lease": s.lease.state.name(),
             "machine": s.machine,
             "genMethod": s.gen_method.code(),
-            "type": s.id_type.code(),
+            "layout": s.layout.name(),
             "endOfLife": vesta_core::Epoch::rfc3339(s.end_of_life_ms),
             "endOfLifeSecondsLeft": vesta_core::time_left_ms(s.end_of_life_ms, now_ms) / 1000,
         });
+        if let Some(t) = s.layout.id_type() {
+            body["type"] = t.code().into();
+        }
         if let Some(warning) = s.end_of_life_warning(now_ms) {
             body["status"] = "degraded".into();
             body["warning"] = warning.into();

@@ -34,8 +34,13 @@ pub fn register_issuer<C: Clock + 'static>(registry: &mut Registry, ids: &AsyncI
         "The issuer's fixed identity",
         Info::new(vec![
             ("gen_method", status.gen_method.name().to_owned()),
-            ("type", status.id_type.name().to_owned()),
-            ("epoch_ms", status.epoch.unix_ms().to_string()),
+            ("layout", status.layout.name().to_owned()),
+            // Vesta's type; the peers' layouts have none.
+            (
+                "type",
+                status.layout.id_type().map_or("", |t| t.name()).to_owned(),
+            ),
+            ("epoch_ms", status.epoch().unix_ms().to_string()),
         ]),
     );
     registry.register_collector(Box::new(IssuerCollector {
@@ -169,7 +174,7 @@ impl<C: Clock + 'static> Collector for IssuerCollector<C> {
             "layout_capacity_per_second",
             "The layout's cap: IDs one machine ID can issue per second (divide the issue rate \
              by it for the fill)",
-            i64::try_from(s.id_type.layout().capacity_per_second()).unwrap_or(i64::MAX),
+            i64::try_from(s.layout.capacity_per_second()).unwrap_or(i64::MAX),
         )?;
         let remaining_s = s.end_of_life_ms.saturating_sub(now_ms) / 1000;
         gauge(

@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
-use vesta_core::{Epoch, GenMethod, IdType};
+use vesta_core::{Epoch, GenMethod, IdType, LayoutSpec, Preset};
 
-use super::{ConfigError, IssuerConfig, MachineSource};
+use super::{ConfigError, IssuerConfig, LayoutChoice, MachineSource};
 
 /// Builds an [`IssuerConfig`] from the defaults; [`build`](Self::build) checks every value
 /// ([`IssuerConfig::validate`]), so a config that builds is one an issuer can start with.
@@ -41,24 +41,39 @@ pub struct IssuerConfigBuilder {
 }
 
 impl IssuerConfigBuilder {
-    /// `[id] type`: max-peak (seconds, 2^20 IDs per second; the default) or min-granularity
-    /// (milliseconds, 1024 IDs per millisecond).
-    pub fn id_type(mut self, id_type: IdType) -> Self {
-        self.config.id.id_type = id_type;
+    /// `[id] layout`: a preset (default `Preset::Vesta`); a team switching from Leaf, Twitter's
+    /// snowflake, Sonyflake or UidGenerator keeps its IDs' layout and epoch with the peer's
+    /// preset.
+    pub fn layout(mut self, preset: Preset) -> Self {
+        self.config.id.layout = LayoutChoice::Preset(preset);
         self
     }
 
-    /// `[id] epoch`: time zero of the time field (default Vesta's, 2015-01-01T00:00:00+08:00).
-    /// Explaining an ID needs it, so every issuer and reader of a deployment must agree on it.
+    /// `[id.layout]`: a custom layout, checked at `build`.
+    pub fn custom_layout(mut self, spec: LayoutSpec) -> Self {
+        self.config.id.layout = LayoutChoice::Custom(spec);
+        self
+    }
+
+    /// `[id] type` of the vesta layout: max-peak (seconds, 2^20 IDs per second; the default)
+    /// or min-granularity (milliseconds, 1024 IDs per millisecond).
+    pub fn id_type(mut self, id_type: IdType) -> Self {
+        self.config.id.id_type = Some(id_type);
+        self
+    }
+
+    /// `[id] epoch`: time zero of the time field (default: the layout's own; Vesta's is
+    /// 2015-01-01T00:00:00+08:00). Explaining an ID needs it, so every issuer and reader of a
+    /// deployment must agree on it.
     pub fn epoch(mut self, epoch: Epoch) -> Self {
-        self.config.id.epoch = epoch;
+        self.config.id.epoch = Some(epoch);
         self
     }
 
     /// `[id] version`: the version bit, 0 (default) or 1 (the extension scheme; such IDs are
     /// negative as a Java `long`).
     pub fn version(mut self, version: u8) -> Self {
-        self.config.id.version = version;
+        self.config.id.version = Some(version);
         self
     }
 
@@ -94,10 +109,10 @@ impl IssuerConfigBuilder {
         self
     }
 
-    /// `[machine] server_pool_start`: the first machine ID of the server pool (default 924);
-    /// embedded issuers use the IDs below it.
+    /// `[machine] server_pool_start`: the first machine ID of the server pool (default: the
+    /// layout's split, 924 for a 10-bit node); embedded issuers use the IDs below it.
     pub fn server_pool_start(mut self, first: u64) -> Self {
-        self.config.machine.server_pool_start = first;
+        self.config.machine.server_pool_start = Some(first);
         self
     }
 

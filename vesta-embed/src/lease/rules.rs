@@ -37,24 +37,19 @@ pub(crate) fn beat_interval(report_interval: Duration, window: Duration) -> Dura
 pub(crate) const STATE_FILE_INTERVALS_AHEAD: u32 = 3;
 
 /// The end (exclusive, ms since the Unix epoch) of time unit `time`.
-pub(crate) fn unit_end_ms(layout: &Layout, epoch: Epoch, time: u64) -> u64 {
-    epoch.unix_ms_of(layout, time.saturating_add(1))
+pub(crate) fn unit_end_ms(layout: &Layout, time: u64) -> u64 {
+    layout.unix_ms_of(time.saturating_add(1))
 }
 
 /// The mark a holder writes while it may still issue until `deadline_ms`: the end of the later
 /// of its last issued unit and the unit containing its deadline's last millisecond.
-pub(crate) fn promise_mark_ms(
-    layout: &Layout,
-    epoch: Epoch,
-    last_time: u64,
-    deadline_ms: u64,
-) -> u64 {
-    let issued = unit_end_ms(layout, epoch, last_time);
-    let promised = match epoch.time_at(layout, deadline_ms.saturating_sub(1)) {
-        Ok(t) => unit_end_ms(layout, epoch, t),
+pub(crate) fn promise_mark_ms(layout: &Layout, last_time: u64, deadline_ms: u64) -> u64 {
+    let issued = unit_end_ms(layout, last_time);
+    let promised = match layout.time_at(deadline_ms.saturating_sub(1)) {
+        Ok(t) => unit_end_ms(layout, t),
         // Before the epoch nothing can be issued; past the end of life nothing either.
-        Err(_) if deadline_ms <= epoch.unix_ms() => 0,
-        Err(_) => layout.end_of_life_ms(epoch),
+        Err(_) if deadline_ms <= layout.epoch().unix_ms() => 0,
+        Err(_) => layout.end_of_life_ms(),
     };
     issued.max(promised)
 }
@@ -72,17 +67,15 @@ pub(crate) struct Floor {
 
 impl Floor {
     /// The floor that keeps issuing at or after `mark_ms`.
-    pub(crate) fn after_mark(layout: &Layout, epoch: Epoch, mark_ms: u64) -> Floor {
-        let time = if mark_ms <= epoch.unix_ms() {
+    pub(crate) fn after_mark(layout: &Layout, mark_ms: u64) -> Floor {
+        let time = if mark_ms <= layout.epoch().unix_ms() {
             0
         } else {
-            epoch
-                .time_at(layout, mark_ms - 1)
-                .unwrap_or(layout.max_time())
+            layout.time_at(mark_ms - 1).unwrap_or(layout.max_time())
         };
         Floor {
             time,
-            issue_from_ms: epoch.unix_ms_of(layout, time + 1),
+            issue_from_ms: layout.unix_ms_of(time + 1),
         }
     }
 }
@@ -161,8 +154,7 @@ pub(crate) struct Promise {
 /// was written in time.
 #[derive(Clone, Debug)]
 pub(crate) struct Term {
-    layout: &'static Layout,
-    epoch: Epoch,
+    layout: Layout,
     window: Duration,
     /// The highest mark promised for the machine ID in use.
     promised_ms: u64,
@@ -172,10 +164,9 @@ pub(crate) struct Term {
 
 impl Term {
     /// A term with nothing promised yet; each renewal lets issuing go on for `window`.
-    pub(crate) fn new(layout: &'static Layout, epoch: Epoch, window: Duration) -> Self {
+    pub(crate) fn new(layout: Layout, window: Duration) -> Self {
         Term {
             layout,
-            epoch,
             window,
             promised_ms: 0,
             ends_at: None,
@@ -192,9 +183,9 @@ impl Term {
         self.window = window;
     }
 
-    /// The layout and epoch the marks are in.
-    pub(crate) fn layout_epoch(&self) -> (&'static Layout, Epoch) {
-        (self.layout, self.epoch)
+    /// The layout (with its epoch) the marks are in.
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
     }
 
     /// The renewal to write now: read the monotonic clock, then the wall clock (`now_ms`), then
@@ -202,8 +193,7 @@ impl Term {
     /// before the deadline. Never promises less than an earlier renewal.
     pub(crate) fn renewal(&self, sent_at: Instant, now_ms: u64, last_time: u64) -> Promise {
         let deadline_ms = now_ms.saturating_add(self.window.as_millis() as u64);
-        let mark_ms =
-            promise_mark_ms(self.layout, self.epoch, last_time, deadline_ms).max(self.promised_ms);
+        let mark_ms = promise_mark_ms(&self.layout, last_time, deadline_ms).max(self.promised_ms);
         Promise {
             sent_ms: now_ms,
             sent_at,
@@ -260,7 +250,7 @@ impl Term {
             sent_ms: now_ms,
             sent_at,
             deadline_ms: now_ms,
-            mark_ms: promise_mark_ms(self.layout, self.epoch, last_time, now_ms.saturating_add(1)),
+            mark_ms: promise_mark_ms(&self.layout, last_time, now_ms.saturating_add(1)),
             last_time,
             clean: true,
         }
@@ -312,21 +302,15 @@ mod tests {
     fn promise_covers_the_deadline_unit_and_the_last_issued_unit() {
         let l = IdType::MaxPeak.layout();
         let t = 100;
-        let start = E.unix_ms_of(l, t);
+        let start = l.unix_ms_of(t);
         // Deadline in the middle of unit 103: units up to 103 may still be used.
-        assert_eq!(
-            promise_mark_ms(l, E, t, start + 3_500),
-            E.unix_ms_of(l, 104)
-        );
+        assert_eq!(promise_mark_ms(l, t, start + 3_500), l.unix_ms_of(104));
         // Deadline exactly at the start of unit 103: its last usable ms is in unit 102.
-        assert_eq!(
-            promise_mark_ms(l, E, t, start + 3_000),
-            E.unix_ms_of(l, 103)
-        );
+        assert_eq!(promise_mark_ms(l, t, start + 3_000), l.unix_ms_of(103));
         // A clean mark (deadline now, already fenced) is the end of the last issued unit.
-        assert_eq!(promise_mark_ms(l, E, t, start + 10), E.unix_ms_of(l, 101));
+        assert_eq!(promise_mark_ms(l, t, start + 10), l.unix_ms_of(101));
         let ms = IdType::MinGranularity.layout();
-        assert_eq!(promise_mark_ms(ms, E, 5, E.unix_ms() + 9), E.unix_ms() + 9);
+        assert_eq!(promise_mark_ms(ms, 5, E.unix_ms() + 9), E.unix_ms() + 9);
     }
 
     #[test]
@@ -339,17 +323,17 @@ mod tests {
                 E.unix_ms() + 1000,
                 1_700_000_000_123,
             ] {
-                let floor = Floor::after_mark(l, E, mark);
-                assert_eq!(floor.issue_from_ms, E.unix_ms_of(l, floor.time + 1));
+                let floor = Floor::after_mark(l, mark);
+                assert_eq!(floor.issue_from_ms, l.unix_ms_of(floor.time + 1));
                 assert!(
                     floor.issue_from_ms >= mark,
                     "{id_type:?} mark {mark} {floor:?}"
                 );
                 // And the floor unit itself contains the mark's last ms: nothing is lost.
-                assert!(E.unix_ms_of(l, floor.time) < mark);
+                assert!(l.unix_ms_of(floor.time) < mark);
             }
-            assert_eq!(Floor::after_mark(l, E, E.unix_ms()).time, 0);
-            assert_eq!(Floor::after_mark(l, E, 5).time, 0);
+            assert_eq!(Floor::after_mark(l, E.unix_ms()).time, 0);
+            assert_eq!(Floor::after_mark(l, 5).time, 0);
         }
     }
 
@@ -390,15 +374,15 @@ mod tests {
         for id_type in [IdType::MaxPeak, IdType::MinGranularity] {
             let l = id_type.layout();
             let window = Duration::from_millis(6_666);
-            let mut term = Term::new(l, E, window);
+            let mut term = Term::new(l.clone(), window);
             let sent = Instant::now();
-            let last = E.time_at(l, T0).unwrap();
+            let last = l.time_at(T0).unwrap();
             let p = term.renewal(sent, T0, last);
             assert_eq!(p.deadline_ms, T0 + 6_666);
             assert_eq!((p.sent_ms, p.sent_at, p.clean), (T0, sent, false));
             // Every unit that may still be used before the deadline ends at or before the mark.
-            let last_usable = E.time_at(l, p.deadline_ms - 1).unwrap();
-            assert_eq!(p.mark_ms, unit_end_ms(l, E, last_usable));
+            let last_usable = l.time_at(p.deadline_ms - 1).unwrap();
+            assert_eq!(p.mark_ms, unit_end_ms(l, last_usable));
             assert!(p.mark_ms >= p.deadline_ms);
             assert_eq!(term.ends_at(), None, "not renewed until written");
             term.renewed(&p);
@@ -416,7 +400,10 @@ mod tests {
 
     #[test]
     fn a_lapse_is_reported_once_at_the_end_of_the_term() {
-        let mut term = Term::new(IdType::MaxPeak.layout(), E, Duration::from_millis(1_000));
+        let mut term = Term::new(
+            IdType::MaxPeak.layout().clone(),
+            Duration::from_millis(1_000),
+        );
         let sent = Instant::now();
         assert!(
             !term.lapsed(sent + Duration::from_secs(60)),
@@ -442,14 +429,14 @@ mod tests {
     fn the_final_mark_covers_the_unit_of_now_and_every_issued_unit() {
         for id_type in [IdType::MaxPeak, IdType::MinGranularity] {
             let l = id_type.layout();
-            let term = Term::new(l, E, Duration::from_millis(6_666));
-            let now_unit = E.time_at(l, T0).unwrap();
+            let term = Term::new(l.clone(), Duration::from_millis(6_666));
+            let now_unit = l.time_at(T0).unwrap();
             let p = term.final_promise(Instant::now(), T0, now_unit - 1);
             assert!(p.clean);
-            assert_eq!(p.mark_ms, unit_end_ms(l, E, now_unit), "{id_type:?}");
+            assert_eq!(p.mark_ms, unit_end_ms(l, now_unit), "{id_type:?}");
             // Issued ahead of the clock (a rollback ridden out): the issued unit counts.
             let p = term.final_promise(Instant::now(), T0, now_unit + 2);
-            assert_eq!(p.mark_ms, unit_end_ms(l, E, now_unit + 2), "{id_type:?}");
+            assert_eq!(p.mark_ms, unit_end_ms(l, now_unit + 2), "{id_type:?}");
         }
     }
 
@@ -460,19 +447,17 @@ mod tests {
         for id_type in [IdType::MaxPeak, IdType::MinGranularity] {
             let l = id_type.layout();
             let config = GeneratorConfig {
-                id_type,
-                epoch: E,
+                layout: l.clone(),
                 machine: 3,
                 gen_method: vesta_core::GenMethod::Embed,
-                version: 0,
-                pools: MachinePools::default(),
+                pools: Some(MachinePools::default()),
                 rollback_tolerance_ms: None,
                 seq_start: vesta_core::SeqStart::Zero,
                 floor: None,
             };
             let clock = Arc::new(ManualClock::new(T0));
             let holder = Generator::new(config, clock.clone()).unwrap();
-            let mut term = Term::new(l, E, Duration::from_millis(3_000));
+            let mut term = Term::new(l.clone(), Duration::from_millis(3_000));
             let p = term.renewal(Instant::now(), clock.now_ms(), holder.last_issued_time());
             term.renewed(&p);
             holder.set_deadline_ms(p.deadline_ms);
@@ -482,11 +467,11 @@ mod tests {
                 last = id;
                 clock.advance(l.unit_ms.min(250));
             }
-            let last_ms = E.unix_ms_of(l, IdFields::decode(last).time);
+            let last_ms = l.unix_ms_of(IdFields::decode(last).time);
             assert!(last_ms < p.mark_ms, "issued past its promise");
 
             // The successor's clock is 2 s behind the holder's.
-            let floor = Floor::after_mark(l, E, p.mark_ms);
+            let floor = Floor::after_mark(l, p.mark_ms);
             let clock_b = Arc::new(ManualClock::new(T0 - 2_000));
             pass_guard(&clock_b, 3, floor.issue_from_ms, Duration::from_secs(10)).unwrap();
             assert!(clock_b.now_ms() >= p.mark_ms);
@@ -500,7 +485,7 @@ mod tests {
             .unwrap();
             let first = successor.next_id().unwrap();
             assert!(first > last);
-            let first_ms = E.unix_ms_of(l, IdFields::decode(first).time);
+            let first_ms = l.unix_ms_of(IdFields::decode(first).time);
             assert!(
                 first_ms >= p.mark_ms,
                 "{id_type:?}: started inside the promise"

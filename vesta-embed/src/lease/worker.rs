@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
-use vesta_core::{Clock, Epoch, Layout};
+use vesta_core::{Clock, Layout};
 
 use super::leased_generator::LeasedGenerator;
 use super::rules::{Floor, Promise, Term, pass_guard};
@@ -60,8 +60,7 @@ impl<C: Clock + 'static> Lease<C> {
     /// A lease with nothing promised yet: renewals let issuing go on for `window`, one per
     /// `beat`.
     pub(crate) fn new(leased: Arc<LeasedGenerator<C>>, window: Duration, beat: Duration) -> Self {
-        let c = leased.generator.config();
-        let term = Term::new(c.id_type.layout(), c.epoch, window);
+        let term = Term::new(leased.generator.layout().clone(), window);
         Lease {
             leased,
             term,
@@ -75,9 +74,9 @@ impl<C: Clock + 'static> Lease<C> {
         self.leased.generator.clock().now_ms()
     }
 
-    /// The layout and epoch of the issued IDs.
-    pub(crate) fn layout_epoch(&self) -> (&'static Layout, Epoch) {
-        self.term.layout_epoch()
+    /// The layout (with its epoch) of the issued IDs.
+    pub(crate) fn layout(&self) -> &Layout {
+        self.term.layout()
     }
 
     /// The promise to write now (monotonic clock, wall clock, then the last issued time).
@@ -117,8 +116,7 @@ impl<C: Clock + 'static> Lease<C> {
         mark_ms: u64,
         max_wait: Duration,
     ) -> Result<Floor, StartError> {
-        let (layout, epoch) = self.layout_epoch();
-        let floor = Floor::after_mark(layout, epoch, mark_ms);
+        let floor = Floor::after_mark(self.layout(), mark_ms);
         if mark_ms == 0 {
             return Ok(floor);
         }

@@ -283,8 +283,7 @@ impl ZkSource {
                     // below the floor whatever it says was issued (our own is a promise ahead
                     // of the clock, which must not stall issuing).
                     if mark.holder != self.holder() {
-                        let (layout, epoch) = lease.layout_epoch();
-                        let floor = Floor::after_mark(layout, epoch, mark.mark_ms);
+                        let floor = Floor::after_mark(lease.layout(), mark.mark_ms);
                         let _ = lease.leased.generator.raise_floor(floor.time);
                     }
                     lease.term.adopt_mark(mark.mark_ms);

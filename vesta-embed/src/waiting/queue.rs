@@ -68,13 +68,10 @@ impl FlowQueue {
                 break;
             };
             let k = w.left.min(run.count);
-            w.runs.push(IdRun {
-                first: run.first,
-                count: k,
-            });
+            w.runs.push(IdRun { count: k, ..run });
             w.left -= k;
             self.left -= k;
-            run.first += k * IdRun::STEP;
+            run.first += k * run.step;
             run.count -= k;
             if w.left == 0 {
                 if let Some(w) = self.waiters.pop_front() {

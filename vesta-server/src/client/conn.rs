@@ -19,19 +19,67 @@ use tokio::sync::{Notify, Semaphore, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
+use vesta_core::Layout;
+
 use crate::error::AttemptError;
 use crate::frame::{self, MAX_MAX_FRAME_BYTES};
-use crate::proto::{MIN_VERSION, Request, Response, VERSION};
+use crate::proto::{Dialect, ErrorCode, MIN_VERSION, Request, Response, VERSION, fits_v1};
 
 type Reply = oneshot::Sender<Result<Response, AttemptError>>;
 
 /// What the server said in its handshake.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Hello {
     /// Largest frame length.
     pub max_frame_bytes: u32,
     /// Largest `NEXT_IDS` count.
     pub max_batch: u32,
+    /// The version in use and the server's layout (version 1: Vesta's, epoch unknown).
+    pub dialect: Dialect,
+}
+
+/// The layout every server of one client issues in, and its fallback issuer too: learned from
+/// the first handshake (or the fallback) and checked at every later one, so a failover never
+/// mixes IDs of two layouts or epochs.
+#[derive(Debug, Default)]
+pub(crate) struct LayoutPin(std::sync::OnceLock<Layout>);
+
+impl LayoutPin {
+    /// Pins `layout` (the fallback's) before any server is asked.
+    pub(crate) fn pin(&self, layout: Layout) {
+        let _ = self.0.set(layout);
+    }
+
+    /// The layout the client's servers issue in, once known.
+    pub(crate) fn get(&self) -> Option<&Layout> {
+        self.0.get()
+    }
+
+    /// Accepts a server at `addr` that handshook `hello`, or says why not.
+    fn check(&self, addr: &str, hello: &Hello) -> Result<(), String> {
+        if hello.dialect.version < 2 {
+            // A version-1 server issues one of Vesta's layouts; its epoch comes with INFO.
+            return match self.get() {
+                Some(p) if p.id_type().is_none() => Err(format!(
+                    "{addr} speaks protocol version 1 (Vesta's layouts only) but this client's \
+                     servers issue the {} layout",
+                    p.name()
+                )),
+                _ => Ok(()),
+            };
+        }
+        let layout = &hello.dialect.layout;
+        let pinned = self.0.get_or_init(|| layout.clone());
+        if pinned.for_id(0).as_ref() == layout.for_id(0).as_ref() {
+            return Ok(());
+        }
+        Err(format!(
+            "{addr} issues the {layout} layout from epoch {} but this client's other servers \
+             (or its fallback) issue {pinned} from epoch {}: one client, one layout",
+            vesta_core::Epoch::rfc3339(layout.epoch().unix_ms()),
+            vesta_core::Epoch::rfc3339(pinned.epoch().unix_ms()),
+        ))
+    }
 }
 
 struct State {
@@ -97,11 +145,13 @@ impl Drop for Conn {
 }
 
 impl Conn {
-    /// Connects and shakes hands within `connect_timeout`.
+    /// Connects and shakes hands within `connect_timeout`; a server whose layout differs from
+    /// the one `pin` holds is refused.
     pub(crate) async fn connect(
         addr: &str,
         connect_timeout: Duration,
         max_in_flight: usize,
+        pin: &LayoutPin,
     ) -> Result<Conn, AttemptError> {
         let fut = async {
             let mut stream = TcpStream::connect(addr)
@@ -111,6 +161,7 @@ impl Conn {
             let hello = handshake(&mut stream)
                 .await
                 .map_err(|e| AttemptError::Connect(format!("{addr}: {e}")))?;
+            pin.check(addr, &hello).map_err(AttemptError::Connect)?;
             Ok::<_, AttemptError>((stream, hello))
         };
         let (stream, hello) = timeout(connect_timeout, fut).await.map_err(|_| {
@@ -130,7 +181,12 @@ impl Conn {
             wake_writer: Notify::new(),
             draining: AtomicBool::new(false),
         });
-        let reader = tokio::spawn(read_loop(r, shared.clone(), hello.max_frame_bytes));
+        let reader = tokio::spawn(read_loop(
+            r,
+            shared.clone(),
+            hello.max_frame_bytes,
+            hello.dialect.clone(),
+        ));
         let writer = tokio::spawn(write_loop(w, shared.clone()));
         Ok(Conn {
             shared,
@@ -142,8 +198,8 @@ impl Conn {
     }
 
     /// The server's handshake answer.
-    pub(crate) fn hello(&self) -> Hello {
-        self.hello
+    pub(crate) fn hello(&self) -> &Hello {
+        &self.hello
     }
 
     /// True while new requests may be sent on it.
@@ -167,6 +223,17 @@ impl Conn {
             .acquire()
             .await
             .map_err(|_| AttemptError::Lost("connection closed".into()))?;
+        if let Request::Make(values) = request
+            && self.hello.dialect.version < 2
+            && !fits_v1(values)
+        {
+            return Ok(Response::Error {
+                code: ErrorCode::InvalidArgument,
+                message: "this server speaks protocol version 1, whose MAKE takes exactly \
+                          version, type, genMethod, time, seq and machine"
+                    .into(),
+            });
+        }
         let (tx, rx) = oneshot::channel();
         let id = {
             let mut st = self.shared.state();
@@ -183,7 +250,7 @@ impl Conn {
             }
             st.next_id = id.wrapping_add(1);
             st.inflight.insert(id, tx);
-            request.encode(id, &mut st.wbuf);
+            request.encode(id, &self.hello.dialect, &mut st.wbuf);
             id
         };
         self.shared.wake_writer.notify_one();
@@ -209,20 +276,25 @@ async fn handshake(stream: &mut TcpStream) -> Result<Hello, String> {
         min_version: MIN_VERSION,
         max_version: VERSION,
     }
-    .encode(1, &mut out);
+    .encode(1, &Dialect::v1(), &mut out);
     stream.write_all(&out).await.map_err(|e| e.to_string())?;
     let mut buf = BytesMut::with_capacity(256);
     loop {
         match frame::decode(&mut buf, MAX_MAX_FRAME_BYTES).map_err(|e| e.to_string())? {
             Some(f) => {
-                return match Response::parse(&f).map_err(|e| e.to_string())? {
+                return match Response::parse(&f, &Dialect::v1()).map_err(|e| e.to_string())? {
                     Response::HelloOk {
+                        version,
                         max_frame_bytes,
                         max_batch,
-                        ..
-                    } => Ok(Hello {
+                        layout,
+                    } if (MIN_VERSION..=VERSION).contains(&version) => Ok(Hello {
                         max_frame_bytes,
                         max_batch,
+                        dialect: match layout {
+                            Some(layout) => Dialect::new(version, layout),
+                            None => Dialect::v1(),
+                        },
                     }),
                     Response::Error { code, message } | Response::GoAway { code, message } => {
                         Err(format!("{message} ({code})"))
@@ -263,12 +335,17 @@ async fn write_loop(mut w: OwnedWriteHalf, shared: Arc<Shared>) {
     }
 }
 
-async fn read_loop(mut r: OwnedReadHalf, shared: Arc<Shared>, max_frame_bytes: u32) {
+async fn read_loop(
+    mut r: OwnedReadHalf,
+    shared: Arc<Shared>,
+    max_frame_bytes: u32,
+    dialect: Dialect,
+) {
     let mut buf = BytesMut::with_capacity(64 << 10);
     let reason = loop {
         match frame::decode(&mut buf, max_frame_bytes) {
             Ok(Some(f)) => {
-                let answer = match Response::parse(&f) {
+                let answer = match Response::parse(&f, &dialect) {
                     Ok(a) => a,
                     Err(e) => break format!("bad answer from the server: {e}"),
                 };

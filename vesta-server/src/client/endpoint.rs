@@ -9,7 +9,7 @@ use tokio::sync::Mutex as AsyncMutex;
 use tokio::time::Instant;
 
 use super::ClientConfig;
-use super::conn::Conn;
+use super::conn::{Conn, LayoutPin};
 use crate::error::AttemptError;
 use crate::proto::{Request, Response};
 
@@ -72,6 +72,7 @@ impl Endpoint {
     pub(crate) async fn conn(
         &self,
         config: &ClientConfig,
+        pin: &LayoutPin,
     ) -> Result<(Arc<Conn>, bool), AttemptError> {
         let slot = &self.slots[self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len()];
         if let Some(c) = slot.usable() {
@@ -91,6 +92,7 @@ impl Endpoint {
             &self.addr,
             config.connect_timeout,
             config.max_in_flight_per_connection,
+            pin,
         )
         .await
         {
@@ -109,11 +111,12 @@ impl Endpoint {
 
     /// The health check of an endpoint marked dead: a fresh connection whose `INFO` says the
     /// server is issuing. On success the connection joins the pool.
-    pub(crate) async fn check(&self, config: &ClientConfig) -> bool {
+    pub(crate) async fn check(&self, config: &ClientConfig, pin: &LayoutPin) -> bool {
         let conn = match Conn::connect(
             &self.addr,
             config.connect_timeout,
             config.max_in_flight_per_connection,
+            pin,
         )
         .await
         {

@@ -2,7 +2,7 @@
 //! used only when every server failed a whole round. It issues through the same async waiting
 //! list as the servers ([`AsyncIssuer`]), so it never blocks a worker thread.
 
-use vesta_core::{GenMethod, IdRun};
+use vesta_core::{GenMethod, IdRun, Layout};
 use vesta_embed::{AsyncIssuer, IssuerConfig};
 
 use crate::error::ClientError;
@@ -20,6 +20,11 @@ impl Fallback {
             .await
             .map_err(|e| ClientError::Fallback(e.to_string()))?;
         Ok(Fallback { ids })
+    }
+
+    /// The layout (with its epoch) the fallback issues in: the servers' must be the same.
+    pub(crate) fn layout(&self) -> Layout {
+        self.ids.issuer().layout().clone()
     }
 
     /// One ID.

@@ -26,11 +26,12 @@ use std::time::Duration;
 use tokio::sync::Mutex as AsyncMutex;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep};
-use vesta_core::{Explanation, IdBatch, IdFields, IdRun};
+use vesta_core::{Explanation, FieldValues, IdBatch, IdRun, Layout};
 use vesta_embed::IssuerConfig;
 
 use crate::error::{AttemptError, ClientError};
-use crate::proto::{DEFAULT_MAX_BATCH, RawFields, Request, Response, ServerInfo};
+use crate::proto::{DEFAULT_MAX_BATCH, Request, Response, ServerInfo};
+use conn::LayoutPin;
 use endpoint::Endpoint;
 use fallback::Fallback;
 
@@ -157,6 +158,8 @@ struct Inner {
     max_batch: AtomicU32,
     prefetched: AsyncMutex<VecDeque<IdRun>>,
     fallback: Option<Fallback>,
+    /// The one layout of the servers (and the fallback).
+    pin: LayoutPin,
     counters: Counters,
     health: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
@@ -205,11 +208,16 @@ impl Client {
             .iter()
             .map(|a| Endpoint::new(a.clone(), config.connections_per_endpoint))
             .collect();
+        let pin = LayoutPin::default();
+        if let Some(f) = &fallback {
+            pin.pin(f.layout());
+        }
         let inner = Arc::new(Inner {
             endpoints,
             max_batch: AtomicU32::new(DEFAULT_MAX_BATCH),
             prefetched: AsyncMutex::new(VecDeque::new()),
             fallback,
+            pin,
             counters: Counters::default(),
             health: std::sync::Mutex::new(None),
             config,
@@ -347,24 +355,25 @@ impl Client {
         Ok(ranges)
     }
 
-    /// An ID explained by a server (with the server's epoch).
+    /// The layout (with its epoch) of the servers' IDs, once a server (or the fallback) told
+    /// it; every server of one client must issue in the same one.
+    pub fn layout(&self) -> Option<Layout> {
+        self.inner.pin.get().cloned()
+    }
+
+    /// An ID explained by a server, in the server's layout and epoch (checked against the
+    /// layout the server announced: an answer that disagrees is refused).
     pub async fn explain(&self, id: u64) -> Result<Explanation, ClientError> {
         match self.server_only(&Request::Explain { id }).await? {
-            // The server's fields as sent: the client does not decode the ID again.
-            (Response::Explained(x), ep) => {
-                Explanation::try_from(x).map_err(|e| ClientError::Refused {
-                    endpoint: self.endpoint_name(ep),
-                    code: crate::proto::ErrorCode::Internal,
-                    message: format!("the server sent an explanation that does not fit: {e}"),
-                })
-            }
+            (Response::Explained(x), _) => Ok(x),
             (other, ep) => Err(self.unexpected(ep, &other)),
         }
     }
 
-    /// An ID made by a server from chosen fields; out-of-range fields are refused, named.
-    pub async fn make(&self, fields: &IdFields) -> Result<u64, ClientError> {
-        let request = Request::Make(RawFields::from(fields));
+    /// An ID made by a server from field values by name (the layout's own names, or `time`,
+    /// `seq`, `node`); out-of-range and missing fields are refused, named.
+    pub async fn make(&self, values: &FieldValues) -> Result<u64, ClientError> {
+        let request = Request::Make(values.clone());
         match self.server_only(&request).await? {
             (Response::Made(id), _) => Ok(id),
             (other, ep) => Err(self.unexpected(ep, &other)),
@@ -529,7 +538,7 @@ impl Client {
     async fn attempt(&self, i: usize, request: &Request) -> Result<Response, AttemptError> {
         let inner = &*self.inner;
         let ep = &inner.endpoints[i];
-        let (conn, fresh) = ep.conn(&inner.config).await?;
+        let (conn, fresh) = ep.conn(&inner.config, &inner.pin).await?;
         // A new connection and handshake is a sign of life (an answer on an old one is not:
         // it may have been sent just before the server died).
         if fresh && ep.set_healthy(true) {
@@ -553,7 +562,7 @@ fn pop(buf: &mut VecDeque<IdRun>) -> Option<u64> {
     let run = buf.front_mut()?;
     let id = run.first;
     run.count -= 1;
-    run.first += IdRun::STEP;
+    run.first += run.step;
     if run.count == 0 {
         buf.pop_front();
     }
@@ -584,7 +593,7 @@ async fn health_loop(inner: Weak<Inner>) {
             return;
         };
         for ep in inner.endpoints.iter().filter(|e| !e.is_healthy()) {
-            if ep.check(&inner.config).await && ep.set_healthy(true) {
+            if ep.check(&inner.config, &inner.pin).await && ep.set_healthy(true) {
                 inner.counters.revived.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(endpoint = ep.addr(), "alive again");
             }

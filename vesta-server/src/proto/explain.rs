@@ -1,78 +1,24 @@
-//! `EXPLAIN` → `EXPLAINED`: any 64-bit value taken apart with the server's epoch; never fails.
-//! Also the two conversions between [`Explanation`] and its wire form, one each way: the server
-//! sends its fields, the client uses them as sent.
+//! `EXPLAIN` → `EXPLAINED`: any 64-bit value taken apart in the server's layout; never fails.
+//! The server sends every field's value; the client reads the ID in the connection's layout and
+//! refuses an answer whose values disagree with it (only a broken server sends one), so what a
+//! caller gets is an [`Explanation`] that is true to both.
+//!
+//! Version 1 (Vesta's layouts): id u64, version u8, type u8, genMethod u8, time u64, seq u32,
+//! machine u16, unix_ms u64. Version 2 (any layout): id u64, unix_ms u64, count u8, then the
+//! values (u64 each) of the layout's fields and node parts from the top bit down.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use vesta_core::{Clock, Explanation, FieldError};
+use vesta_core::{Clock, Epoch, Explanation, IdType};
 
-use super::{ParseError, RawFields, Request, Response, ServerContext, exact, op};
+use super::{Dialect, ParseError, Request, Response, ServerContext, exact, op};
 use crate::frame;
 
 /// `EXPLAIN`: id u64.
 const REQUEST_LEN: usize = 8;
-/// `EXPLAINED`: id u64, version u8, type u8, genMethod u8, time u64, seq u32, machine u16,
-/// unix_ms u64.
-const ANSWER_LEN: usize = 8 + 1 + 1 + 1 + 8 + 4 + 2 + 8;
-
-/// An explained ID as the server sends it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct WireExplanation {
-    /// The ID.
-    pub id: u64,
-    /// Bit 63.
-    pub version: u8,
-    /// Type bit.
-    pub id_type: u8,
-    /// genMethod field.
-    pub gen_method: u8,
-    /// Time field.
-    pub time: u64,
-    /// Sequence field.
-    pub seq: u32,
-    /// Machine field.
-    pub machine: u16,
-    /// Start of the ID's time unit, ms since 1970 (server's epoch).
-    pub unix_ms: u64,
-}
-
-impl From<Explanation> for WireExplanation {
-    /// The fields fit their wire widths: decoding never yields a wider value.
-    fn from(x: Explanation) -> Self {
-        let f = x.fields;
-        WireExplanation {
-            id: x.id,
-            version: f.version,
-            id_type: f.id_type.code() as u8,
-            gen_method: f.gen_method.code() as u8,
-            time: f.time,
-            seq: f.seq as u32,
-            machine: f.machine as u16,
-            unix_ms: x.unix_ms,
-        }
-    }
-}
-
-impl TryFrom<WireExplanation> for Explanation {
-    type Error = FieldError;
-
-    /// The server's fields as sent, range-checked like `MAKE`'s: a field that does not fit its
-    /// layout (only a broken server sends one) is named, not masked.
-    fn try_from(x: WireExplanation) -> Result<Self, FieldError> {
-        let raw = RawFields {
-            version: x.version,
-            id_type: x.id_type,
-            gen_method: x.gen_method,
-            time: x.time,
-            seq: u64::from(x.seq),
-            machine: u64::from(x.machine),
-        };
-        Ok(Explanation {
-            id: x.id,
-            fields: raw.to_fields()?,
-            unix_ms: x.unix_ms,
-        })
-    }
-}
+/// Version 1 `EXPLAINED`.
+const ANSWER_LEN_V1: usize = 8 + 1 + 1 + 1 + 8 + 4 + 2 + 8;
+/// Version 2 `EXPLAINED` before the values: id u64, unix_ms u64, count u8.
+const ANSWER_HEAD_V2: usize = 8 + 8 + 1;
 
 pub(super) fn parse_request(payload: &Bytes) -> Result<Request, ParseError> {
     let mut b = exact("EXPLAIN", payload, REQUEST_LEN)?;
@@ -84,68 +30,156 @@ pub(super) fn encode_request(request_id: u32, id: u64, out: &mut BytesMut) {
     out.put_u64(id);
 }
 
-pub(super) fn encode_answer(request_id: u32, x: &WireExplanation, out: &mut BytesMut) {
-    frame::put_header(out, op::EXPLAIN | op::ANSWER, request_id, ANSWER_LEN);
-    out.put_u64(x.id);
-    out.put_u8(x.version);
-    out.put_u8(x.id_type);
-    out.put_u8(x.gen_method);
-    out.put_u64(x.time);
-    out.put_u32(x.seq);
-    out.put_u16(x.machine);
-    out.put_u64(x.unix_ms);
+pub(super) fn encode_answer(
+    request_id: u32,
+    x: &Explanation,
+    dialect: &Dialect,
+    out: &mut BytesMut,
+) {
+    match x.vesta_fields().filter(|_| dialect.version < 2) {
+        Some(f) => {
+            frame::put_header(out, op::EXPLAIN | op::ANSWER, request_id, ANSWER_LEN_V1);
+            out.put_u64(x.id);
+            out.put_u8(f.version);
+            out.put_u8(f.id_type.code() as u8);
+            out.put_u8(f.gen_method.code() as u8);
+            out.put_u64(f.time);
+            out.put_u32(f.seq as u32);
+            out.put_u16(f.machine as u16);
+            out.put_u64(x.unix_ms);
+        }
+        None => {
+            let values = x.values();
+            let len = ANSWER_HEAD_V2 + 8 * values.len();
+            frame::put_header(out, op::EXPLAIN | op::ANSWER, request_id, len);
+            out.put_u64(x.id);
+            out.put_u64(x.unix_ms);
+            out.put_u8(values.len() as u8);
+            for (_, v) in values {
+                out.put_u64(v);
+            }
+        }
+    }
 }
 
-pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
-    let mut b = exact("EXPLAINED", payload, ANSWER_LEN)?;
-    Ok(Response::Explained(WireExplanation {
-        id: b.get_u64(),
-        version: b.get_u8(),
-        id_type: b.get_u8(),
-        gen_method: b.get_u8(),
-        time: b.get_u64(),
-        seq: b.get_u32(),
-        machine: b.get_u16(),
-        unix_ms: b.get_u64(),
-    }))
+pub(super) fn parse_answer(payload: &Bytes, dialect: &Dialect) -> Result<Response, ParseError> {
+    let disagrees = || ParseError::BadValue {
+        name: "EXPLAINED",
+        reason: "the values disagree with the ID in the server's layout".into(),
+    };
+    if dialect.version < 2 {
+        let mut b = exact("EXPLAINED", payload, ANSWER_LEN_V1)?;
+        let id = b.get_u64();
+        let sent = (
+            b.get_u8(),
+            b.get_u8(),
+            b.get_u8(),
+            b.get_u64(),
+            b.get_u32(),
+            b.get_u16(),
+        );
+        let unix_ms = b.get_u64();
+        // Version 1 does not carry the epoch: it is where the sent instant puts time 0.
+        let t = IdType::from_code(u64::from(sent.1)).map_err(|_| disagrees())?;
+        let since_epoch = sent
+            .3
+            .checked_mul(t.layout().unit_ms())
+            .ok_or_else(disagrees)?;
+        let epoch = unix_ms.checked_sub(since_epoch).ok_or_else(disagrees)?;
+        let layout = t
+            .layout()
+            .with_epoch(Epoch::from_unix_ms(epoch))
+            .with_fixed("version", u64::from(sent.0))
+            .map_err(|_| disagrees())?;
+        let x = Explanation::new(id, &layout);
+        let f = x.vesta_fields().ok_or_else(disagrees)?;
+        let ours = (
+            f.version,
+            f.id_type.code() as u8,
+            f.gen_method.code() as u8,
+            f.time,
+            f.seq as u32,
+            f.machine as u16,
+        );
+        if ours != sent || x.unix_ms != unix_ms {
+            return Err(disagrees());
+        }
+        return Ok(Response::Explained(x));
+    }
+    if payload.len() < ANSWER_HEAD_V2 {
+        return Err(ParseError::BadLength {
+            name: "EXPLAINED",
+            expected: format!("{ANSWER_HEAD_V2} + 8 * count"),
+            got: payload.len(),
+        });
+    }
+    let mut b = payload.clone();
+    let (id, unix_ms, count) = (b.get_u64(), b.get_u64(), b.get_u8() as usize);
+    if b.remaining() != 8 * count {
+        return Err(ParseError::BadLength {
+            name: "EXPLAINED",
+            expected: format!("{}", ANSWER_HEAD_V2 + 8 * count),
+            got: payload.len(),
+        });
+    }
+    let x = Explanation::new(id, &dialect.layout);
+    let ours = x.values();
+    let agrees = ours.len() == count && ours.iter().all(|(_, v)| *v == b.get_u64());
+    if !agrees || x.unix_ms != unix_ms {
+        return Err(disagrees());
+    }
+    Ok(Response::Explained(x))
 }
 
-/// Answers `EXPLAINED`.
+/// Answers `EXPLAINED` in the connection's version.
 pub(crate) fn apply<C: Clock>(
     ctx: &ServerContext<C>,
     request_id: u32,
     id: u64,
+    dialect: &Dialect,
     out: &mut BytesMut,
 ) {
-    let x = WireExplanation::from(ctx.issuer.explain(id));
-    encode_answer(request_id, &x, out);
+    encode_answer(request_id, &ctx.issuer.explain(id), dialect, out);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use vesta_core::IdFields;
+    use vesta_core::{Layout, Preset};
+
+    fn round_trip(x: &Explanation, dialect: &Dialect) -> Result<Response, ParseError> {
+        let mut out = BytesMut::new();
+        encode_answer(1, x, dialect, &mut out);
+        let frame = crate::frame::decode(&mut out, u32::MAX).unwrap().unwrap();
+        parse_answer(&frame.payload, dialect)
+    }
 
     proptest! {
-        /// What the server sends is what the client gets back, for any ID.
+        /// What the server sends is what the client gets back, for any ID, in both versions
+        /// and every preset.
         #[test]
-        fn explanations_convert_to_the_wire_and_back_unchanged(id in any::<u64>(), ms in any::<u64>()) {
-            let x = Explanation { id, fields: IdFields::decode(id), unix_ms: ms };
-            prop_assert_eq!(Explanation::try_from(WireExplanation::from(x)), Ok(x));
+        fn explanations_cross_the_wire_unchanged(id in any::<u64>(), epoch in 0u64..(1 << 42), which in 0usize..5) {
+            let e = Epoch::from_unix_ms(epoch);
+            let vesta = IdType::MaxPeak.layout().with_epoch(e);
+            let x = Explanation::new(id, &vesta);
+            prop_assert_eq!(round_trip(&x, &Dialect::new(1, vesta.clone())), Ok(Response::Explained(x.clone())));
+            let layout: Layout = Preset::ALL[which].layout().with_epoch(e);
+            let x = Explanation::new(id, &layout);
+            prop_assert_eq!(round_trip(&x, &Dialect::new(2, layout)), Ok(Response::Explained(x)));
         }
     }
 
     #[test]
-    fn a_field_out_of_its_range_is_named_not_masked() {
-        let good = WireExplanation::from(Explanation::new(1 << 62, vesta_core::Epoch::VESTA));
-        let bad_type = WireExplanation { id_type: 2, ..good };
-        let e = Explanation::try_from(bad_type).unwrap_err();
-        assert_eq!(e.to_string(), "type 2 is out of range: allowed 0..=1");
-        let bad_seq = WireExplanation {
-            seq: u32::MAX,
-            ..good
-        };
-        assert_eq!(Explanation::try_from(bad_seq).unwrap_err().field(), "seq");
+    fn values_that_disagree_with_the_id_are_refused_not_passed_on() {
+        let leaf = Preset::Leaf.layout();
+        let x = Explanation::new(5 << 22 | 7, &leaf);
+        let mut out = BytesMut::new();
+        encode_answer(1, &x, &Dialect::new(2, leaf.clone()), &mut out);
+        let last = out.len() - 1;
+        out[last] ^= 1; // the sequence value
+        let frame = crate::frame::decode(&mut out, u32::MAX).unwrap().unwrap();
+        let err = parse_answer(&frame.payload, &Dialect::new(2, leaf)).unwrap_err();
+        assert!(err.to_string().contains("disagree"), "{err}");
     }
 }

@@ -1,9 +1,12 @@
 //! `HELLO` → `HELLO_OK`: the handshake. The client names the versions it speaks; the server
-//! picks the newest both speak and announces its limits, or refuses and closes.
+//! picks the newest both speak and announces its limits (and, from version 2, its layout), or
+//! refuses and closes. A server whose layout is not Vesta's speaks version 2 only: version 1
+//! has no way to describe another layout.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use vesta_core::Clock;
+use vesta_core::{Clock, Layout};
 
+use super::dialect::{get_layout, layout_len, put_layout};
 use super::{
     ErrorCode, MAGIC, MIN_VERSION, ParseError, Request, Response, ServerContext, VERSION, exact, op,
 };
@@ -11,7 +14,7 @@ use crate::frame;
 
 /// `HELLO`: magic (4), min_version u8, max_version u8.
 const REQUEST_LEN: usize = MAGIC.len() + 1 + 1;
-/// `HELLO_OK`: version u8, max_frame_bytes u32, max_batch u32.
+/// `HELLO_OK`: version u8, max_frame_bytes u32, max_batch u32 (version 2: then the layout).
 const ANSWER_LEN: usize = 1 + 4 + 4;
 
 pub(super) fn parse_request(payload: &Bytes) -> Result<Request, ParseError> {
@@ -43,40 +46,87 @@ pub(super) fn encode_answer(
     version: u8,
     max_frame_bytes: u32,
     max_batch: u32,
+    layout: Option<&Layout>,
     out: &mut BytesMut,
 ) {
-    frame::put_header(out, op::HELLO | op::ANSWER, request_id, ANSWER_LEN);
+    let layout = layout.filter(|_| version >= 2);
+    let len = ANSWER_LEN + layout.map_or(0, layout_len);
+    frame::put_header(out, op::HELLO | op::ANSWER, request_id, len);
     out.put_u8(version);
     out.put_u32(max_frame_bytes);
     out.put_u32(max_batch);
+    if let Some(layout) = layout {
+        put_layout(out, layout);
+    }
 }
 
 pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
+    if payload.first().is_some_and(|&v| v >= 2) && payload.len() > ANSWER_LEN {
+        let mut b = payload.clone();
+        let (version, max_frame_bytes, max_batch) = (b.get_u8(), b.get_u32(), b.get_u32());
+        let layout = get_layout(&mut b, "HELLO_OK")?;
+        if b.has_remaining() {
+            return Err(ParseError::BadLength {
+                name: "HELLO_OK",
+                expected: format!("{ANSWER_LEN} + the layout"),
+                got: payload.len(),
+            });
+        }
+        return Ok(Response::HelloOk {
+            version,
+            max_frame_bytes,
+            max_batch,
+            layout: Some(layout),
+        });
+    }
     let mut b = exact("HELLO_OK", payload, ANSWER_LEN)?;
+    let version = b.get_u8();
+    if version >= 2 {
+        return Err(ParseError::BadValue {
+            name: "HELLO_OK",
+            reason: format!("version {version} must carry the server's layout"),
+        });
+    }
     Ok(Response::HelloOk {
-        version: b.get_u8(),
+        version,
         max_frame_bytes: b.get_u32(),
         max_batch: b.get_u32(),
+        layout: None,
     })
 }
 
-/// Answers the connection's first `HELLO` with `HELLO_OK`, or a fatal `UNSUPPORTED_VERSION`
-/// (returns false: close the connection).
+/// Answers the connection's first `HELLO` with `HELLO_OK` and returns the version in use, or
+/// answers a fatal `UNSUPPORTED_VERSION` and returns `None` (close the connection).
 pub(crate) fn apply<C: Clock>(
     ctx: &ServerContext<C>,
     request_id: u32,
     min_version: u8,
     max_version: u8,
     out: &mut BytesMut,
-) -> bool {
+) -> Option<u8> {
+    let layout = ctx.issuer.layout();
+    // Version 1 can only describe Vesta's layouts.
+    let lowest = if layout.id_type().is_some() {
+        MIN_VERSION
+    } else {
+        2
+    };
     let version = max_version.min(VERSION);
-    if min_version > max_version || version < min_version || version < MIN_VERSION {
-        let msg = format!(
-            "client speaks protocol versions {min_version}..={max_version}, \
-             this server {MIN_VERSION}..={VERSION}"
-        );
+    if min_version > max_version || version < min_version || version < lowest {
+        let msg = if version >= MIN_VERSION && version < lowest {
+            format!(
+                "client speaks protocol versions {min_version}..={max_version}, but this server \
+                 issues the {} layout, which needs version {lowest}..={VERSION}",
+                layout.name()
+            )
+        } else {
+            format!(
+                "client speaks protocol versions {min_version}..={max_version}, \
+                 this server {lowest}..={VERSION}"
+            )
+        };
         Response::encode_error(request_id, ErrorCode::UnsupportedVersion, &msg, out);
-        return false;
+        return None;
     }
     let limits = &ctx.limits;
     encode_answer(
@@ -84,9 +134,10 @@ pub(crate) fn apply<C: Clock>(
         version,
         limits.max_frame_bytes,
         limits.max_batch_u32(),
+        Some(layout),
         out,
     );
-    true
+    Some(version)
 }
 
 /// Answers a first frame that is not a valid `HELLO` (fatal: the connection closes).

@@ -1,85 +1,115 @@
-//! `MAKE` → `MADE`: an ID from chosen fields (to repair data). The request carries the fields
-//! wider than they are, so the server can range-check every one: an error names the field and
-//! its allowed range, nothing is masked.
+//! `MAKE` → `MADE`: an ID from chosen fields (to repair data). The request carries each value
+//! as a u64, wider than its field, so the server range-checks every one: an error names the
+//! field and its allowed range, nothing is masked.
+//!
+//! Version 1 (Vesta's layouts): version u8, type u8, genMethod u8, time u64, seq u64,
+//! machine u64. Version 2 (any layout): count u8, then count × (name_len u8, name, value u64),
+//! the names being the layout's own or the roles `time`, `seq`, `node`.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use vesta_core::{Clock, GenMethod, IdFields, IdType};
+use vesta_core::{Clock, FieldValues};
 
-use super::{ErrorCode, ParseError, Request, Response, ServerContext, exact, op};
+use super::{Dialect, ErrorCode, ParseError, Request, Response, ServerContext, exact, op};
 use crate::frame;
 
-/// `MAKE`: version u8, type u8, genMethod u8, time u64, seq u64, machine u64.
-const REQUEST_LEN: usize = 1 + 1 + 1 + 8 + 8 + 8;
+/// Version 1 `MAKE`.
+const REQUEST_LEN_V1: usize = 1 + 1 + 1 + 8 + 8 + 8;
+/// The names of version 1's fields, in wire order.
+const V1_NAMES: [&str; 6] = ["version", "type", "genMethod", "time", "seq", "machine"];
+/// Longest field name (the layout rules allow 32 ASCII bytes).
+const MAX_NAME_BYTES: usize = 32;
 /// `MADE`: id u64.
 const ANSWER_LEN: usize = 8;
 
-/// Field values as sent in `MAKE`: wider than the fields, so the server can name a value that
-/// does not fit instead of the wire silently truncating it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RawFields {
-    /// 0 or 1.
-    pub version: u8,
-    /// 0 max-peak, 1 min-granularity.
-    pub id_type: u8,
-    /// 0..=3.
-    pub gen_method: u8,
-    /// Whole units since the epoch.
-    pub time: u64,
-    /// Sequence within the unit.
-    pub seq: u64,
-    /// Machine ID.
-    pub machine: u64,
-}
-
-impl From<&IdFields> for RawFields {
-    fn from(f: &IdFields) -> Self {
-        RawFields {
-            version: f.version,
-            id_type: f.id_type.code() as u8,
-            gen_method: f.gen_method.code() as u8,
-            time: f.time,
-            seq: f.seq,
-            machine: f.machine,
+pub(super) fn parse_request(payload: &Bytes, dialect: &Dialect) -> Result<Request, ParseError> {
+    if dialect.version < 2 {
+        let mut b = exact("MAKE", payload, REQUEST_LEN_V1)?;
+        let mut values = FieldValues::new();
+        for name in V1_NAMES {
+            let v = if matches!(name, "version" | "type" | "genMethod") {
+                u64::from(b.get_u8())
+            } else {
+                b.get_u64()
+            };
+            values.set(name, v);
         }
+        return Ok(Request::Make(values));
+    }
+    let bad = |reason: &str| ParseError::BadValue {
+        name: "MAKE",
+        reason: reason.into(),
+    };
+    let mut b = payload.clone();
+    if !b.has_remaining() {
+        return Err(bad("the count of values is missing"));
+    }
+    let count = b.get_u8();
+    let mut values = FieldValues::new();
+    for _ in 0..count {
+        if !b.has_remaining() {
+            return Err(bad("a value is cut short"));
+        }
+        let len = b.get_u8() as usize;
+        if len == 0 || len > MAX_NAME_BYTES || b.remaining() < len + 8 {
+            return Err(bad(
+                "a field name must be 1..=32 bytes and be followed by its u64 value",
+            ));
+        }
+        let name = String::from_utf8(b.split_to(len).to_vec())
+            .map_err(|_| bad("a field name is not UTF-8"))?;
+        values.set(name, b.get_u64());
+    }
+    if b.has_remaining() {
+        return Err(bad("bytes follow the last value"));
+    }
+    Ok(Request::Make(values))
+}
+
+/// Appends `MAKE`. In version 1 only Vesta's six names are sent (a missing one as 0): the
+/// client checks beforehand that the values are those.
+pub(super) fn encode_request(
+    request_id: u32,
+    values: &FieldValues,
+    dialect: &Dialect,
+    out: &mut BytesMut,
+) {
+    if dialect.version < 2 {
+        frame::put_header(out, op::MAKE, request_id, REQUEST_LEN_V1);
+        for name in V1_NAMES {
+            let v = values
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0, |(_, v)| v);
+            if matches!(name, "version" | "type" | "genMethod") {
+                out.put_u8(v as u8);
+            } else {
+                out.put_u64(v);
+            }
+        }
+        return;
+    }
+    let len = 1 + values.iter().map(|(n, _)| 1 + n.len() + 8).sum::<usize>();
+    frame::put_header(out, op::MAKE, request_id, len);
+    out.put_u8(values.iter().count() as u8);
+    for (name, v) in values.iter() {
+        out.put_u8(name.len() as u8);
+        out.put_slice(name.as_bytes());
+        out.put_u64(v);
     }
 }
 
-impl RawFields {
-    /// The typed fields, or the first field that does not fit, named.
-    pub fn to_fields(&self) -> Result<IdFields, vesta_core::FieldError> {
-        let fields = IdFields {
-            version: self.version,
-            id_type: IdType::from_code(u64::from(self.id_type))?,
-            gen_method: GenMethod::from_code(u64::from(self.gen_method))?,
-            time: self.time,
-            seq: self.seq,
-            machine: self.machine,
-        };
-        fields.encode()?;
-        Ok(fields)
-    }
-}
-
-pub(super) fn parse_request(payload: &Bytes) -> Result<Request, ParseError> {
-    let mut b = exact("MAKE", payload, REQUEST_LEN)?;
-    Ok(Request::Make(RawFields {
-        version: b.get_u8(),
-        id_type: b.get_u8(),
-        gen_method: b.get_u8(),
-        time: b.get_u64(),
-        seq: b.get_u64(),
-        machine: b.get_u64(),
-    }))
-}
-
-pub(super) fn encode_request(request_id: u32, f: &RawFields, out: &mut BytesMut) {
-    frame::put_header(out, op::MAKE, request_id, REQUEST_LEN);
-    out.put_u8(f.version);
-    out.put_u8(f.id_type);
-    out.put_u8(f.gen_method);
-    out.put_u64(f.time);
-    out.put_u64(f.seq);
-    out.put_u64(f.machine);
+/// True when `values` can be sent in version 1: only Vesta's six names, each at most once,
+/// and the three one-byte ones below 256.
+pub(crate) fn fits_v1(values: &FieldValues) -> bool {
+    let mut seen = Vec::new();
+    values.iter().all(|(name, v)| {
+        let byte = matches!(name, "version" | "type" | "genMethod");
+        let ok = V1_NAMES.contains(&name) && !seen.contains(&name) && (!byte || v < 256);
+        seen.push(name);
+        ok
+    }) && ["time", "seq", "machine"]
+        .iter()
+        .all(|n| values.iter().any(|(name, _)| name == *n))
 }
 
 pub(super) fn encode_answer(request_id: u32, id: u64, out: &mut BytesMut) {
@@ -96,10 +126,10 @@ pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
 pub(crate) fn apply<C: Clock>(
     ctx: &ServerContext<C>,
     request_id: u32,
-    f: &RawFields,
+    values: &FieldValues,
     out: &mut BytesMut,
 ) {
-    match f.to_fields().and_then(|fields| ctx.issuer.make(&fields)) {
+    match ctx.issuer.make(values) {
         Ok(id) => encode_answer(request_id, id, out),
         Err(e) => {
             Response::encode_error(request_id, ErrorCode::FieldOutOfRange, &e.to_string(), out)

@@ -1,6 +1,8 @@
-//! The messages of protocol version 1 (docs/protocol.md): typed requests and answers over
+//! The messages of protocol versions 1 and 2 (docs/protocol.md): typed requests and answers over
 //! [`Frame`]s, their op codes and the error codes. Parsing checks every payload length exactly and
 //! never panics; encoding appends to a caller's buffer so a whole pipeline goes out in one write.
+//! What differs between the versions (the layout, `INFO`, `EXPLAIN`, `MAKE`) is read and written
+//! in the connection's [`Dialect`].
 //!
 //! Shaped like mini-redis's `cmd`: one module per op owns its request and its answer — the
 //! payload layout with its length as a named constant, parse and encode of both directions — and
@@ -10,6 +12,7 @@
 //! server's dispatch (`server.rs`), and its section in docs/protocol.md.
 
 mod apply;
+mod dialect;
 mod error;
 pub(crate) mod explain;
 pub(crate) mod hello;
@@ -27,19 +30,19 @@ mod tests;
 use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
-use vesta_core::IdRun;
+use vesta_core::{Explanation, FieldValues, IdRun, Layout};
 
 use crate::frame::Frame;
 
 pub(crate) use apply::{Outcome, Pending, ServerContext};
+pub use dialect::Dialect;
 pub use error::ErrorCode;
-pub use explain::WireExplanation;
 pub use info::ServerInfo;
-pub use make::RawFields;
+pub(crate) use make::fits_v1;
 pub(crate) use next_ids::ids_payload_len;
 
-/// The protocol version this crate speaks.
-pub const VERSION: u8 = 1;
+/// The newest protocol version this crate speaks (2: any layout, carried in `HELLO_OK`).
+pub const VERSION: u8 = 2;
 /// Oldest version this crate speaks.
 pub const MIN_VERSION: u8 = 1;
 /// The magic at the start of a `HELLO` payload.
@@ -100,13 +103,13 @@ pub enum Request {
         /// How many (1..=max_batch).
         count: u32,
     },
-    /// Take an ID apart with the server's epoch.
+    /// Take an ID apart in the server's layout.
     Explain {
         /// The ID.
         id: u64,
     },
-    /// Build an ID from raw field values (range-checked by the server).
-    Make(RawFields),
+    /// Build an ID from field values by name (range-checked by the server).
+    Make(FieldValues),
     /// The instant a time value's unit starts.
     TransTime {
         /// Whole units since the epoch.
@@ -137,6 +140,8 @@ pub enum Response {
         max_frame_bytes: u32,
         /// Largest `NEXT_IDS` count.
         max_batch: u32,
+        /// The server's layout (version 2 and later).
+        layout: Option<Layout>,
     },
     /// Answer to `PING`.
     Pong,
@@ -146,8 +151,8 @@ pub enum Response {
     Id(u64),
     /// IDs as runs (counts add up to the request's count).
     Ids(Vec<IdRun>),
-    /// An explained ID.
-    Explained(WireExplanation),
+    /// An explained ID (checked against the connection's layout).
+    Explained(Explanation),
     /// A made ID.
     Made(u64),
     /// The start of a time unit, ms since 1970.
@@ -259,8 +264,9 @@ impl Request {
         }
     }
 
-    /// Parses a request frame; a payload of the wrong length or an answer op is an error.
-    pub fn parse(frame: &Frame) -> Result<Request, ParseError> {
+    /// Parses a request frame of a connection speaking `dialect`; a payload of the wrong length
+    /// or an answer op is an error.
+    pub fn parse(frame: &Frame, dialect: &Dialect) -> Result<Request, ParseError> {
         let p = &frame.payload;
         match frame.op {
             op::HELLO => hello::parse_request(p),
@@ -269,7 +275,7 @@ impl Request {
             op::NEXT_ID => next_id::parse_request(p),
             op::NEXT_IDS => next_ids::parse_request(p),
             op::EXPLAIN => explain::parse_request(p),
-            op::MAKE => make::parse_request(p),
+            op::MAKE => make::parse_request(p, dialect),
             op::TRANS_TIME => trans_time::parse_request(p),
             op::SEGMENT => segment::parse_one(p),
             op::SEGMENTS => segment::parse_many(p),
@@ -277,8 +283,8 @@ impl Request {
         }
     }
 
-    /// Appends the request as a frame with `request_id`.
-    pub fn encode(&self, request_id: u32, out: &mut BytesMut) {
+    /// Appends the request as a frame with `request_id`, in `dialect`.
+    pub fn encode(&self, request_id: u32, dialect: &Dialect, out: &mut BytesMut) {
         match self {
             Request::Hello {
                 min_version,
@@ -289,7 +295,7 @@ impl Request {
             Request::NextId => next_id::encode_request(request_id, out),
             Request::NextIds { count } => next_ids::encode_request(request_id, *count, out),
             Request::Explain { id } => explain::encode_request(request_id, *id, out),
-            Request::Make(f) => make::encode_request(request_id, f, out),
+            Request::Make(f) => make::encode_request(request_id, f, dialect, out),
             Request::TransTime { time } => trans_time::encode_request(request_id, *time, out),
             Request::Segment { tag } => segment::encode_one(request_id, tag, out),
             Request::Segments { count, tag } => segment::encode_many(request_id, *count, tag, out),
@@ -314,19 +320,27 @@ impl Response {
         error::encode(op::ERROR, request_id, code, message, out);
     }
 
-    /// Appends the answer as a frame with `request_id`.
-    pub fn encode(&self, request_id: u32, out: &mut BytesMut) {
+    /// Appends the answer as a frame with `request_id`, in `dialect`.
+    pub fn encode(&self, request_id: u32, dialect: &Dialect, out: &mut BytesMut) {
         match self {
             Response::HelloOk {
                 version,
                 max_frame_bytes,
                 max_batch,
-            } => hello::encode_answer(request_id, *version, *max_frame_bytes, *max_batch, out),
+                layout,
+            } => hello::encode_answer(
+                request_id,
+                *version,
+                *max_frame_bytes,
+                *max_batch,
+                layout.as_ref(),
+                out,
+            ),
             Response::Pong => ping::encode_answer(request_id, out),
-            Response::Info(i) => info::encode_answer(request_id, i, out),
+            Response::Info(i) => info::encode_answer(request_id, i, dialect, out),
             Response::Id(id) => next_id::encode_answer(request_id, *id, out),
             Response::Ids(runs) => next_ids::encode_answer(request_id, runs, out),
-            Response::Explained(x) => explain::encode_answer(request_id, x, out),
+            Response::Explained(x) => explain::encode_answer(request_id, x, dialect, out),
             Response::Made(id) => make::encode_answer(request_id, *id, out),
             Response::Time(ms) => trans_time::encode_answer(request_id, *ms, out),
             Response::Number(n) => segment::encode_number(request_id, *n, out),
@@ -340,8 +354,9 @@ impl Response {
         }
     }
 
-    /// Parses an answer frame; a payload of the wrong length or a request op is an error.
-    pub fn parse(frame: &Frame) -> Result<Response, ParseError> {
+    /// Parses an answer frame of a connection speaking `dialect`; a payload of the wrong length
+    /// or a request op is an error.
+    pub fn parse(frame: &Frame, dialect: &Dialect) -> Result<Response, ParseError> {
         let p = &frame.payload;
         match frame.op {
             op::ERROR => error::parse(p).map(|(code, message)| Response::Error { code, message }),
@@ -351,10 +366,10 @@ impl Response {
             answer => match answer ^ op::ANSWER {
                 op::HELLO => hello::parse_answer(p),
                 op::PING => ping::parse_answer(p),
-                op::INFO => info::parse_answer(p),
+                op::INFO => info::parse_answer(p, dialect),
                 op::NEXT_ID => next_id::parse_answer(p),
-                op::NEXT_IDS => next_ids::parse_answer(p),
-                op::EXPLAIN => explain::parse_answer(p),
+                op::NEXT_IDS => next_ids::parse_answer(p, dialect),
+                op::EXPLAIN => explain::parse_answer(p, dialect),
                 op::MAKE => make::parse_answer(p),
                 op::TRANS_TIME => trans_time::parse_answer(p),
                 op::SEGMENT => segment::parse_number(p),

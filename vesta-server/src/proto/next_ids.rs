@@ -6,11 +6,11 @@
 use std::collections::VecDeque;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use vesta_core::{Clock, IdBatch, IdFields, IdRun};
+use vesta_core::{Clock, IdBatch, IdRun};
 use vesta_embed::Flow;
 
 use super::apply::{self, Pending, ServerContext};
-use super::{ErrorCode, ParseError, Request, Response, exact, op};
+use super::{Dialect, ErrorCode, ParseError, Request, Response, exact, op};
 use crate::frame;
 
 /// `NEXT_IDS`: count u32.
@@ -45,7 +45,7 @@ pub(super) fn encode_answer(request_id: u32, runs: &[IdRun], out: &mut BytesMut)
     }
 }
 
-pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
+pub(super) fn parse_answer(payload: &Bytes, dialect: &Dialect) -> Result<Response, ParseError> {
     let bad = |expected: String| ParseError::BadLength {
         name: "IDS",
         expected,
@@ -59,25 +59,34 @@ pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
     if payload.len() != ids_payload_len(n) {
         return Err(bad(ids_payload_len(n).to_string()));
     }
-    let runs: Vec<IdRun> = (0..n)
-        .map(|_| IdRun {
-            first: b.get_u64(),
-            count: u64::from(b.get_u32()),
-        })
-        .collect();
-    for (i, run) in runs.iter().enumerate() {
-        check_run(i, run)?;
+    let mut runs = Vec::with_capacity(n);
+    for i in 0..n {
+        let first = b.get_u64();
+        let count = u64::from(b.get_u32());
+        runs.push(checked_run(i, first, count, dialect)?);
     }
     Ok(Response::Ids(runs))
 }
 
 /// A run must hold at least one ID and stay in the time unit of its first ID (consecutive
-/// sequence numbers up to the layout's last): otherwise "the k-th ID is `first + k * 1024`"
-/// would carry the sequence into the time field and hand out IDs the server never issued.
-fn check_run(index: usize, run: &IdRun) -> Result<(), ParseError> {
-    let fields = IdFields::decode(run.first);
-    let max_seq = fields.id_type.layout().max_seq();
-    if run.count == 0 || fields.seq + (run.count - 1) > max_seq {
+/// sequence numbers up to the layout's last): otherwise "the k-th ID is `first + k * step`"
+/// would carry the sequence into the next field and hand out IDs the server never issued.
+/// The step is the layout's (1024 in Vesta's, 1 where the sequence is the lowest field).
+fn checked_run(
+    index: usize,
+    first: u64,
+    count: u64,
+    dialect: &Dialect,
+) -> Result<IdRun, ParseError> {
+    let layout = dialect.layout.for_id(first);
+    let seq = layout.seq_span().get(first);
+    let max_seq = layout.max_seq();
+    let run = IdRun {
+        first,
+        count,
+        step: layout.seq_step(),
+    };
+    if run.count == 0 || seq + (run.count - 1) > max_seq {
         return Err(ParseError::BadValue {
             name: "IDS",
             reason: format!(
@@ -85,12 +94,12 @@ fn check_run(index: usize, run: &IdRun) -> Result<(), ParseError> {
                  {} of 0..={max_seq}, and a run never leaves its time unit",
                 run.first,
                 run.count,
-                max_seq + 1 - fields.seq,
-                fields.seq
+                max_seq + 1 - seq,
+                seq
             ),
         });
     }
-    Ok(())
+    Ok(run)
 }
 
 /// Checks the count against the cap (0 or above it: `INVALID_ARGUMENT`), then issues through
