@@ -34,8 +34,9 @@ pub struct Target {
     pub address: String,
     /// Its machine ID; `None` for a baseline server.
     pub machine: Option<u64>,
-    /// Its layout; `None` for a baseline server.
-    pub id_type: Option<IdType>,
+    /// Its layout; `None` for a baseline server (or a custom layout over REST, which
+    /// `/healthz` only names).
+    pub layout: Option<Layout>,
     /// Its lease state (`static`, `held`, ...); `None` for a baseline server.
     pub lease: Option<String>,
 }
@@ -45,14 +46,14 @@ pub struct Target {
 pub struct Unit {
     /// The machine ID.
     pub machine: u64,
-    /// The layout, from the ID's own type bit.
-    pub id_type: IdType,
+    /// Vesta's type, from the ID's own type bit; `None` in the other layouts.
+    pub id_type: Option<IdType>,
     /// The time value: whole units since the epoch.
     pub time: u64,
 }
 
 /// How full the servers' units were between the first and the last unit each one issued in.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct UnitFill {
     /// IDs issued in those units as a fraction of their capacity.
     pub fill: f64,
@@ -61,7 +62,7 @@ pub struct UnitFill {
     /// How many of them had no ID at all (skipped units).
     pub empty: u64,
     /// The layout, when every server had the same.
-    pub layout: Option<&'static Layout>,
+    pub layout: Option<Layout>,
 }
 
 /// What a run measured.
@@ -118,17 +119,12 @@ impl Report {
         if self.segment.is_some() {
             return None;
         }
-        let machines: BTreeMap<u64, IdType> = self
+        let machines: BTreeMap<u64, &Layout> = self
             .targets
             .iter()
-            .filter_map(|t| Some((t.machine?, t.id_type?)))
+            .filter_map(|t| Some((t.machine?, t.layout.as_ref()?)))
             .collect();
-        (!machines.is_empty()).then(|| {
-            machines
-                .values()
-                .map(|t| t.layout().capacity_per_second())
-                .sum()
-        })
+        (!machines.is_empty()).then(|| machines.values().map(|l| l.capacity_per_second()).sum())
     }
 
     /// IDs/s over the whole run as a fraction of [`cap_per_sec`](Self::cap_per_sec). A run
@@ -143,7 +139,7 @@ impl Report {
     /// two are partial by construction). A unit inside that span in which no ID was issued
     /// counts as empty. `None` when no server spans three units or more.
     pub fn unit_fill(&self) -> Option<UnitFill> {
-        let mut groups: BTreeMap<(u64, IdType), Vec<(u64, u64)>> = BTreeMap::new();
+        let mut groups: BTreeMap<(u64, Option<IdType>), Vec<(u64, u64)>> = BTreeMap::new();
         for (u, &n) in &self.per_unit {
             groups
                 .entry((u.machine, u.id_type))
@@ -159,10 +155,12 @@ impl Report {
             if inner == 0 {
                 continue;
             }
-            let layout = id_type.layout();
-            layouts.insert(*id_type, layout);
+            let Some(layout) = self.unit_layout(*id_type) else {
+                continue;
+            };
             units += inner;
             capacity += inner * layout.capacity_per_unit();
+            layouts.insert(*id_type, layout);
             for &(_, n) in &seen[1..seen.len() - 1] {
                 ids += n;
                 present += 1;
@@ -183,9 +181,20 @@ impl Report {
     pub fn overfull_units(&self) -> Vec<(Unit, u64)> {
         self.per_unit
             .iter()
-            .filter(|(u, n)| **n > u.id_type.layout().capacity_per_unit())
+            .filter(|(u, n)| {
+                self.unit_layout(u.id_type)
+                    .is_some_and(|l| **n > l.capacity_per_unit())
+            })
             .map(|(u, n)| (*u, *n))
             .collect()
+    }
+
+    /// The layout of a unit: Vesta's type names it; otherwise the servers' layout.
+    fn unit_layout(&self, id_type: Option<IdType>) -> Option<Layout> {
+        match id_type {
+            Some(t) => Some(t.layout().clone()),
+            None => self.targets.iter().find_map(|t| t.layout.clone()),
+        }
     }
 
     /// Latency at quantile `q`, in microseconds.
@@ -215,13 +224,21 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, t) in self.targets.iter().enumerate() {
             let label = if i == 0 { "target" } else { "" };
-            match (t.machine, t.id_type) {
-                (Some(machine), Some(id_type)) => writeln!(
-                    f,
-                    "{label:<10} {} (machine {machine}, {id_type}, lease {})",
-                    t.address,
-                    t.lease.as_deref().unwrap_or("unknown"),
-                )?,
+            match (t.machine, &t.lease) {
+                (Some(machine), Some(lease)) => {
+                    let layout = t.layout.as_ref().map_or_else(
+                        || "a custom layout".to_owned(),
+                        |l| match l.id_type() {
+                            Some(t) => t.to_string(),
+                            None => l.name().to_owned(),
+                        },
+                    );
+                    writeln!(
+                        f,
+                        "{label:<10} {} (machine {machine}, {layout}, lease {lease})",
+                        t.address,
+                    )?
+                }
                 _ => writeln!(
                     f,
                     "{label:<10} {} (baseline, not vesta: answers are not read as IDs)",
@@ -280,14 +297,14 @@ impl fmt::Display for Report {
             )?;
         }
         if let Some(u) = self.unit_fill() {
-            let (per, unit) = match u.layout {
+            let (per, unit) = match &u.layout {
                 Some(l) => (
                     format!(
                         "of {} IDs per {}",
                         group(l.capacity_per_unit() as f64),
-                        l.unit_name
+                        l.unit_name()
                     ),
-                    l.unit_name,
+                    l.unit_name(),
                 ),
                 None => ("of the capacity".to_owned(), "unit"),
             };
@@ -388,7 +405,7 @@ mod tests {
         Target {
             address: format!("127.0.0.1:{machine}"),
             machine: Some(machine),
-            id_type: Some(id_type),
+            layout: Some(id_type.layout().clone()),
             lease: Some("static".into()),
         }
     }
@@ -400,7 +417,7 @@ mod tests {
                 (
                     Unit {
                         machine,
-                        id_type,
+                        id_type: Some(id_type),
                         time,
                     },
                     n,
@@ -443,7 +460,7 @@ mod tests {
         let u = r.unit_fill().unwrap();
         assert_eq!((u.units, u.empty), (99, 49));
         assert!((u.fill - 50.0 / 99.0).abs() < 1e-12, "{}", u.fill);
-        assert_eq!(u.layout, Some(MS.layout()));
+        assert_eq!(u.layout.as_ref(), Some(MS.layout()));
         let text = r.to_string();
         assert!(
             text.contains(
@@ -521,7 +538,7 @@ mod tests {
             vec![Target {
                 address: "127.0.0.1:18081".into(),
                 machine: None,
-                id_type: None,
+                layout: None,
                 lease: None,
             }],
             &[],

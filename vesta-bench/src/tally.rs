@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
-use vesta_core::IdFields;
+use vesta_core::Layout;
 
 use crate::report::Unit;
 
@@ -63,13 +63,17 @@ impl Tally {
         self.last_answer = Some(now);
     }
 
-    /// Counts `count` IDs of the unit of `first` (one ID, or one run of a batch).
-    pub(crate) fn ids(&mut self, first: u64, count: u64) {
-        let f = IdFields::decode(first);
+    /// Counts `count` IDs of the unit of `first` (one ID, or one run of a batch), read in
+    /// the server's `layout` (with none, e.g. a custom layout over REST, units are not kept).
+    pub(crate) fn ids(&mut self, first: u64, count: u64, layout: Option<&Layout>) {
+        let Some(layout) = layout else {
+            return;
+        };
+        let layout = layout.for_id(first);
         let unit = Unit {
-            machine: f.machine,
-            id_type: f.id_type,
-            time: f.time,
+            machine: layout.node_span().get(first),
+            id_type: layout.id_type(),
+            time: layout.time_span().get(first),
         };
         match &mut self.pending {
             Some((u, n)) if *u == unit => *n += count,
@@ -129,7 +133,7 @@ impl Tally {
 mod tests {
     use std::time::Duration;
 
-    use vesta_core::{GenMethod, IdType};
+    use vesta_core::{GenMethod, IdFields, IdType};
 
     use super::*;
 
@@ -155,20 +159,22 @@ mod tests {
             t0 + Duration::from_micros(50),
             t0 + Duration::from_micros(80),
         );
-        a.ids(id(924, 7, 0), 3);
-        a.ids(id(924, 7, 3), 1);
-        a.ids(id(924, 8, 0), 2);
-        a.ids(id(925, 7, 0), 1);
+        let l = Some(IdType::MaxPeak.layout());
+        a.ids(id(924, 7, 0), 3, l);
+        a.ids(id(924, 7, 3), 1, l);
+        a.ids(id(924, 8, 0), 2, l);
+        a.ids(id(925, 7, 0), 1, l);
+        a.ids(id(925, 7, 0), 1, None);
         a.error("UNAVAILABLE", || "not issuing".into());
         let mut b = Tally::new(true);
-        b.ids(id(924, 7, 9), 5);
+        b.ids(id(924, 7, 9), 5, l);
         b.error("UNAVAILABLE", || "second".into());
         b.error("TIMEOUT", || "third".into());
         a.merge(b);
         let a = a.finish();
         let unit = |machine, time| Unit {
             machine,
-            id_type: IdType::MinGranularity,
+            id_type: Some(IdType::MinGranularity),
             time,
         };
         assert_eq!(

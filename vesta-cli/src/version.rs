@@ -6,7 +6,7 @@
 use std::fmt::Write;
 use std::sync::OnceLock;
 
-use vesta_core::{Epoch, IdType};
+use vesta_core::{Epoch, IdType, MachinePools};
 use vesta_embed::IssuerConfig;
 
 /// `-V`: the version and the commit.
@@ -20,12 +20,12 @@ pub fn long() -> &'static str {
     static LONG: OnceLock<String> = OnceLock::new();
     LONG.get_or_init(|| {
         let d = IssuerConfig::default();
-        let epoch = d.id.epoch;
+        let epoch = d.layout().map_or(Epoch::VESTA, |l| l.epoch());
         let mut s = format!("{}\ncommit   {}\n", env!("CARGO_PKG_VERSION"), commit());
         let _ = writeln!(
             s,
-            "defaults epoch {} ({} ms{}), type {}, version bit {}, server pool {}..=1023, \
-             end-of-life margin {} days",
+            "defaults layout vesta, epoch {} ({} ms{}), type {}, version bit {}, server pool \
+             {}..=1023, end-of-life margin {} days",
             Epoch::rfc3339(epoch.unix_ms()),
             epoch.unix_ms(),
             if epoch == Epoch::VESTA {
@@ -33,9 +33,9 @@ pub fn long() -> &'static str {
             } else {
                 ""
             },
-            d.id.id_type,
-            d.id.version,
-            d.machine.server_pool_start,
+            d.id.id_type.unwrap_or(IdType::MaxPeak),
+            d.id.version.unwrap_or(0),
+            MachinePools::DEFAULT_SERVER_START,
             d.id.end_of_life_margin_days,
         );
         for id_type in IdType::ALL {
@@ -46,11 +46,11 @@ pub fn long() -> &'static str {
                  machine, end of life {}",
                 id_type.code(),
                 id_type,
-                l.unit_name,
-                l.time_bits,
-                l.seq_bits,
+                l.unit_name(),
+                l.time_bits(),
+                l.seq_bits(),
                 l.capacity_per_second(),
-                Epoch::rfc3339(l.end_of_life_ms(epoch)),
+                Epoch::rfc3339(l.with_epoch(epoch).end_of_life_ms()),
             );
         }
         s.trim_end().to_owned()

@@ -33,6 +33,14 @@ pub enum FieldError {
         /// What would have been accepted.
         expected: Cow<'static, str>,
     },
+    /// A field an ID cannot be made without.
+    #[error("{field} is missing: the {layout} layout needs it to make an ID")]
+    Missing {
+        /// The field (or the node parts) not given.
+        field: Cow<'static, str>,
+        /// The layout's name.
+        layout: String,
+    },
 }
 
 impl FieldError {
@@ -76,7 +84,9 @@ impl FieldError {
     /// The name of the field at fault.
     pub fn field(&self) -> &str {
         match self {
-            FieldError::OutOfRange { field, .. } | FieldError::Invalid { field, .. } => field,
+            FieldError::OutOfRange { field, .. }
+            | FieldError::Invalid { field, .. }
+            | FieldError::Missing { field, .. } => field,
         }
     }
 }

@@ -100,14 +100,10 @@ impl Layout {
                             .collect();
                         parts.join(", ")
                     };
-                    return Err(FieldError::invalid(
-                        missing,
-                        "",
-                        format!(
-                            "a value: the {} layout needs it to make an ID",
-                            layout.name()
-                        ),
-                    ));
+                    return Err(FieldError::Missing {
+                        field: missing.into(),
+                        layout: layout.name().to_owned(),
+                    });
                 }
             }
         }
@@ -229,7 +225,9 @@ mod tests {
             .make(&FieldValues::new().with("time", 1).with("workerId", 2))
             .unwrap_err()
             .to_string();
-        assert!(err.starts_with("sequence ``"), "{err}");
-        assert!(err.contains("the leaf layout needs it"), "{err}");
+        assert_eq!(
+            err,
+            "sequence is missing: the leaf layout needs it to make an ID"
+        );
     }
 }

@@ -274,8 +274,8 @@ impl Buf for Chunk {
     }
 }
 
-/// Evenly spaced numbers: `first + k * stride` for `k < count` (a run of IDs, stride
-/// [`IdRun::STEP`], or a range of segment numbers, stride 1).
+/// Evenly spaced numbers: `first + k * stride` for `k < count` (a run of IDs, stride its
+/// layout's step, or a range of segment numbers, stride 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Run {
     first: u64,
@@ -288,7 +288,7 @@ impl Run {
         Run {
             first: r.first,
             count: r.count,
-            stride: IdRun::STEP,
+            stride: r.step,
         }
     }
 

@@ -62,11 +62,6 @@ impl<'a> Query<'a> {
         self.get(name).ok_or_else(|| ApiError::missing_param(name))
     }
 
-    /// `name` as an unsigned decimal integer, if given.
-    pub fn u64(&self, name: &str) -> Result<Option<u64>, ApiError> {
-        self.get(name).map(|v| parse_u64(name, v)).transpose()
-    }
-
     /// `name` as an unsigned decimal integer; required.
     pub fn required_u64(&self, name: &str) -> Result<u64, ApiError> {
         parse_u64(name, self.required(name)?)

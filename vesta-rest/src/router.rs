@@ -42,6 +42,11 @@ pub enum Endpoint {
     Segments,
     /// `/api/segment/get/{tag}`: Leaf's own path, answered as Leaf does.
     LeafSegment,
+    /// `/api/snowflake/get/{key}`: Leaf's snowflake path, one ID as text (leaf and twitter
+    /// layouts).
+    LeafSnowflake,
+    /// `/decodeSnowflakeId?snowflakeId=`: Leaf's decoding of a snowflake ID.
+    LeafDecode,
     /// Any other path (404).
     Other,
 }
@@ -50,10 +55,11 @@ pub enum Endpoint {
 const SEGMENT: &str = "/segment/";
 const SEGMENTS: &str = "/segments/";
 const LEAF_SEGMENT: &str = "/api/segment/get/";
+const LEAF_SNOWFLAKE: &str = "/api/snowflake/get/";
 
 impl Endpoint {
     /// All endpoints in index order (`Endpoint as usize`).
-    pub const ALL: [Endpoint; 11] = [
+    pub const ALL: [Endpoint; 13] = [
         Endpoint::Genid,
         Endpoint::Genids,
         Endpoint::Expid,
@@ -64,6 +70,8 @@ impl Endpoint {
         Endpoint::Segment,
         Endpoint::Segments,
         Endpoint::LeafSegment,
+        Endpoint::LeafSnowflake,
+        Endpoint::LeafDecode,
         Endpoint::Other,
     ];
 
@@ -84,6 +92,10 @@ impl Endpoint {
             p if p.len() > LEAF_SEGMENT.len() && p.starts_with(LEAF_SEGMENT) => {
                 Endpoint::LeafSegment
             }
+            p if p.len() > LEAF_SNOWFLAKE.len() && p.starts_with(LEAF_SNOWFLAKE) => {
+                Endpoint::LeafSnowflake
+            }
+            "/decodeSnowflakeId" => Endpoint::LeafDecode,
             _ => Endpoint::Other,
         }
     }
@@ -113,6 +125,8 @@ impl Endpoint {
             Endpoint::Segment => Some("/segment/{tag}"),
             Endpoint::Segments => Some("/segments/{tag}"),
             Endpoint::LeafSegment => Some("/api/segment/get/{tag}"),
+            Endpoint::LeafSnowflake => Some("/api/snowflake/get/{key}"),
+            Endpoint::LeafDecode => Some("/decodeSnowflakeId"),
             Endpoint::Other => None,
         }
     }
@@ -130,8 +144,19 @@ impl Endpoint {
             Endpoint::Segment => "segment",
             Endpoint::Segments => "segments",
             Endpoint::LeafSegment => "leaf_segment",
+            Endpoint::LeafSnowflake => "leaf_snowflake",
+            Endpoint::LeafDecode => "leaf_decode",
             Endpoint::Other => "other",
         }
+    }
+
+    /// Leaf's paths answer any method, as Leaf's `@RequestMapping` does; vesta's own answer
+    /// `GET` only.
+    pub const fn any_method(self) -> bool {
+        matches!(
+            self,
+            Endpoint::LeafSegment | Endpoint::LeafSnowflake | Endpoint::LeafDecode
+        )
     }
 }
 
@@ -237,7 +262,7 @@ fn dispatch_now<B, C: Clock + 'static>(
     let Some(path) = endpoint.path() else {
         return answered(Err(ApiError::not_found(&crate::query::shorten(uri.path()))));
     };
-    if req.method() != Method::GET {
+    if req.method() != Method::GET && !endpoint.any_method() {
         return answered(Err(ApiError::method_not_allowed(
             req.method().as_str(),
             path,
@@ -250,8 +275,8 @@ fn dispatch_now<B, C: Clock + 'static>(
     };
     let tag = endpoint.tag_of(uri.path());
     answered(match endpoint {
-        Endpoint::Genid | Endpoint::Genids => {
-            return match endpoints::issue::parse(app, endpoint, query) {
+        Endpoint::Genid | Endpoint::Genids | Endpoint::LeafSnowflake => {
+            return match endpoints::issue::parse(app, endpoint, query, uri.path()) {
                 Ok(request) => Dispatch::Issue(request),
                 Err(e) => answered(Err(e)),
             };
@@ -266,6 +291,7 @@ fn dispatch_now<B, C: Clock + 'static>(
         Endpoint::LeafSegment => {
             return segment(endpoints::segment::leaf(app, tag, uri.path(), query));
         }
+        Endpoint::LeafDecode => endpoints::leaf::decode(app, query, uri.path()),
         Endpoint::Other => Err(ApiError::not_found(path)),
     })
 }
@@ -282,7 +308,10 @@ mod tests {
                 Some(p) => {
                     assert_eq!(Endpoint::from_path(p), e);
                     let label = p.trim_end_matches("/{tag}").trim_start_matches('/');
-                    let label = label.replace("api/segment/get", "leaf_segment");
+                    let label = label
+                        .replace("api/segment/get", "leaf_segment")
+                        .replace("api/snowflake/get/{key}", "leaf_snowflake")
+                        .replace("decodeSnowflakeId", "leaf_decode");
                     assert_eq!(e.label(), label);
                 }
                 None => assert_eq!(e.label(), "other"),

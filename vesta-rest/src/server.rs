@@ -69,7 +69,7 @@ impl<C: Clock + 'static> RestServer<C> {
         limits: RestSection,
         segments: Option<Arc<Segments>>,
     ) -> Result<Self, ServeError> {
-        validate_section(&limits, issuer.config().id.id_type)?;
+        validate_section(&limits, issuer.layout())?;
         let mut prepared =
             lifecycle::start_with_issuer(issuer, GenMethod::Rest, &limits.common()).await?;
         prepared.segments = segments;

@@ -8,9 +8,12 @@ use serde::Deserialize;
 pub(crate) struct Health {
     /// The machine ID.
     pub machine: u64,
-    /// The layout's type code.
-    #[serde(rename = "type")]
-    pub id_type: u64,
+    /// The layout's name (absent from servers before layouts were data: Vesta's).
+    #[serde(default)]
+    pub layout: String,
+    /// Vesta's type code (Vesta's layouts only).
+    #[serde(rename = "type", default)]
+    pub id_type: Option<u64>,
     /// The lease state.
     pub lease: String,
     /// Segment mode is on (a `segments` object is present).
@@ -127,7 +130,10 @@ mod tests {
     fn health_and_refusals_are_read() {
         let h = health(br#"{"genMethod":2,"lease":"static","machine":924,"status":"ok","type":1}"#)
             .unwrap();
-        assert_eq!((h.machine, h.id_type, h.lease.as_str()), (924, 1, "static"));
+        assert_eq!(
+            (h.machine, h.id_type, h.lease.as_str()),
+            (924, Some(1), "static")
+        );
         assert!(!h.segments);
         let h =
             health(br#"{"lease":"static","machine":924,"type":0,"segments":{"tags":[]}}"#).unwrap();

@@ -16,7 +16,7 @@ mod conn;
 use std::time::{Duration, Instant};
 
 use hyper::StatusCode;
-use vesta_core::IdType;
+use vesta_core::{IdType, Layout, Preset};
 
 use crate::config::{BenchError, RestLoad};
 use crate::engine::{self, Ctx, Progress, Worker};
@@ -47,8 +47,13 @@ pub fn run(
         targets.push(target);
     }
     let outcome = engine::drive(&config.load, tick, progress, |_, target| {
+        let layout = targets
+            .iter()
+            .find(|t| t.address == target)
+            .and_then(|t| t.layout.clone());
         Ok(RestWorker {
             conn: HttpConn::connect(target)?,
+            layout,
             path: path.clone(),
             expect,
             segment,
@@ -83,7 +88,7 @@ fn describe(
     let mut target = Target {
         address: address.to_owned(),
         machine: None,
-        id_type: None,
+        layout: None,
         lease: None,
     };
     if expect.is_some() {
@@ -95,10 +100,8 @@ fn describe(
         if segment && !health.segments {
             return Err("the server has no segment mode (no [segment] db in its config)".into());
         }
-        let id_type = IdType::from_code(health.id_type)
-            .map_err(|e| format!("/healthz gave an unknown layout: {e}"))?;
         target.machine = Some(health.machine);
-        target.id_type = Some(id_type);
+        target.layout = health_layout(&health)?;
         target.lease = Some(health.lease);
     }
     let (status, body) = conn.get(path)?;
@@ -111,9 +114,23 @@ fn describe(
     Ok(target)
 }
 
+/// The layout `/healthz` names: a preset (Vesta's by its type), or `None` for a custom
+/// layout, which it only names (its IDs are then counted but not split into time units).
+fn health_layout(health: &answer::Health) -> Result<Option<Layout>, String> {
+    if health.layout == "vesta" || health.layout.is_empty() {
+        let code = health.id_type.unwrap_or(0);
+        let t =
+            IdType::from_code(code).map_err(|e| format!("/healthz gave an unknown type: {e}"))?;
+        return Ok(Some(t.layout().clone()));
+    }
+    Ok(health.layout.parse::<Preset>().ok().map(Preset::layout))
+}
+
 /// One connection: one request at a time, on the schedule or back to back.
 struct RestWorker {
     conn: HttpConn,
+    /// The server's layout, to count IDs per time unit (none for a custom one).
+    layout: Option<Layout>,
     path: String,
     expect: Option<Option<u32>>,
     /// Segment numbers, not IDs: counted and checked to increase, not tallied by time unit.
@@ -154,8 +171,10 @@ impl Worker for RestWorker {
             if status == StatusCode::OK {
                 let ids = match self.expect {
                     Some(batch) if self.segment => self.numbers(&body, batch)?,
-                    Some(batch) => answer::ids(&body, batch, |id| tally.ids(id, 1))
-                        .map_err(|e| format!("GET {}: {e}", self.path))?,
+                    Some(batch) => {
+                        answer::ids(&body, batch, |id| tally.ids(id, 1, self.layout.as_ref()))
+                            .map_err(|e| format!("GET {}: {e}", self.path))?
+                    }
                     None => 0,
                 };
                 ctx.live.add(1, ids, 0);

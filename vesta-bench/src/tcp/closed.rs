@@ -19,6 +19,7 @@ pub(super) fn run(
     ctx: &Ctx<'_>,
 ) -> Result<Tally, String> {
     let mut tally = Tally::new(false);
+    let layout = conn.reader.dialect.layout.clone();
     // Request ids are slot + 1: a free slot is a free id, its entry the send time.
     let mut sent = vec![ctx.start; pipeline];
     let mut in_flight = vec![false; pipeline];
@@ -34,7 +35,7 @@ pub(super) fn run(
                 let slot = id as usize - 1;
                 sent[slot] = now;
                 in_flight[slot] = true;
-                request.encode(id, &mut out);
+                request.encode(id, &conn.reader.dialect, &mut out);
             }
             if !out.is_empty() {
                 conn.write(&out)?;
@@ -60,7 +61,7 @@ pub(super) fn run(
             }
             tally.answer(sent[slot], sent[slot], now);
             free.push(request_id);
-            let (n, error) = account(&mut tally, &answer)?;
+            let (n, error) = account(&mut tally, &answer, &layout)?;
             answers += 1;
             ids += n;
             errors += u64::from(error);

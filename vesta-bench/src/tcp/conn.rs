@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use vesta_server::frame::{self, MAX_MAX_FRAME_BYTES};
-use vesta_server::proto::{MIN_VERSION, Request, Response, VERSION};
+use vesta_server::proto::{Dialect, MIN_VERSION, Request, Response, VERSION};
 
 /// Longest wait for a connection, a handshake or a one-off answer.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -25,6 +25,8 @@ pub(crate) struct Reader {
     buf: BytesMut,
     /// Reads land here and only what arrived is copied on, so no read zero-fills spare capacity.
     scratch: Box<[u8]>,
+    /// The version and the server's layout, once the handshake told them.
+    pub dialect: Dialect,
 }
 
 impl Reader {
@@ -55,7 +57,7 @@ impl Reader {
         else {
             return Ok(None);
         };
-        let answer = Response::parse(&f).map_err(|e| e.to_string())?;
+        let answer = Response::parse(&f, &self.dialect).map_err(|e| e.to_string())?;
         Ok(Some((f.request_id, answer)))
     }
 
@@ -98,6 +100,7 @@ impl Conn {
                 stream: reader,
                 buf: BytesMut::with_capacity(256 << 10),
                 scratch: vec![0; 64 << 10].into_boxed_slice(),
+                dialect: Dialect::v1(),
             },
         };
         let hello = Request::Hello {
@@ -105,7 +108,14 @@ impl Conn {
             max_version: VERSION,
         };
         match conn.call(&hello)? {
-            Response::HelloOk { .. } => Ok(conn),
+            Response::HelloOk {
+                version, layout, ..
+            } => {
+                if let Some(layout) = layout {
+                    conn.reader.dialect = Dialect::new(version, layout);
+                }
+                Ok(conn)
+            }
             other => Err(format!("handshake refused: {other:?}")),
         }
     }
@@ -113,7 +123,7 @@ impl Conn {
     /// Sends one request and waits for its answer; nothing else may be in flight.
     pub(crate) fn call(&mut self, request: &Request) -> Result<Response, String> {
         let mut out = BytesMut::new();
-        request.encode(1, &mut out);
+        request.encode(1, &self.reader.dialect, &mut out);
         self.write(&out)?;
         match self.reader.answer()? {
             (1, answer) => Ok(answer),

@@ -9,7 +9,7 @@ mod open;
 
 use std::time::Duration;
 
-use vesta_core::IdRun;
+use vesta_core::{IdRun, Layout};
 use vesta_server::ServerInfo;
 use vesta_server::proto::{Request, Response};
 
@@ -45,7 +45,7 @@ pub fn run(
         targets.push(Target {
             address: address.clone(),
             machine: Some(u64::from(info.machine)),
-            id_type: info.layout_type(),
+            layout: Some(info.layout.clone()),
             lease: Some(info.lease_state_name().to_owned()),
         });
     }
@@ -90,18 +90,18 @@ impl Worker for TcpWorker {
     }
 }
 
-/// Counts one answer into `tally`; returns (IDs, is an error). An answer that is neither IDs
-/// nor an error is a broken server.
-fn account(tally: &mut Tally, answer: &Response) -> Result<(u64, bool), String> {
+/// Counts one answer into `tally`, reading IDs in `layout`; returns (IDs, is an error). An
+/// answer that is neither IDs nor an error is a broken server.
+fn account(tally: &mut Tally, answer: &Response, layout: &Layout) -> Result<(u64, bool), String> {
     match answer {
         Response::Id(id) => {
-            tally.ids(*id, 1);
+            tally.ids(*id, 1, Some(layout));
             Ok((1, false))
         }
         Response::Ids(runs) => {
             let mut n = 0;
-            for &IdRun { first, count } in runs {
-                tally.ids(first, count);
+            for &IdRun { first, count, .. } in runs {
+                tally.ids(first, count, Some(layout));
                 n += count;
             }
             Ok((n, false))

@@ -11,7 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use vesta_server::proto::Request;
+use vesta_server::proto::{Dialect, Request};
 
 use super::conn::{Conn, Reader};
 use super::{account, slot_of};
@@ -66,6 +66,7 @@ pub(super) fn run(
     ctx: &Ctx<'_>,
 ) -> Result<Tally, String> {
     let Conn { writer, reader } = conn;
+    let dialect = reader.dialect.clone();
     let shared = Shared {
         slots: Mutex::new(Slots {
             intended: vec![ctx.start; pipeline],
@@ -85,7 +86,7 @@ pub(super) fn run(
             }
             r
         });
-        let sent = send(writer, &shared, request, schedule, ctx);
+        let sent = send(writer, &shared, request, &dialect, schedule, ctx);
         if sent.is_err() {
             shared.fail();
         }
@@ -101,6 +102,7 @@ fn send(
     mut writer: TcpStream,
     shared: &Shared,
     request: &Request,
+    dialect: &Dialect,
     mut schedule: Schedule,
     ctx: &Ctx<'_>,
 ) -> Result<(), String> {
@@ -136,7 +138,7 @@ fn send(
                 slots.intended[slot] = due;
                 slots.written[slot] = Instant::now();
                 slots.in_flight[slot] = true;
-                request.encode(id, &mut out);
+                request.encode(id, dialect, &mut out);
                 schedule.advance();
             }
         }
@@ -154,6 +156,7 @@ fn read(
     ctx: &Ctx<'_>,
 ) -> Result<Tally, String> {
     let mut tally = Tally::new(true);
+    let layout = reader.dialect.layout.clone();
     loop {
         let outstanding = pipeline - shared.slots().free.len();
         if shared.sender_done.load(Ordering::Acquire) && outstanding == 0
@@ -180,7 +183,7 @@ fn read(
             }
             tally.answer(slots.intended[slot], slots.written[slot], now);
             slots.free.push(request_id);
-            let (n, error) = account(&mut tally, &answer)?;
+            let (n, error) = account(&mut tally, &answer, &layout)?;
             answers += 1;
             ids += n;
             errors += u64::from(error);

@@ -1,40 +1,59 @@
-//! Arguments shared by several subcommands: the epoch, the config file and field values.
+//! Arguments shared by several subcommands: the layout and epoch, the config file, the machine
+//! ID, and running a server.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use vesta_core::Epoch;
-use vesta_embed::config::{MachineSection, ZooKeeperSection};
+use vesta_core::{Epoch, Layout, Preset};
+use vesta_embed::config::{LayoutChoice, MachineSection, ZooKeeperSection};
 use vesta_embed::{IssuerConfig, MachineSource};
 
-/// Where the epoch comes from: `--epoch`, else `--config`, else Vesta's.
+/// Where the layout and epoch come from: `--layout` and `--epoch`, else `--config`, else
+/// Vesta's.
 #[derive(clap::Args, Debug, Clone)]
-pub struct EpochArgs {
-    /// Epoch: ms since 1970 or an RFC 3339 date-time [default: 2015-01-01T00:00:00+08:00]
+pub struct LayoutArgs {
+    /// Layout of the IDs: vesta, leaf, twitter, sonyflake or uid-generator (a custom layout
+    /// comes from --config's [id.layout]) [default: the config's, else vesta]
+    #[arg(long, value_name = "NAME")]
+    pub layout: Option<Preset>,
+    /// Epoch: ms since 1970 or an RFC 3339 date-time [default: the layout's own; Vesta's is
+    /// 2015-01-01T00:00:00+08:00]
     #[arg(long, value_name = "MS|RFC3339")]
     pub epoch: Option<Epoch>,
-    /// A vesta.toml whose id.epoch (and id.type) to use
+    /// A vesta.toml whose [id] section (layout, type, epoch, version) to use
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
 
-impl EpochArgs {
-    /// The config file's contents (or the defaults) with `--epoch` applied: the one place where
-    /// flag > config > default is decided for the epoch.
+impl LayoutArgs {
+    /// The config file's contents (or the defaults) with `--layout` and `--epoch` applied: the
+    /// one place where flag > config > default is decided for them.
     pub fn issuer_config(&self) -> anyhow::Result<IssuerConfig> {
         let mut config = match &self.config {
             Some(path) => IssuerConfig::from_toml_file(path).context("--config")?,
             None => IssuerConfig::default(),
         };
-        if let Some(epoch) = self.epoch {
-            config.id.epoch = epoch;
-        }
+        apply_layout_flags(self.layout, self.epoch, &mut config.id);
         Ok(config)
     }
 
-    /// The epoch in force.
-    pub fn epoch(&self) -> anyhow::Result<Epoch> {
-        Ok(self.issuer_config()?.id.epoch)
+    /// The layout in force, with its epoch.
+    pub fn layout(&self) -> anyhow::Result<Layout> {
+        Ok(self.issuer_config()?.layout()?)
+    }
+}
+
+/// Applies `--layout NAME` and `--epoch` to an `[id]` section.
+pub fn apply_layout_flags(
+    layout: Option<Preset>,
+    epoch: Option<Epoch>,
+    id: &mut vesta_embed::config::IdSection,
+) {
+    if let Some(preset) = layout {
+        id.layout = LayoutChoice::Preset(preset);
+    }
+    if let Some(epoch) = epoch {
+        id.epoch = Some(epoch);
     }
 }
 

@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use vesta_core::IdType;
 use vesta_embed::{Issuer, IssuerConfig};
 
-use super::common::{EpochArgs, apply_machine_flags};
+use super::common::{LayoutArgs, apply_machine_flags};
 
 /// Above this many IDs a progress bar is drawn (when stderr is a terminal).
 const PROGRESS_THRESHOLD: u64 = 1_000_000;
@@ -25,20 +25,26 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     count: u64,
-    /// Static machine ID from the embed pool [default: the config's, else 0]
+    /// Static machine ID (the whole node field) from the embed pool [default: the config's,
+    /// else 0]
     #[arg(long, allow_negative_numbers = true)]
     machine: Option<u64>,
-    /// max-peak, min-granularity, 0 or 1 [default: the config's, else max-peak]
+    /// Vesta's type: max-peak, min-granularity, 0 or 1 [default: the config's, else max-peak]
     #[arg(long = "type", value_name = "TYPE")]
     id_type: Option<IdType>,
     /// Lease the machine ID (embed pool) from ZooKeeper instead; released on exit
     #[arg(long, value_name = "HOST:PORT[,...]", conflicts_with = "machine")]
     zk: Option<String>,
-    /// Fetch the IDs from central TCP servers instead (genMethod server; tried in order, with failover)
-    #[arg(long, value_name = "HOST:PORT[,...]", conflicts_with_all = ["machine", "id_type", "zk"])]
+    /// Fetch the IDs from central TCP servers instead, in their layout (genMethod server; tried
+    /// in order, with failover)
+    #[arg(
+        long,
+        value_name = "HOST:PORT[,...]",
+        conflicts_with_all = ["machine", "id_type", "zk", "layout", "epoch", "config"]
+    )]
     server: Option<String>,
     #[command(flatten)]
-    epoch: EpochArgs,
+    layout: LayoutArgs,
 }
 
 /// Runs the command.
@@ -46,7 +52,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(servers) = &args.server {
         return super::gen_server::run(servers, args.count);
     }
-    let mut config = args.epoch.issuer_config()?;
+    let mut config = args.layout.issuer_config()?;
     apply_overrides(&mut config, &args);
     let issuer = Issuer::start(config).context("starting the issuer")?;
     write_ids(&issuer, args.count)?;
@@ -55,7 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 fn apply_overrides(config: &mut IssuerConfig, args: &Args) {
     if let Some(t) = args.id_type {
-        config.id.id_type = t;
+        config.id.id_type = Some(t);
     }
     let zk = args.zk.as_deref();
     apply_machine_flags(args.machine, zk, &mut config.machine, &mut config.zookeeper);

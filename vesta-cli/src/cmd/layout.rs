@@ -1,25 +1,29 @@
-//! `vesta layout`: both layouts as data — bit ranges, capacity, epoch, end of life and how long
-//! is left until it in the epoch in force (with a warning inside `id.end_of_life_margin_days`).
+//! `vesta layout`: the layout in force as data — bit ranges, capacity, machine-ID pools, epoch,
+//! end of life and how long is left until it (with a warning inside
+//! `id.end_of_life_margin_days`). Vesta's layout shows both of its types.
 
 use std::io::{self, Write};
 
-use vesta_core::{Clock, Epoch, IdType, describe_span, time_left_ms};
+use vesta_core::{Clock, Epoch, FieldKind, IdType, Layout, describe_span, time_left_ms};
 use vesta_embed::SystemClock;
 
-use super::common::EpochArgs;
+use super::common::LayoutArgs;
 
 /// Arguments of `vesta layout`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
-    epoch: EpochArgs,
+    layout: LayoutArgs,
 }
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let epoch = args.epoch.epoch()?;
-    let margin_ms = args.epoch.issuer_config()?.id.end_of_life_margin_ms();
+    let config = args.layout.issuer_config()?;
+    let layout = config.layout()?;
+    let margin_ms = config.id.end_of_life_margin_ms();
+    let server_pool_start = config.machine.server_pool_start;
     let now = SystemClock::precise().now_ms();
+    let epoch = layout.epoch();
     let mut out = io::stdout().lock();
     writeln!(
         out,
@@ -27,38 +31,79 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Epoch::rfc3339(epoch.unix_ms()),
         epoch.unix_ms()
     )?;
-    for id_type in IdType::ALL {
-        let l = id_type.layout();
+    let variants: Vec<Layout> = match layout.id_type() {
+        Some(_) => IdType::ALL
+            .iter()
+            .map(|t| {
+                layout
+                    .for_id(t.code() << vesta_core::TYPE_SHIFT)
+                    .into_owned()
+            })
+            .collect(),
+        None => vec![layout],
+    };
+    for l in &variants {
         writeln!(out)?;
-        writeln!(
-            out,
-            "type {} {} (time unit: 1 {})",
-            id_type.code(),
-            id_type,
-            l.unit_name
-        )?;
-        for span in l.spans().iter().rev() {
+        let unit = unit_words(l);
+        match l.id_type() {
+            Some(t) => writeln!(out, "type {} {t} (time unit: {unit})", t.code())?,
+            None => writeln!(out, "layout {} (time unit: {unit})", l.name())?,
+        }
+        for f in l.fields() {
             writeln!(
                 out,
-                "  {:<10} bits {:>2}-{:<2} ({:>2} bits, max {})",
-                span.name,
-                span.low_bit,
-                span.high_bit(),
-                span.bits,
-                span.max()
+                "  {:<10} bits {:>2}-{:<2} ({:>2} bits, max {}){}",
+                f.name,
+                f.span.low_bit,
+                f.span.high_bit(),
+                f.span.bits,
+                f.span.max(),
+                match f.kind {
+                    FieldKind::Fixed(v) if l.id_type().is_none() => format!(", always {v}"),
+                    _ => String::new(),
+                }
+            )?;
+            for p in &f.parts {
+                writeln!(
+                    out,
+                    "    {:<8} bits {:>2}-{:<2} ({:>2} bits, max {})",
+                    p.name,
+                    p.span.low_bit,
+                    p.span.high_bit(),
+                    p.span.bits,
+                    p.span.max()
+                )?;
+            }
+        }
+        if l.signed() {
+            writeln!(
+                out,
+                "  bit 63     always 0 (the ID stays positive in SQL BIGINT and Java long)"
             )?;
         }
         write!(
             out,
             "  capacity   {} IDs per {} per machine",
             l.capacity_per_unit(),
-            l.unit_name
+            l.unit_name()
         )?;
-        if l.unit_ms != 1000 {
+        if l.unit_ms() != 1000 {
             write!(out, " ({} per second)", l.capacity_per_second())?;
         }
         writeln!(out)?;
-        let end = l.end_of_life_ms(epoch);
+        let pools = match server_pool_start {
+            Some(start) => vesta_core::MachinePools::with_node_bits(l.node_bits(), start)?,
+            None => l.default_pools(),
+        };
+        writeln!(
+            out,
+            "  pools      embed {}..={}, server {}..={}",
+            pools.embed().start(),
+            pools.embed().end(),
+            pools.server().start(),
+            pools.server().end()
+        )?;
+        let end = l.end_of_life_ms();
         let left = time_left_ms(end, now);
         writeln!(out, "  end of life {}", Epoch::rfc3339(end))?;
         writeln!(out, "  time left   {}", describe_span(left))?;
@@ -72,4 +117,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `1 second`, `1 millisecond`, `10 ms`.
+fn unit_words(l: &Layout) -> String {
+    match l.unit_ms() {
+        1 => "1 millisecond".into(),
+        1000 => "1 second".into(),
+        ms => format!("{ms} ms"),
+    }
 }

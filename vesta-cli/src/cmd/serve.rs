@@ -8,13 +8,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use vesta_core::{Epoch, IdType, Preset};
 use vesta_embed::Status;
 use vesta_rest::RestServer;
 use vesta_segment::GiveBackOutcome;
 use vesta_server::TcpServer;
 use vesta_service::{Segments, ServeReport, ServerSection, ServiceConfig, shutdown};
 
-use super::common::{apply_machine_flags, run_server};
+use super::common::{apply_layout_flags, apply_machine_flags, run_server};
 
 /// Arguments of `vesta serve`.
 #[derive(clap::Subcommand, Debug)]
@@ -35,7 +36,18 @@ pub struct ServerArgs {
     /// Address to listen on (port 0 picks a free port) [default: from the config]
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
-    /// Static machine ID from the server pool (924..=1023 by default)
+    /// Layout of the IDs: vesta, leaf, twitter, sonyflake or uid-generator (a custom layout
+    /// comes from --config's [id.layout]) [default: the config's, else vesta]
+    #[arg(long, value_name = "NAME")]
+    pub layout: Option<Preset>,
+    /// Vesta's type: max-peak, min-granularity, 0 or 1 [default: the config's, else max-peak]
+    #[arg(long = "type", value_name = "TYPE")]
+    pub id_type: Option<IdType>,
+    /// Epoch: ms since 1970 or an RFC 3339 date-time [default: the layout's own]
+    #[arg(long, value_name = "MS|RFC3339")]
+    pub epoch: Option<Epoch>,
+    /// Static machine ID (the whole node field) from the server pool (924..=1023 in Vesta's
+    /// layout)
     #[arg(long, value_name = "N", conflicts_with = "zk")]
     pub machine: Option<u64>,
     /// Lease the machine ID from ZooKeeper at HOST:PORT[,HOST:PORT...]
@@ -58,6 +70,10 @@ impl ServerArgs {
         };
         if let Some(addr) = self.listen {
             config.server.set_listen(addr);
+        }
+        apply_layout_flags(self.layout, self.epoch, &mut config.id);
+        if let Some(t) = self.id_type {
+            config.id.id_type = Some(t);
         }
         let (machine, zk) = (self.machine, self.zk.as_deref());
         apply_machine_flags(machine, zk, &mut config.machine, &mut config.zookeeper);
@@ -109,9 +125,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// One stable line for people and scripts (the port is real even with `--listen` port 0).
 fn announce(name: &str, addr: &str, s: &Status) {
+    let layout = match s.layout.id_type() {
+        Some(t) => format!("type {t}"),
+        None => format!("layout {}", s.layout.name()),
+    };
     eprintln!(
-        "{name} listening on {addr} (machine {}, genMethod {}, type {}, lease {})",
-        s.machine, s.gen_method, s.id_type, s.lease.state
+        "{name} listening on {addr} (machine {}, genMethod {}, {layout}, lease {})",
+        s.machine, s.gen_method, s.lease.state
     );
 }
 

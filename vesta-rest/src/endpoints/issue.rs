@@ -25,6 +25,8 @@ pub struct IdRequest {
     pub count: u64,
     /// What the `/genids` answer holds of the unsent-bytes budget.
     pub reservation: Option<Reservation>,
+    /// Leaf's snowflake path (shortened), when the answer is Leaf's.
+    pub leaf_path: Option<String>,
 }
 
 /// Checks the query of `/genid` (none) or `/genids` (`count`, 1..=`server.max_batch`), and
@@ -33,7 +35,23 @@ pub fn parse<C: Clock + 'static>(
     app: &App<C>,
     endpoint: Endpoint,
     query: Option<&str>,
+    path: &str,
 ) -> Result<IdRequest, ApiError> {
+    if endpoint == Endpoint::LeafSnowflake {
+        // Leaf ignores the key and any query string (cache busters).
+        let layout = app.issuer.layout();
+        if !crate::endpoints::leaf::serves(layout) {
+            return Err(crate::endpoints::leaf::not_served(
+                layout,
+                "/api/snowflake/get/{key}",
+            ));
+        }
+        return Ok(IdRequest {
+            count: 1,
+            reservation: None,
+            leaf_path: Some(crate::query::shorten(path).into_owned()),
+        });
+    }
     if endpoint == Endpoint::Genids {
         let q = Query::parse(query, "/genids", &["count"])?;
         let count = parse_count(q.required("count")?, app.max_batch)?;
@@ -43,6 +61,7 @@ pub fn parse<C: Clock + 'static>(
         return Ok(IdRequest {
             count,
             reservation: Some(reservation),
+            leaf_path: None,
         });
     }
     if query.is_some_and(|q| !q.is_empty()) {
@@ -51,6 +70,7 @@ pub fn parse<C: Clock + 'static>(
     Ok(IdRequest {
         count: 1,
         reservation: None,
+        leaf_path: None,
     })
 }
 
@@ -62,6 +82,15 @@ pub fn answer<C: Clock + 'static>(
     request: IdRequest,
     ids: Result<IdBatch, IssueError>,
 ) -> Result<Response<Body>, ApiError> {
+    if let Some(path) = &request.leaf_path {
+        let id = ids.map(|b| b.iter().next());
+        if let Ok(Some(_)) = id {
+            app.metrics.issued(1);
+        }
+        let id =
+            id.and_then(|id| id.ok_or_else(|| IssueError::Unavailable("no ID came back".into())));
+        return Ok(crate::endpoints::leaf::snowflake_answer(id, path));
+    }
     let ids = ids?;
     app.metrics.issued(ids.len());
     if let Some(reservation) = request.reservation {

@@ -1,58 +1,124 @@
-//! `/makeid?time=&seq=[&machine=&genMethod=&type=&version=]`: an ID made from chosen fields, to
-//! repair data. Fields not given take the server's own values (its machine, genMethod rest, its
-//! type, its version); every field is range-checked and an error names it.
+//! `/makeid?time=&seq=[&<field>=...]`: an ID of the server's layout made from chosen fields,
+//! to repair data. `time` and `seq` are required; every other field (the node as `machine` or
+//! `node`, or by its parts; Vesta's `genMethod`, `type` and `version`; a custom layout's fixed
+//! fields) takes the server's own value unless given. Every value is range-checked and an
+//! error names the field; a parameter the layout has no field for is a 400 naming it.
 
 use hyper::Response;
-use vesta_core::{Clock, FieldError, GenMethod, IdFields, IdType};
+use vesta_core::{Clock, FieldKind, FieldValues, GenMethod, IdType, Layout};
 
 use crate::app::App;
 use crate::error::ApiError;
-use crate::query::Query;
+use crate::query::{Query, parse_u64};
 use crate::response::{self, Body};
 
-/// The parameters `/makeid` accepts (Vesta's names).
-pub const PARAMS: [&str; 6] = ["time", "seq", "machine", "genMethod", "type", "version"];
+/// The parameters `/makeid` accepts in `layout`: `time`, `seq`, `machine`/`node` and every
+/// field and node part by its own name.
+pub fn params(layout: &Layout) -> Vec<&str> {
+    let mut names = vec!["time", "seq", "machine", "node"];
+    for f in layout.fields() {
+        match f.kind {
+            FieldKind::Time | FieldKind::Seq if names.contains(&f.name.as_str()) => {}
+            _ => {
+                if !names.contains(&f.name.as_str()) {
+                    names.push(&f.name);
+                }
+            }
+        }
+        names.extend(f.parts.iter().map(|p| p.name.as_str()));
+    }
+    names
+}
 
 /// `GET /makeid`: the decimal ID.
 pub fn makeid<C: Clock + 'static>(
     app: &App<C>,
     query: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
-    let q = Query::parse(query, "/makeid", &PARAMS)?;
-    let time = q.required_u64("time")?;
-    let seq = q.required_u64("seq")?;
-    let mut fields: IdFields = app.issuer.own_fields(time, seq);
-    if let Some(machine) = q.u64("machine")? {
-        fields.machine = machine;
+    let layout = app.issuer.layout();
+    let allowed = params(layout);
+    let q = Query::parse(query, "/makeid", &allowed)?;
+    let mut values = FieldValues::new()
+        .with("time", q.required_u64("time")?)
+        .with("seq", q.required_u64("seq")?);
+    let own = app.issuer.own_values();
+    for f in layout.fields() {
+        if matches!(f.kind, FieldKind::Time | FieldKind::Seq) {
+            continue;
+        }
+        let aliases: &[&str] = match f.kind {
+            FieldKind::Node => &["machine", "node"],
+            FieldKind::Method => &["genMethod"],
+            _ => &[],
+        };
+        let names = std::iter::once(f.name.as_str())
+            .chain(aliases.iter().copied())
+            .chain(f.parts.iter().map(|p| p.name.as_str()));
+        let mut given = false;
+        for name in names {
+            if let Some(text) = q.get(name) {
+                values.set(name, value_of(name, text)?);
+                given = true;
+            }
+        }
+        if !given {
+            // The server's own value: its machine, genMethod, version and type.
+            let own_name = if f.kind == FieldKind::Node {
+                "node"
+            } else {
+                f.name.as_str()
+            };
+            if let Some((n, v)) = own.iter().find(|(n, _)| *n == own_name) {
+                values.set(n, v);
+            }
+        }
     }
-    if let Some(text) = q.get("genMethod") {
-        fields.gen_method = text
-            .parse::<GenMethod>()
-            .map_err(|e| ApiError::invalid_param("genMethod", e))?;
-    }
-    if let Some(text) = q.get("type") {
-        fields.id_type = text
-            .parse::<IdType>()
-            .map_err(|e| ApiError::invalid_param("type", e))?;
-    }
-    if let Some(version) = q.u64("version")? {
-        fields.version = u8::try_from(version)
-            .ok()
-            .filter(|&v| v <= IdFields::MAX_VERSION)
-            .ok_or_else(|| {
-                let e = FieldError::OutOfRange {
-                    field: "version",
-                    value: version,
-                    min: 0,
-                    max: u64::from(IdFields::MAX_VERSION),
-                    context: "",
-                };
-                ApiError::invalid_param("version", e)
-            })?;
-    }
-    let id = app
-        .issuer
-        .make(&fields)
+    let id = layout
+        .make(&values)
         .map_err(|e| ApiError::invalid_param(e.field(), &e))?;
     Ok(response::decimal(id))
+}
+
+/// A parameter's value: genMethod and Vesta's type also by name, the rest in plain decimal.
+fn value_of(name: &str, text: &str) -> Result<u64, ApiError> {
+    match name {
+        "genMethod" => text
+            .parse::<GenMethod>()
+            .map(GenMethod::code)
+            .map_err(|e| ApiError::invalid_param(name, e)),
+        "type" => text
+            .parse::<IdType>()
+            .map(IdType::code)
+            .map_err(|e| ApiError::invalid_param(name, e)),
+        _ => parse_u64(name, text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vesta_core::Preset;
+
+    #[test]
+    fn each_layout_accepts_its_own_names() {
+        let mut vesta = params(IdType::MaxPeak.layout());
+        vesta.sort_unstable();
+        // Vesta's names, and `node` beside `machine`.
+        let mut want = vec![
+            "time",
+            "seq",
+            "machine",
+            "genMethod",
+            "type",
+            "version",
+            "node",
+        ];
+        want.sort_unstable();
+        assert_eq!(vesta, want);
+        let tw = params(&Preset::Twitter.layout());
+        for name in ["datacenterId", "workerId", "sequence", "node", "machine"] {
+            assert!(tw.contains(&name), "{name}: {tw:?}");
+        }
+        assert!(!tw.contains(&"genMethod"));
+    }
 }

@@ -4,6 +4,7 @@
 pub mod expid;
 pub mod healthz;
 pub mod issue;
+pub mod leaf;
 pub mod makeid;
 pub mod metrics;
 pub mod segment;

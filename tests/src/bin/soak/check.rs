@@ -84,7 +84,7 @@ pub fn check(outputs: &[Output], tmp: &Path, run_len: usize, start_ms: u64) -> i
         if f.gen_method != method || !pool_ok || !type_ok || f.version != 0 {
             c.wrong += 1;
         }
-        let ms = Epoch::VESTA.unix_ms_of(f.id_type.layout(), f.time);
+        let ms = f.unix_ms(Epoch::VESTA);
         c.earliest_ms = c.earliest_ms.min(ms);
         c.latest_ms = c.latest_ms.max(ms);
         if ms + 1000 < start_ms {

@@ -56,7 +56,7 @@ struct Streak {
 /// Issues until the job is done or stopped; returns what it saw.
 pub fn run(args: &Args, job: Job<'_>, sink: &mut Sink) -> anyhow::Result<Stats> {
     let mut config = IssuerConfig::default();
-    config.id.id_type = args.id_type;
+    config.id.id_type = Some(args.id_type);
     config.machine.source = MachineSource::Zookeeper;
     let z = &mut config.zookeeper;
     z.connect = args.zk.clone();
