@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vesta_core::{Clock, Explanation, ManualClock};
+use vesta_core::{Clock, ManualClock};
 use vesta_embed::lease::{LeaseSettings, inspect};
 use vesta_embed::{Issuer, IssuerConfig, MachineSource, SystemClock};
 use vesta_tests::bin::vesta_cmd;
@@ -121,11 +121,7 @@ fn killed_holder_frees_its_id_after_the_session_timeout_and_no_id_repeats() {
         old_count += 1;
     }
     assert!(old_count > 50_000, "only {old_count} IDs from the holder");
-    let machine = |id| {
-        Explanation::new(id, vesta_core::Epoch::VESTA)
-            .fields
-            .machine
-    };
+    let machine = |id| vesta_core::IdFields::decode(id).machine;
     assert_eq!(machine(old_max), 0);
     assert!(new_ids.iter().all(|&id| machine(id) == 0));
     assert!(

@@ -12,7 +12,7 @@ use vesta_tests::zk::{ZkEnsemble, ZkServer};
 fn config(connect: &str, root: &str, pool_size: u64, session_ms: u64) -> IssuerConfig {
     let mut c = IssuerConfig::default();
     c.machine.source = MachineSource::Zookeeper;
-    c.machine.server_pool_start = pool_size;
+    c.machine.server_pool_start = Some(pool_size);
     c.zookeeper.connect = connect.into();
     c.zookeeper.root = root.into();
     c.zookeeper.session_timeout_ms = session_ms;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use vesta_core::{Clock, Explanation, ManualClock};
+use vesta_core::{Clock, ManualClock};
 use vesta_embed::lease::{LeaseSettings, inspect};
 use vesta_embed::{IssueError, Issuer, IssuerConfig, LeaseState, MachineSource, StartError};
 use vesta_tests::zk::{ZkServer, zk_cli, zk_cli_script};
@@ -15,7 +15,7 @@ use vesta_tests::zk::{ZkServer, zk_cli, zk_cli_script};
 fn config(connect: &str, root: &str, pool_size: u64) -> IssuerConfig {
     let mut c = IssuerConfig::default();
     c.machine.source = MachineSource::Zookeeper;
-    c.machine.server_pool_start = pool_size;
+    c.machine.server_pool_start = Some(pool_size);
     c.zookeeper.connect = connect.into();
     c.zookeeper.root = root.into();
     c.zookeeper.session_timeout_ms = 1500;
@@ -26,9 +26,7 @@ fn config(connect: &str, root: &str, pool_size: u64) -> IssuerConfig {
 }
 
 fn machine_of(id: u64) -> u64 {
-    Explanation::new(id, vesta_core::Epoch::VESTA)
-        .fields
-        .machine
+    vesta_core::IdFields::decode(id).machine
 }
 
 #[test]
@@ -117,12 +115,8 @@ fn same_unit_takeover_after_a_clean_release_never_duplicates() {
             "round {round}: first ID {first} not above the previous holder's last {last_id}"
         );
         if last_id != 0 {
-            let prev = Explanation::new(last_id, vesta_core::Epoch::VESTA)
-                .fields
-                .time;
-            let now = Explanation::new(first, vesta_core::Epoch::VESTA)
-                .fields
-                .time;
+            let prev = vesta_core::IdFields::decode(last_id).time;
+            let now = vesta_core::IdFields::decode(first).time;
             assert!(now > prev, "the successor starts in a later second");
         }
         // Use up a good part of the current second, then hand over at once.
@@ -287,10 +281,7 @@ fn the_final_mark_is_written_over_a_mark_version_moved_behind_the_holders_back()
     assert!(!row.held, "the claim is deleted");
     let mark = row.mark.as_ref().unwrap();
     assert!(mark.clean, "the final mark is the clean one: {mark:?}");
-    assert_eq!(
-        mark.last_time,
-        Explanation::new(last, vesta_core::Epoch::VESTA).fields.time
-    );
+    assert_eq!(mark.last_time, vesta_core::IdFields::decode(last).time);
 }
 
 /// Someone else takes machine 0's claim (deleted and re-created, then written, within

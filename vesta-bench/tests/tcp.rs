@@ -139,7 +139,7 @@ async fn two_servers_share_the_load_and_add_their_caps() {
     assert!(
         r.per_unit
             .keys()
-            .all(|u| u.id_type == IdType::MinGranularity)
+            .all(|u| u.id_type == Some(IdType::MinGranularity))
     );
     assert_eq!(r.cap_per_sec(), Some(2 * 1_024_000));
     let text = r.to_string();

@@ -53,6 +53,8 @@ pub fn long() -> &'static str {
                 Epoch::rfc3339(l.with_epoch(epoch).end_of_life_ms()),
             );
         }
+        let presets: Vec<&str> = vesta_core::Preset::ALL.iter().map(|p| p.name()).collect();
+        let _ = writeln!(s, "layouts  {}, custom ([id.layout])", presets.join(", "));
         s.trim_end().to_owned()
     })
 }
@@ -72,9 +74,13 @@ mod tests {
         assert!(long.starts_with(env!("CARGO_PKG_VERSION")), "{long}");
         assert!(long.contains("epoch 2014-12-31T16:00:00.000Z (1420041600000 ms, Vesta's)"));
         assert!(long.contains("type max-peak"), "{long}");
+        assert!(
+            long.contains("layouts  vesta, leaf, twitter, sonyflake, uid-generator, custom"),
+            "{long}"
+        );
         for id_type in IdType::ALL {
             let l = id_type.layout();
-            let end = Epoch::rfc3339(l.end_of_life_ms(Epoch::VESTA));
+            let end = Epoch::rfc3339(l.end_of_life_ms());
             assert!(long.contains(&format!("{} IDs/s", l.capacity_per_second())));
             assert!(long.contains(&format!("end of life {end}")), "{long}");
         }

@@ -5,7 +5,7 @@
 //! cargo run -p vesta-embed --example embed_static
 //! ```
 
-use vesta_embed::{IdFields, Issuer, IssuerConfig};
+use vesta_embed::{Issuer, IssuerConfig};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let issued = run(7, 5)?;
@@ -41,19 +41,19 @@ pub fn run(machine: u64, n: u64) -> Result<Issued, Box<dyn std::error::Error>> {
     let ids: Vec<u64> = issuer.next_ids(n)?.iter().collect();
     let first = issuer.explain(ids[0]);
 
-    // The same fields as the first ID, but sequence 42: IDs never issued can be made, to
-    // repair data; every field is range-checked.
-    let fields = IdFields {
-        seq: 42,
-        ..first.fields
-    };
-    let made = issuer.make(&fields)?;
+    // The issuer's own fields at the first ID's time, but sequence 42: IDs never issued can
+    // be made, to repair data; every field is range-checked.
+    let values = issuer
+        .own_values()
+        .with("time", first.time())
+        .with("seq", 42);
+    let made = issuer.make(&values)?;
 
     issuer.shutdown()?; // also done on drop; afterwards every call is refused
     Ok(Issued {
         ids,
         explained: first.to_string(),
-        made_time: first.fields.time,
+        made_time: first.time(),
         made,
     })
 }

@@ -158,8 +158,9 @@ mod tests {
 
     #[test]
     fn coarse_only_where_the_unit_allows() {
-        assert!(!SystemClock::for_layout(&Layout::MIN_GRANULARITY).is_coarse());
-        let a = SystemClock::for_layout(&Layout::MAX_PEAK).now_ms();
+        let ms = vesta_core::IdType::MinGranularity.layout();
+        assert!(!SystemClock::for_layout(ms).is_coarse());
+        let a = SystemClock::for_layout(vesta_core::IdType::MaxPeak.layout()).now_ms();
         let b = SystemClock::precise().now_ms();
         assert!(a.abs_diff(b) < 1000, "coarse {a} vs precise {b}");
     }

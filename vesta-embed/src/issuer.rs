@@ -330,7 +330,7 @@ mod tests {
             "2049 is far from 2023"
         );
         let mut config = IssuerConfig::default();
-        config.id.epoch = "1994-01-01T00:00:00Z".parse().unwrap();
+        config.id.epoch = Some("1994-01-01T00:00:00Z".parse().unwrap());
         let issuer = Issuer::start_with_clock(config.clone(), ManualClock::new(T0)).unwrap();
         let warning = issuer.warn_near_end_of_life().unwrap();
         assert!(
@@ -414,7 +414,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("static.state");
         let mut c = IssuerConfig::default();
-        c.id.id_type = vesta_core::IdType::MinGranularity;
+        c.id.id_type = Some(vesta_core::IdType::MinGranularity);
         c.machine.state_file = Some(path.clone());
         c.machine.state_file_interval_ms = 50;
         let a = Issuer::start_with_clock(c.clone(), Arc::new(ManualClock::new(T0))).unwrap();
@@ -435,7 +435,7 @@ mod tests {
         assert!(clock.waits() >= 1, "waited out the promise");
         let first = b.next_id().unwrap();
         assert!(first > *a_ids.last().unwrap());
-        let first_ms = Epoch::VESTA.unix_ms() + b.explain(first).fields.time;
+        let first_ms = Epoch::VESTA.unix_ms() + b.explain(first).time();
         assert!(
             first_ms >= crashed.mark_ms,
             "issued inside the crashed holder's promise"

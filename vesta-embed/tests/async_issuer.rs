@@ -10,7 +10,7 @@ use vesta_embed::{AsyncIssuer, DEFAULT_MAX_WAIT, Issuer, IssuerConfig};
 
 fn async_issuer(id_type: IdType) -> AsyncIssuer {
     let mut config = IssuerConfig::default();
-    config.id.id_type = id_type;
+    config.id.id_type = Some(id_type);
     let issuer = Arc::new(Issuer::start(config).unwrap());
     AsyncIssuer::new(issuer, DEFAULT_MAX_WAIT).unwrap()
 }

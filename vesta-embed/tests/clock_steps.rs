@@ -12,7 +12,7 @@ use vesta_embed::{IssueError, Issuer, IssuerConfig, ShiftedClock, SystemClock};
 fn issuer(id_type: IdType) -> (Issuer<Arc<ShiftedClock>>, Arc<ShiftedClock>) {
     let clock = Arc::new(ShiftedClock::new(SystemClock::precise()));
     let mut config = IssuerConfig::default();
-    config.id.id_type = id_type;
+    config.id.id_type = Some(id_type);
     let issuer = Issuer::start_with_clock(config, clock.clone()).unwrap();
     (issuer, clock)
 }
@@ -33,7 +33,7 @@ fn blocked_call_through_a_step(
 ) -> (Result<u64, IssueError>, Duration, u64) {
     let (issuer, clock) = issuer(id_type);
     let layout = id_type.layout();
-    let unit_ms = layout.unit_ms;
+    let unit_ms = layout.unit_ms();
     align(&clock, unit_ms, if unit_ms > 1 { 20 } else { 0 });
     // Use up the unit (a batch never spans units when the unit has room for it all).
     let used = issuer.try_next_ids(layout.capacity_per_unit()).unwrap();

@@ -453,25 +453,33 @@ mod tests {
     fn streamed_json_is_exact_and_its_length_known_up_front() {
         let cases = vec![
             vec![],
-            vec![IdRun { first: 5, count: 1 }],
+            vec![IdRun {
+                first: 5,
+                count: 1,
+                step: 1,
+            }],
             // Crosses from 4 to 5 and 6 digits inside one run.
             vec![IdRun {
                 first: 9_000,
                 count: 1_000,
+                step: 1024,
             }],
             vec![
                 IdRun {
                     first: 1 << 40,
                     count: 3_000,
+                    step: 1024,
                 },
                 IdRun {
-                    first: u64::MAX - 4 * IdRun::STEP,
+                    first: u64::MAX - 4 * 1024,
                     count: 5,
+                    step: 1024,
                 },
             ],
             vec![IdRun {
                 first: 999_999_999_999_999_000,
                 count: 10_000,
+                step: 1024,
             }],
         ];
         for runs in cases {
@@ -508,6 +516,7 @@ mod tests {
         let runs = vec![IdRun {
             first: 1 << 50,
             count: 10_000,
+            step: 1024,
         }];
         let batch = IdBatch::from_runs(runs.clone());
         let r = budget.reserve(Body::ids_reservation(10_000)).unwrap();

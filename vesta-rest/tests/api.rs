@@ -234,7 +234,7 @@ async fn transtime_uses_the_servers_unit() {
 async fn healthz_is_degraded_inside_the_end_of_life_margin() {
     let mut config = issuer_config();
     // With this epoch max-peak IDs end in January 2028, about four years after T0.
-    config.id.epoch = "1994-01-01T00:00:00Z".parse().unwrap();
+    config.id.epoch = Some("1994-01-01T00:00:00Z".parse().unwrap());
     let issuer = Issuer::start_with_clock(config, Arc::new(ManualClock::new(T0))).unwrap();
     let server = spawn(issuer, rest()).await;
     let c = server.client();

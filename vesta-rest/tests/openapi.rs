@@ -787,7 +787,7 @@ async fn spec_parameter_schemas_accept_exactly_what_the_server_accepts() {
     let section = segment_db(dir.path(), &[("orders", 100_000)]).await;
     let peak = with_segments(system_issuer(), rest(), &section).await;
     let mut config = issuer_config();
-    config.id.id_type = IdType::MinGranularity;
+    config.id.id_type = Some(IdType::MinGranularity);
     config.machine.id = Some(925);
     let gran = with_segments(Issuer::start(config).unwrap(), rest(), &section).await;
     let clients = [peak.client(), gran.client()];

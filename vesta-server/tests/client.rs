@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::{config, start, start_with_issuer};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep};
-use vesta_core::{GenMethod, IdFields};
+use vesta_core::{FieldValues, GenMethod, IdFields, IdType};
 use vesta_embed::{IssuerConfig, LeaseState};
 use vesta_server::{Client, ClientConfig, ClientError, ErrorCode};
 
@@ -81,10 +81,17 @@ async fn every_operation_through_the_client() {
     assert!(ids.windows(2).all(|w| w[0] < w[1]));
     assert!(ids[0] > id);
     let x = client.explain(id).await.unwrap();
-    assert_eq!(x.fields, f);
-    assert_eq!(client.make(&f).await.unwrap(), id);
-    let bad = IdFields { machine: 4096, ..f };
-    match client.make(&bad).await {
+    assert_eq!(x.vesta_fields(), Some(f));
+    assert_eq!(client.layout().as_ref(), Some(IdType::MaxPeak.layout()));
+    let values = |machine: u64| {
+        FieldValues::new()
+            .with("time", f.time)
+            .with("seq", f.seq)
+            .with("machine", machine)
+            .with("genMethod", f.gen_method.code())
+    };
+    assert_eq!(client.make(&values(950)).await.unwrap(), id);
+    match client.make(&values(4096)).await {
         Err(ClientError::Refused { code, message, .. }) => {
             assert_eq!(code, ErrorCode::FieldOutOfRange);
             assert_eq!(message, "machine 4096 is out of range: allowed 0..=1023");
@@ -266,8 +273,9 @@ async fn a_server_that_hangs_times_out_and_fails_over() {
                     version: 1,
                     max_frame_bytes: 65536,
                     max_batch: 65536,
+                    layout: None,
                 }
-                .encode(1, &mut out);
+                .encode(1, &vesta_server::proto::Dialect::v1(), &mut out);
                 let _ = s.write_all(&out).await;
             }
             held.push(s);

@@ -50,7 +50,7 @@ async fn greedy(
 /// the polite waits and the IDs the greedy ones got.
 async fn polite_next_to_greedy(id_type: IdType, run: Duration) -> (Vec<Duration>, u64) {
     let mut cfg = config(940);
-    cfg.id.id_type = id_type;
+    cfg.id.id_type = Some(id_type);
     let server = start(cfg).await;
     let addr = server.addr();
     let batch = server.info().max_batch;

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use common::{Raw, config, raw_frame, start, start_with_issuer};
 use tokio::time::{Instant, sleep};
-use vesta_core::{GenMethod, IdFields, IdType};
+use vesta_core::{Explanation, FieldValues, GenMethod, IdFields, IdType, Preset};
 use vesta_embed::LeaseState;
-use vesta_server::proto::{ErrorCode, RawFields, Request, Response, op};
+use vesta_server::proto::{Dialect, ErrorCode, Request, Response, op};
 
 /// A second connection gets an ID right now: the server is still serving others.
 async fn still_serving(addr: std::net::SocketAddr) {
@@ -29,11 +29,32 @@ fn error_code(r: &Response) -> ErrorCode {
     }
 }
 
-#[tokio::test]
-async fn every_operation_answers_as_documented() {
-    let server = start(config(930)).await;
-    let mut c = Raw::hello(server.addr()).await;
+/// Vesta's six fields of `f` as `MAKE` values.
+fn vesta_values(f: &IdFields) -> FieldValues {
+    FieldValues::new()
+        .with("version", u64::from(f.version))
+        .with("type", f.id_type.code())
+        .with("genMethod", f.gen_method.code())
+        .with("time", f.time)
+        .with("seq", f.seq)
+        .with("machine", f.machine)
+}
 
+#[tokio::test]
+async fn every_operation_answers_as_documented_in_both_versions() {
+    let server = start(config(930)).await;
+    for version in [1, 2] {
+        let mut c = if version == 1 {
+            Raw::hello_v1(server.addr()).await
+        } else {
+            Raw::hello(server.addr()).await
+        };
+        every_operation(&mut c).await;
+    }
+    server.shutdown().await.unwrap();
+}
+
+async fn every_operation(c: &mut Raw) {
     c.send(2, &Request::Ping).await;
     assert_eq!(c.recv().await.unwrap(), (2, Response::Pong));
 
@@ -41,14 +62,12 @@ async fn every_operation_answers_as_documented() {
     let (_, Response::Info(info)) = c.recv().await.unwrap() else {
         panic!("not info")
     };
-    assert_eq!((info.machine, info.gen_method, info.id_type), (930, 1, 0));
-    assert_eq!(
-        (info.seq_bits, info.time_bits, info.unit_ms),
-        (20, 30, 1000)
-    );
+    assert_eq!((info.machine, info.gen_method), (930, 1));
+    assert_eq!(info.layout_type(), Some(IdType::MaxPeak));
+    assert_eq!(&info.layout, IdType::MaxPeak.layout());
     assert_eq!(info.lease_state_name(), "static");
     assert_eq!(info.server_pool_start, 924);
-    assert_eq!(info.connections, 1);
+    assert!(info.connections >= 1);
     assert_eq!(info.max_batch, 65_536);
 
     c.send(4, &Request::NextId).await;
@@ -75,14 +94,12 @@ async fn every_operation_answers_as_documented() {
     let (_, Response::Explained(x)) = c.recv().await.unwrap() else {
         panic!("not explained")
     };
-    assert_eq!((x.id, x.machine, x.gen_method), (id, 930, 1));
-    assert_eq!(u64::from(x.seq), f.seq);
+    assert_eq!(x.vesta_fields(), Some(f));
     assert_eq!(x.unix_ms, f.unix_ms(vesta_core::Epoch::VESTA));
 
-    c.send(7, &Request::Make(RawFields::from(&f))).await;
+    c.send(7, &Request::Make(vesta_values(&f))).await;
     assert_eq!(c.recv().await.unwrap(), (7, Response::Made(id)));
-    let mut bad = RawFields::from(&f);
-    bad.seq = 1 << 20;
+    let bad = vesta_values(&IdFields { seq: 1 << 20, ..f });
     c.send(8, &Request::Make(bad)).await;
     let (_, r) = c.recv().await.unwrap();
     assert_eq!(error_code(&r), ErrorCode::FieldOutOfRange);
@@ -93,8 +110,7 @@ async fn every_operation_answers_as_documented() {
         message,
         "seq 1048576 is out of range for max-peak: allowed 0..=1048575"
     );
-    bad = RawFields::from(&f);
-    bad.id_type = 2;
+    let bad = vesta_values(&f).with("type", 2);
     c.send(9, &Request::Make(bad)).await;
     assert_eq!(
         error_code(&c.recv().await.unwrap().1),
@@ -116,6 +132,75 @@ async fn every_operation_answers_as_documented() {
         message.contains("time 1073741824 is out of range"),
         "{message}"
     );
+}
+
+/// A server in Leaf's layout speaks version 2 only, tells its layout in the handshake, and
+/// every op reads and makes IDs in that layout.
+#[tokio::test]
+async fn a_peer_layout_server_speaks_version_2_in_its_own_layout() {
+    let mut cfg = config(930);
+    cfg.id.layout = vesta_embed::config::LayoutChoice::Preset(Preset::Leaf);
+    let server = start(cfg).await;
+    let mut old = Raw::connect(server.addr()).await;
+    old.send(
+        1,
+        &Request::Hello {
+            min_version: 1,
+            max_version: 1,
+        },
+    )
+    .await;
+    let (_, r) = old.recv().await.unwrap();
+    let Response::Error { code, message } = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(code, ErrorCode::UnsupportedVersion);
+    assert!(
+        message.contains("issues the leaf layout, which needs version 2"),
+        "{message}"
+    );
+    assert!(old.closed().await);
+
+    let mut c = Raw::hello(server.addr()).await;
+    assert_eq!(c.dialect, Dialect::new(2, Preset::Leaf.layout()));
+    c.send(2, &Request::NextIds { count: 3000 }).await;
+    let (_, Response::Ids(runs)) = c.recv().await.unwrap() else {
+        panic!("not ids")
+    };
+    assert!(runs.iter().all(|r| r.step == 1), "{runs:?}");
+    let ids: Vec<u64> = runs.iter().flat_map(|r| r.iter()).collect();
+    assert_eq!(ids.len(), 3000);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "increasing");
+    let leaf = Preset::Leaf.layout();
+    for &id in &ids {
+        let x = Explanation::new(id, &leaf);
+        assert_eq!((x.node(), x.warning()), (930, None));
+        assert!((id as i64) > 0);
+    }
+    let id = ids[17];
+    c.send(3, &Request::Explain { id }).await;
+    assert_eq!(
+        c.recv().await.unwrap(),
+        (3, Response::Explained(Explanation::new(id, &leaf)))
+    );
+    let x = Explanation::new(id, &leaf);
+    let values = FieldValues::new()
+        .with("time", x.time())
+        .with("workerId", 930)
+        .with("sequence", x.seq());
+    c.send(4, &Request::Make(values)).await;
+    assert_eq!(c.recv().await.unwrap(), (4, Response::Made(id)));
+    c.send(5, &Request::Make(FieldValues::new().with("genMethod", 1)))
+        .await;
+    let (_, r) = c.recv().await.unwrap();
+    let Response::Error { code, message } = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(code, ErrorCode::FieldOutOfRange);
+    assert!(
+        message.contains("a field of the leaf layout: time, workerId, sequence"),
+        "{message}"
+    );
     server.shutdown().await.unwrap();
 }
 
@@ -131,7 +216,7 @@ async fn pipelined_requests_are_matched_by_id() {
             Request::NextId
         };
         let mut b = bytes::BytesMut::new();
-        r.encode(id, &mut b);
+        r.encode(id, &c.dialect, &mut b);
         wire.extend_from_slice(&b);
     }
     c.write(&wire).await;
@@ -445,7 +530,7 @@ async fn connections_beyond_the_limit_are_refused_at_once() {
 async fn batches_span_units_without_blocking_the_connection() {
     // min-granularity: 1024 IDs per ms, so 50,000 IDs need at least 49 units and timer waits.
     let mut cfg = config(924);
-    cfg.id.id_type = IdType::MinGranularity;
+    cfg.id.id_type = Some(IdType::MinGranularity);
     let server = start(cfg).await;
     let mut c = Raw::hello(server.addr()).await;
     c.send(1, &Request::NextIds { count: 50_000 }).await;

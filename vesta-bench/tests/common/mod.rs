@@ -20,7 +20,7 @@ pub async fn tcp_server(machine: u64, id_type: IdType) -> (ServerHandle, Arc<Iss
     let mut c = TcpConfig::default();
     c.server.listen = "127.0.0.1:0".parse().unwrap();
     c.machine.id = Some(machine);
-    c.id.id_type = id_type;
+    c.id.id_type = Some(id_type);
     let server = TcpServer::start(c).await.unwrap();
     let issuer = server.issuer().clone();
     (ServerHandle::spawn(server), issuer)
@@ -50,7 +50,7 @@ pub async fn rest_server(
     let mut c = RestConfig::default();
     c.server.listen = "127.0.0.1:0".parse().unwrap();
     c.machine.id = Some(machine);
-    c.id.id_type = id_type;
+    c.id.id_type = Some(id_type);
     let server = RestServer::start(c).await.unwrap();
     let addr = server.local_addr();
     let issuer = server.issuer().clone();

@@ -187,6 +187,6 @@ mod tests {
             .machine(930)
             .build()
             .unwrap();
-        assert_eq!(c.machine.server_pool_start, 1000);
+        assert_eq!(c.machine.server_pool_start, Some(1000));
     }
 }

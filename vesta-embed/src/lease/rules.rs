@@ -456,7 +456,7 @@ mod tests {
                 floor: None,
             };
             let clock = Arc::new(ManualClock::new(T0));
-            let holder = Generator::new(config, clock.clone()).unwrap();
+            let holder = Generator::new(config.clone(), clock.clone()).unwrap();
             let mut term = Term::new(l.clone(), Duration::from_millis(3_000));
             let p = term.renewal(Instant::now(), clock.now_ms(), holder.last_issued_time());
             term.renewed(&p);
@@ -465,7 +465,7 @@ mod tests {
             let mut last = 0;
             while let Ok(id) = holder.next_id() {
                 last = id;
-                clock.advance(l.unit_ms.min(250));
+                clock.advance(l.unit_ms().min(250));
             }
             let last_ms = l.unix_ms_of(IdFields::decode(last).time);
             assert!(last_ms < p.mark_ms, "issued past its promise");

@@ -417,7 +417,7 @@ mod tests {
     fn async_issuer(id_type: IdType) -> (AsyncIssuer<Arc<ManualClock>>, Arc<ManualClock>) {
         let clock = Arc::new(ManualClock::new(T0));
         let mut config = IssuerConfig::default();
-        config.id.id_type = id_type;
+        config.id.id_type = Some(id_type);
         let issuer = Issuer::start_with_clock(config, clock.clone()).unwrap();
         let a = AsyncIssuer::new(Arc::new(issuer), DEFAULT_MAX_WAIT).unwrap();
         (a, clock)

@@ -256,10 +256,14 @@ mod tests {
                 }));
             }
             let count = n.min(self.left);
-            let first = self.next * IdRun::STEP;
+            let first = self.next * 1024;
             self.next += count;
             self.left -= count;
-            Ok(IdBatch::from_runs(vec![IdRun { first, count }]))
+            Ok(IdBatch::from_runs(vec![IdRun {
+                first,
+                count,
+                step: 1024,
+            }]))
         }
     }
 

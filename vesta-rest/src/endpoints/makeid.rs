@@ -115,7 +115,8 @@ mod tests {
         ];
         want.sort_unstable();
         assert_eq!(vesta, want);
-        let tw = params(&Preset::Twitter.layout());
+        let twitter = Preset::Twitter.layout();
+        let tw = params(&twitter);
         for name in ["datacenterId", "workerId", "sequence", "node", "machine"] {
             assert!(tw.contains(&name), "{name}: {tw:?}");
         }

@@ -47,7 +47,7 @@ pub fn system_issuer() -> Issuer {
 pub fn manual_issuer(id_type: IdType) -> (Issuer<Arc<ManualClock>>, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(T0));
     let mut config = issuer_config();
-    config.id.id_type = id_type;
+    config.id.id_type = Some(id_type);
     let issuer = Issuer::start_with_clock(config, Arc::clone(&clock)).unwrap();
     // Waits for the next unit last until the test moves the clock.
     clock.hold_waits(true);

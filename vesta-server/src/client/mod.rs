@@ -623,10 +623,15 @@ mod tests {
     #[test]
     fn pop_walks_runs_in_order() {
         let mut buf = VecDeque::from([
-            IdRun { first: 5, count: 2 },
+            IdRun {
+                first: 5,
+                count: 2,
+                step: 1024,
+            },
             IdRun {
                 first: 9000,
                 count: 1,
+                step: 1,
             },
         ]);
         assert_eq!(pop(&mut buf), Some(5));

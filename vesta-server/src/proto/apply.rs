@@ -213,7 +213,7 @@ pub(super) mod testing {
     ) -> (ServerContext<Arc<ManualClock>>, Arc<ManualClock>) {
         let clock = Arc::new(ManualClock::new(1_700_000_000_000));
         let mut config = IssuerConfig::default();
-        config.id.id_type = id_type;
+        config.id.id_type = Some(id_type);
         config.machine.id = Some(930);
         config.gen_method = GenMethod::Server;
         let issuer = Arc::new(Issuer::start_with_clock(config, clock.clone()).unwrap());
@@ -239,6 +239,9 @@ pub(super) mod testing {
             .unwrap()
             .expect("a whole frame");
         assert!(out.is_empty(), "one frame only");
-        (f.request_id, Response::parse(&f).unwrap())
+        (
+            f.request_id,
+            Response::parse(&f, &crate::proto::Dialect::v1()).unwrap(),
+        )
     }
 }

@@ -1,31 +1,45 @@
-//! The codec's own tests: every request and answer round-trips through a frame, payloads of the
-//! wrong length are refused, and the example in docs/protocol.md is byte-exact.
+//! The codec's own tests: every request and answer round-trips through a frame in both
+//! versions (version 2 in every preset layout), payloads of the wrong length are refused, and
+//! the examples in docs/protocol.md are byte-exact.
 
 use super::*;
 use crate::frame;
 use proptest::prelude::*;
-use vesta_core::{Explanation, GenMethod, IdFields};
+use vesta_core::{Explanation, FieldValues, GenMethod, IdFields, IdType, Preset};
 
-fn round_trip_request(r: &Request, id: u32) -> Request {
+fn round_trip_request_in(r: &Request, id: u32, dialect: &Dialect) -> Request {
     let mut buf = BytesMut::new();
-    r.encode(id, &mut buf);
+    r.encode(id, dialect, &mut buf);
     let f = frame::decode(&mut buf, frame::DEFAULT_MAX_FRAME_BYTES)
         .unwrap()
         .unwrap();
     assert_eq!(f.request_id, id);
     assert!(buf.is_empty());
-    Request::parse(&f).unwrap()
+    Request::parse(&f, dialect).unwrap()
 }
 
-fn round_trip_response(r: &Response, id: u32) -> Response {
+fn round_trip_request(r: &Request, id: u32) -> Request {
+    round_trip_request_in(r, id, &Dialect::v1())
+}
+
+fn round_trip_response_in(r: &Response, id: u32, dialect: &Dialect) -> Response {
     let mut buf = BytesMut::new();
-    r.encode(id, &mut buf);
+    r.encode(id, dialect, &mut buf);
     let f = frame::decode(&mut buf, frame::MAX_MAX_FRAME_BYTES)
         .unwrap()
         .unwrap();
     assert_eq!(f.request_id, id);
     assert!(buf.is_empty());
-    Response::parse(&f).unwrap()
+    Response::parse(&f, dialect).unwrap()
+}
+
+fn round_trip_response(r: &Response, id: u32) -> Response {
+    round_trip_response_in(r, id, &Dialect::v1())
+}
+
+/// Version 2 over one of the presets.
+fn v2(which: usize) -> Dialect {
+    Dialect::new(2, Preset::ALL[which % Preset::ALL.len()].layout())
 }
 
 fn request_strategy() -> impl Strategy<Value = Request> {
@@ -48,14 +62,15 @@ fn request_strategy() -> impl Strategy<Value = Request> {
             any::<u64>()
         )
             .prop_map(|(version, id_type, gen_method, time, seq, machine)| {
-                Request::Make(RawFields {
-                    version,
-                    id_type,
-                    gen_method,
-                    time,
-                    seq,
-                    machine,
-                })
+                Request::Make(
+                    FieldValues::new()
+                        .with("version", version.into())
+                        .with("type", id_type.into())
+                        .with("genMethod", gen_method.into())
+                        .with("time", time)
+                        .with("seq", seq)
+                        .with("machine", machine),
+                )
             }),
         any::<u64>().prop_map(|time| Request::TransTime { time }),
         "[a-z0-9._:-]{0,128}".prop_map(|tag| Request::Segment { tag }),
@@ -67,23 +82,25 @@ fn request_strategy() -> impl Strategy<Value = Request> {
 fn response_strategy() -> impl Strategy<Value = Response> {
     let code = (1u16..=20).prop_map(ErrorCode::from_u16);
     prop_oneof![
-        (any::<u8>(), any::<u32>(), any::<u32>()).prop_map(|(v, f, b)| Response::HelloOk {
+        (0u8..2, any::<u32>(), any::<u32>()).prop_map(|(v, f, b)| Response::HelloOk {
             version: v,
             max_frame_bytes: f,
-            max_batch: b
+            max_batch: b,
+            layout: None,
         }),
         Just(Response::Pong),
         (any::<[u8; 8]>(), any::<u64>(), ".{0,40}").prop_map(|(s, x, reason)| {
+            // Version 1 carries a Vesta layout: type, version bit and epoch.
+            let layout = IdType::ALL[usize::from(s[3] & 1)]
+                .layout()
+                .with_epoch(vesta_core::Epoch::from_unix_ms(x >> 1))
+                .with_fixed("version", u64::from(s[4] & 1))
+                .unwrap();
             Response::Info(ServerInfo {
-                machine: u16::from(s[0]) << 8 | u16::from(s[1]),
+                machine: u32::from(s[0] & 3) << 8 | u32::from(s[1]),
                 gen_method: s[2],
-                id_type: s[3],
-                id_version: s[4],
                 lease_state: s[5],
-                seq_bits: s[6],
-                time_bits: s[7],
-                unit_ms: x as u32,
-                epoch_ms: x,
+                layout,
                 server_pool_start: 924,
                 last_issued_time: x >> 3,
                 end_of_life_ms: !x,
@@ -104,6 +121,7 @@ fn response_strategy() -> impl Strategy<Value = Response> {
                         IdRun {
                             first,
                             count: 1 + u64::from(c) % left,
+                            step: 1024,
                         }
                     })
                     .collect(),
@@ -135,11 +153,46 @@ proptest! {
         prop_assert_eq!(round_trip_response(&r, id), r);
     }
 
-    /// Explanations round-trip for any ID (the encoder writes what `decode` produced).
+    /// Explanations round-trip for any ID, in version 1 (Vesta) and 2 (every preset).
     #[test]
-    fn explanations_round_trip(id in any::<u64>(), ms in any::<u64>()) {
-        let x = WireExplanation::from(Explanation { id, fields: IdFields::decode(id), unix_ms: ms });
-        prop_assert_eq!(round_trip_response(&Response::Explained(x), 1), Response::Explained(x));
+    fn explanations_round_trip(id in any::<u64>(), which in 0usize..5) {
+        let x = Explanation::vesta(id, vesta_core::Epoch::VESTA);
+        let r = Response::Explained(x);
+        prop_assert_eq!(round_trip_response(&r, 1), r);
+        let d = v2(which);
+        let r = Response::Explained(Explanation::new(id, &d.layout));
+        prop_assert_eq!(round_trip_response_in(&r, 1, &d), r);
+    }
+
+    /// Version 2 carries the layout in `HELLO_OK`, makes IDs from any names and widens `INFO`.
+    #[test]
+    fn version_2_messages_round_trip(
+        which in 0usize..5,
+        names in proptest::collection::vec(("[a-zA-Z][a-zA-Z0-9_-]{0,31}", any::<u64>()), 0..8),
+        machine in any::<u32>(),
+        id in any::<u32>(),
+    ) {
+        let d = v2(which);
+        let hello = Response::HelloOk {
+            version: 2, max_frame_bytes: 65536, max_batch: 7, layout: Some(d.layout.clone()),
+        };
+        prop_assert_eq!(round_trip_response_in(&hello, id, &d), hello);
+        let mut values = FieldValues::new();
+        for (n, v) in names {
+            values.set(n, v);
+        }
+        let make = Request::Make(values);
+        prop_assert_eq!(round_trip_request_in(&make, id, &d), make);
+        let info = Response::Info(ServerInfo {
+            machine, gen_method: 1, lease_state: 2, server_pool_start: machine / 2,
+            last_issued_time: 5, end_of_life_ms: 9, max_batch: 7, max_frame_bytes: 65536,
+            connections: 1, reason: "é".into(), layout: d.layout.clone(),
+        });
+        prop_assert_eq!(round_trip_response_in(&info, id, &d), info);
+        // IDS runs step by the layout's own distance between sequence numbers.
+        let first = d.layout.make(&FieldValues::new().with("time", 3).with("seq", 0).with("node", 1)).unwrap();
+        let ids = Response::Ids(vec![IdRun { first, count: 2, step: d.layout.seq_step() }]);
+        prop_assert_eq!(round_trip_response_in(&ids, id, &d), ids);
     }
 
     /// A payload of any other length than the op's is refused, never misread.
@@ -153,7 +206,8 @@ proptest! {
             op::MAKE => 27, _ => 0 };
         prop_assume!(len != right);
         let f = Frame { op, request_id: 1, payload: Bytes::from(vec![0u8; len]) };
-        let is_bad_length = matches!(Request::parse(&f), Err(ParseError::BadLength { .. }));
+        let is_bad_length =
+            matches!(Request::parse(&f, &Dialect::v1()), Err(ParseError::BadLength { .. }));
         prop_assert!(is_bad_length);
     }
 }
@@ -166,14 +220,20 @@ fn unknown_ops_and_answer_ops_are_not_requests() {
             request_id: 1,
             payload: Bytes::new(),
         };
-        assert_eq!(Request::parse(&f), Err(ParseError::UnknownOp { op }));
+        assert_eq!(
+            Request::parse(&f, &Dialect::v1()),
+            Err(ParseError::UnknownOp { op })
+        );
     }
     let f = Frame {
         op: op::HELLO,
         request_id: 1,
         payload: Bytes::from_static(b"VSTB\x01\x01"),
     };
-    assert_eq!(Request::parse(&f), Err(ParseError::BadMagic));
+    assert_eq!(
+        Request::parse(&f, &Dialect::v1()),
+        Err(ParseError::BadMagic)
+    );
 }
 
 /// Found by the `response_parse` fuzz target: an `IDS` run that leaves its time unit (or holds
@@ -192,17 +252,26 @@ fn ids_runs_that_leave_their_unit_or_are_empty_are_refused() {
     let first = base.encode().unwrap();
     let parse = |runs: Vec<IdRun>| {
         let mut out = BytesMut::new();
-        Response::Ids(runs).encode(5, &mut out);
+        Response::Ids(runs).encode(5, &Dialect::v1(), &mut out);
         let f = frame::decode(&mut out, frame::MAX_MAX_FRAME_BYTES)
             .unwrap()
             .unwrap();
-        Response::parse(&f)
+        Response::parse(&f, &Dialect::v1())
     };
     // The last two IDs of the unit: fine.
-    let ok = vec![IdRun { first, count: 2 }];
+    let ok = vec![IdRun {
+        first,
+        count: 2,
+        step: 1024,
+    }];
     assert_eq!(parse(ok.clone()), Ok(Response::Ids(ok)));
     // One more would be sequence 2^20, i.e. the next second's sequence 0.
-    let err = parse(vec![IdRun { first, count: 3 }]).unwrap_err();
+    let err = parse(vec![IdRun {
+        first,
+        count: 3,
+        step: 1024,
+    }])
+    .unwrap_err();
     assert_eq!(err.code(), ErrorCode::BadPayload);
     assert_eq!(
         err.to_string(),
@@ -221,21 +290,28 @@ fn ids_runs_that_leave_their_unit_or_are_empty_are_refused() {
     let full = IdRun {
         first: ms,
         count: 1024,
+        step: 1024,
     };
     assert!(parse(vec![full]).is_ok());
     let over = IdRun {
         first: ms,
         count: 1025,
+        step: 1024,
     };
     assert!(matches!(
         parse(vec![full, over]),
         Err(ParseError::BadValue { name: "IDS", .. })
     ));
-    let empty = IdRun { first, count: 0 };
+    let empty = IdRun {
+        first,
+        count: 0,
+        step: 1024,
+    };
     assert!(parse(vec![empty]).is_err());
     let top = IdRun {
         first: u64::MAX,
         count: 2,
+        step: 1024,
     };
     assert!(
         parse(vec![top]).is_err(),
@@ -259,11 +335,11 @@ fn long_messages_are_cut_on_a_char_boundary() {
 #[test]
 fn the_example_in_the_doc_is_byte_exact() {
     let mut buf = BytesMut::new();
-    Request::NextId.encode(7, &mut buf);
+    Request::NextId.encode(7, &Dialect::v1(), &mut buf);
     assert_eq!(&buf[..], &[0, 0, 0, 5, 0x10, 0, 0, 0, 7]);
     let id = 0x155a_14a0_0000_039c;
     buf.clear();
-    Response::Id(id).encode(7, &mut buf);
+    Response::Id(id).encode(7, &Dialect::v1(), &mut buf);
     assert_eq!(
         &buf[..],
         &[
@@ -285,7 +361,7 @@ fn segment_requests_carry_their_tag_as_the_rest_of_the_payload() {
         payload: Bytes::from_static(b"\0\0\0"),
     };
     assert!(matches!(
-        Request::parse(&f),
+        Request::parse(&f, &Dialect::v1()),
         Err(ParseError::BadLength {
             name: "SEGMENTS",
             ..
@@ -298,7 +374,7 @@ fn segment_requests_carry_their_tag_as_the_rest_of_the_payload() {
     };
     // Not UTF-8: read with a replacement character, which the tag rule refuses by name.
     assert_eq!(
-        Request::parse(&f),
+        Request::parse(&f, &Dialect::v1()),
         Ok(Request::Segment {
             tag: "or\u{fffd}ders".into()
         })
@@ -311,7 +387,7 @@ fn the_segment_examples_in_the_doc_are_byte_exact() {
     Request::Segment {
         tag: "orders".into(),
     }
-    .encode(8, &mut buf);
+    .encode(8, &Dialect::v1(), &mut buf);
     assert_eq!(
         &buf[..],
         &[
@@ -319,7 +395,7 @@ fn the_segment_examples_in_the_doc_are_byte_exact() {
         ]
     );
     buf.clear();
-    Response::Number(1001).encode(8, &mut buf);
+    Response::Number(1001).encode(8, &Dialect::v1(), &mut buf);
     assert_eq!(
         &buf[..],
         &[
@@ -331,7 +407,7 @@ fn the_segment_examples_in_the_doc_are_byte_exact() {
         count: 2500,
         tag: "orders".into(),
     }
-    .encode(9, &mut buf);
+    .encode(9, &Dialect::v1(), &mut buf);
     assert_eq!(
         &buf[..],
         &[
@@ -339,7 +415,7 @@ fn the_segment_examples_in_the_doc_are_byte_exact() {
         ]
     );
     buf.clear();
-    Response::Numbers(vec![1002..2001, 5001..6502]).encode(9, &mut buf);
+    Response::Numbers(vec![1002..2001, 5001..6502]).encode(9, &Dialect::v1(), &mut buf);
     assert_eq!(
         &buf[..],
         &[

@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use tokio::time::timeout;
 use vesta_server::TcpConfig;
 use vesta_server::frame::{self, Frame};
-use vesta_server::proto::{MIN_VERSION, Request, Response, VERSION};
+use vesta_server::proto::{Dialect, MIN_VERSION, Request, Response, VERSION};
 use vesta_server::{ServerHandle, TcpServer};
 
 /// A server config on an ephemeral loopback port with static machine `machine`.
@@ -39,6 +39,8 @@ pub async fn start_with_issuer(config: TcpConfig) -> (ServerHandle, Arc<vesta_em
 pub struct Raw {
     pub stream: TcpStream,
     buf: BytesMut,
+    /// What frames are read and written in: version 1 until a handshake says otherwise.
+    pub dialect: Dialect,
 }
 
 pub const WAIT: Duration = Duration::from_secs(5);
@@ -50,6 +52,7 @@ impl Raw {
         Raw {
             stream,
             buf: BytesMut::new(),
+            dialect: Dialect::v1(),
         }
     }
 
@@ -61,26 +64,43 @@ impl Raw {
         Raw {
             stream,
             buf: BytesMut::new(),
+            dialect: Dialect::v1(),
         }
     }
 
-    /// Connects and completes the handshake.
+    /// Connects and completes the handshake in the newest version (2: the layout comes with
+    /// `HELLO_OK`).
     pub async fn hello(addr: std::net::SocketAddr) -> Raw {
+        Self::hello_with(addr, MIN_VERSION, VERSION).await
+    }
+
+    /// Connects and completes the handshake in version 1 (Vesta's layouts only).
+    pub async fn hello_v1(addr: std::net::SocketAddr) -> Raw {
+        Self::hello_with(addr, 1, 1).await
+    }
+
+    async fn hello_with(addr: std::net::SocketAddr, min_version: u8, max_version: u8) -> Raw {
         let mut r = Raw::connect(addr).await;
         r.send(
             1,
             &Request::Hello {
-                min_version: MIN_VERSION,
-                max_version: VERSION,
+                min_version,
+                max_version,
             },
         )
         .await;
         let (id, resp) = r.recv().await.expect("HELLO_OK");
         assert_eq!(id, 1);
-        assert!(
-            matches!(resp, Response::HelloOk { version: 1, .. }),
-            "{resp:?}"
-        );
+        match resp {
+            Response::HelloOk {
+                version, layout, ..
+            } if version == max_version => {
+                if let Some(layout) = layout {
+                    r.dialect = Dialect::new(version, layout);
+                }
+            }
+            other => panic!("expected HELLO_OK version {max_version}: {other:?}"),
+        }
         r
     }
 
@@ -90,7 +110,7 @@ impl Raw {
 
     pub async fn send(&mut self, id: u32, r: &Request) {
         let mut b = BytesMut::new();
-        r.encode(id, &mut b);
+        r.encode(id, &self.dialect, &mut b);
         self.write(&b).await;
     }
 
@@ -114,7 +134,7 @@ impl Raw {
     /// The next answer with its request id, or `None` at end of stream.
     pub async fn recv(&mut self) -> Option<(u32, Response)> {
         let f = self.recv_frame().await?;
-        Some((f.request_id, Response::parse(&f).unwrap()))
+        Some((f.request_id, Response::parse(&f, &self.dialect).unwrap()))
     }
 
     /// True if the server closed the connection (end of stream within [`WAIT`]).
