@@ -23,9 +23,21 @@ impl FieldValues {
         self
     }
 
-    /// Sets `name = value`.
+    /// Sets `name = value`, replacing an earlier value of the same name.
     pub fn set(&mut self, name: impl Into<String>, value: u64) {
-        self.entries.push((name.into(), value));
+        let name = name.into();
+        match self.entries.iter_mut().find(|(n, _)| *n == name) {
+            Some(entry) => entry.1 = value,
+            None => self.entries.push((name, value)),
+        }
+    }
+
+    /// The value set for `name`, if any.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.entries
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
     }
 
     /// The values given, in order.

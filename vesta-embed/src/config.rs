@@ -719,7 +719,7 @@ fields = [
 ]
 
 [machine]
-id = 4000
+id = 3000
 "#;
         let c = IssuerConfig::from_toml_str(toml).unwrap();
         let layout = c.layout().unwrap();
@@ -737,7 +737,7 @@ id = 4000
         let bad = toml.replace("kind = \"seq\"", "kind = \"sequence\"");
         let err = IssuerConfig::from_toml_str(&bad).unwrap_err().to_string();
         assert!(err.contains("kind `sequence` is not valid"), "{err}");
-        let bad = toml.replace("id = 4000", "id = 4096");
+        let bad = toml.replace("id = 3000", "id = 4096");
         let err = IssuerConfig::from_toml_str(&bad).unwrap_err().to_string();
         assert!(
             err.contains("machine 4096 is outside the embed pool 0..=3695"),

@@ -33,5 +33,7 @@ pub use lease::LeaseError;
 pub use status::{LeaseInfo, LeaseState, Status};
 pub use vesta_core;
 // The core types in the issuer's own signatures, so one dependency is enough to use it.
-pub use vesta_core::{Epoch, Explanation, GenMethod, IdBatch, IdFields, IdType};
+pub use vesta_core::{
+    Epoch, Explanation, FieldValues, GenMethod, IdBatch, IdFields, IdType, Layout, Preset,
+};
 pub use waiting::{AsyncIssuer, DEFAULT_MAX_WAIT, Flow, Issue, WaitStats};

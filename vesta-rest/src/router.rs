@@ -150,13 +150,10 @@ impl Endpoint {
         }
     }
 
-    /// Leaf's paths answer any method, as Leaf's `@RequestMapping` does; vesta's own answer
-    /// `GET` only.
+    /// Leaf's snowflake paths answer any method, as Leaf's `@RequestMapping` does; vesta's own
+    /// answer `GET` only.
     pub const fn any_method(self) -> bool {
-        matches!(
-            self,
-            Endpoint::LeafSegment | Endpoint::LeafSnowflake | Endpoint::LeafDecode
-        )
+        matches!(self, Endpoint::LeafSnowflake | Endpoint::LeafDecode)
     }
 }
 

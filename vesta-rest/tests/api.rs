@@ -268,7 +268,8 @@ async fn healthz_and_metrics_report_the_issuer() {
     assert_eq!(
         health,
         serde_json::json!({"status": "ok", "lease": "static", "machine": 924, "genMethod": 2,
-            "type": 0, "endOfLife": "2049-01-09T05:37:03.999Z", "endOfLifeSecondsLeft": null})
+            "layout": "vesta", "type": 0, "endOfLife": "2049-01-09T05:37:03.999Z",
+            "endOfLifeSecondsLeft": null})
     );
     for _ in 0..3 {
         c.get("/genid").await.id();

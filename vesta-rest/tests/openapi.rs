@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use common::{
-    Client, Reply, TestServer, issuer_config, open_segments, rest, segment_db, spawn,
+    Client, Reply, TestServer, issuer_config, leaf_issuer, open_segments, rest, segment_db, spawn,
     spawn_with_segments, system_issuer,
 };
 use hyper::Method;
@@ -220,9 +220,88 @@ enum Setup {
     Fenced,
     /// Issuing, segment mode off.
     Off,
+    /// Issuing in Leaf's layout (Leaf's snowflake paths).
+    Leaf,
+    /// Leaf's layout, fenced.
+    LeafFenced,
+}
+
+/// True for a path Leaf's clients use: any method, unknown query parameters ignored.
+fn is_leaf(item: &Value) -> bool {
+    item["x-leaf"] == true
 }
 
 const CASES: &[(&str, u16, Setup, &str, &str)] = &[
+    (
+        "/api/snowflake/get/{key}",
+        200,
+        Setup::Leaf,
+        "GET",
+        "/api/snowflake/get/leaf-snowflake",
+    ),
+    (
+        "/api/snowflake/get/{key}",
+        200,
+        Setup::Leaf,
+        "POST",
+        "/api/snowflake/get/any?_=1700000000000",
+    ),
+    (
+        "/api/snowflake/get/{key}",
+        404,
+        Setup::Normal,
+        "GET",
+        "/api/snowflake/get/leaf-snowflake",
+    ),
+    (
+        "/api/snowflake/get/{key}",
+        414,
+        Setup::Leaf,
+        "GET",
+        "/api/snowflake/get/x?LONG",
+    ),
+    (
+        "/api/snowflake/get/{key}",
+        500,
+        Setup::LeafFenced,
+        "GET",
+        "/api/snowflake/get/x",
+    ),
+    (
+        "/decodeSnowflakeId",
+        200,
+        Setup::Leaf,
+        "GET",
+        "/decodeSnowflakeId?snowflakeId=1580329587126272000",
+    ),
+    (
+        "/decodeSnowflakeId",
+        200,
+        Setup::Leaf,
+        "PUT",
+        "/decodeSnowflakeId?snowflakeId=not-a-number&other=1",
+    ),
+    (
+        "/decodeSnowflakeId",
+        400,
+        Setup::Leaf,
+        "GET",
+        "/decodeSnowflakeId",
+    ),
+    (
+        "/decodeSnowflakeId",
+        404,
+        Setup::Normal,
+        "GET",
+        "/decodeSnowflakeId?snowflakeId=1",
+    ),
+    (
+        "/decodeSnowflakeId",
+        414,
+        Setup::Leaf,
+        "GET",
+        "/decodeSnowflakeId?LONG",
+    ),
     // Segments first, so /healthz below shows a tag in use.
     (
         "/segment/{tag}",
@@ -482,7 +561,12 @@ async fn spec_paths_are_the_servers_endpoints() {
     let served: BTreeSet<&str> = Endpoint::ALL.iter().filter_map(|e| e.path()).collect();
     assert_eq!(documented, served);
     for (path, item) in spec["paths"].as_object().unwrap() {
-        let methods: Vec<&String> = item.as_object().unwrap().keys().collect();
+        let methods: Vec<&String> = item
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !k.starts_with("x-"))
+            .collect();
         assert_eq!(methods, ["get"], "{path}: GET only");
     }
 }
@@ -501,8 +585,13 @@ async fn spec_parameters_are_the_servers_parameters() {
     let dir = tempfile::tempdir().unwrap();
     let section = segment_db(dir.path(), &[("orders", 1000)]).await;
     let server = with_segments(system_issuer(), rest(), &section).await;
-    let c = server.client();
+    let leaf = spawn(leaf_issuer(), rest()).await;
     for (template, item) in spec["paths"].as_object().unwrap() {
+        let c = if is_leaf(item) {
+            leaf.client()
+        } else {
+            server.client()
+        };
         let all = parameters(&spec, item);
         // A path parameter is part of the path: filled with its example, always required.
         let mut path = template.clone();
@@ -529,6 +618,10 @@ async fn spec_parameters_are_the_servers_parameters() {
                 )
             })
             .collect();
+        if is_leaf(item) {
+            leaf_parameters(&c, &path, &params).await;
+            continue;
+        }
         // The server lists what it accepts when given an unknown parameter.
         let r = c.get(&format!("{path}?zzz=1")).await;
         assert_eq!(r.status, 400);
@@ -562,6 +655,34 @@ async fn spec_parameters_are_the_servers_parameters() {
         }
     }
     server.stop().await;
+    leaf.stop().await;
+}
+
+/// A Leaf path ignores unknown parameters (200 with them) and, as Spring does, answers a
+/// missing required one with a 400 naming it.
+async fn leaf_parameters(c: &Client, path: &str, params: &[(String, bool)]) {
+    let given: Vec<String> = params
+        .iter()
+        .filter(|(_, req)| *req)
+        .map(|(n, _)| format!("{n}=1"))
+        .collect();
+    let r = c.get(&format!("{path}?{}&zzz=1", given.join("&"))).await;
+    assert_eq!(
+        r.status, 200,
+        "{path}: an unknown parameter is ignored: {}",
+        r.body
+    );
+    for (name, required) in params {
+        if *required {
+            let r = c.get(path).await;
+            assert_eq!(r.status, 400, "{path} without {name}");
+            assert!(
+                r.body.contains(&format!("'{name}' is not present")),
+                "{}",
+                r.body
+            );
+        }
+    }
 }
 
 #[tokio::test]
@@ -586,8 +707,13 @@ async fn every_documented_response_is_what_the_server_sends() {
         Some(unreachable_segments().await),
     )
     .await;
-    let off = spawn(system_issuer(), limits).await;
+    let off = spawn(system_issuer(), limits.clone()).await;
+    let leaf = spawn(leaf_issuer(), limits.clone()).await;
+    let leaf_fenced = spawn(leaf_issuer(), limits).await;
     fenced
+        .issuer
+        .fence_for_test(LeaseState::Fenced, "the machine-ID lease was lost");
+    leaf_fenced
         .issuer
         .fence_for_test(LeaseState::Fenced, "the machine-ID lease was lost");
     for &(path, status, setup, method, target) in CASES {
@@ -600,6 +726,8 @@ async fn every_documented_response_is_what_the_server_sends() {
             Setup::Normal => normal.client(),
             Setup::Fenced => fenced.client(),
             Setup::Off => off.client(),
+            Setup::Leaf => leaf.client(),
+            Setup::LeafFenced => leaf_fenced.client(),
         };
         let r = c
             .request(Method::from_bytes(method.as_bytes()).unwrap(), &target)
@@ -631,6 +759,8 @@ async fn every_documented_response_is_what_the_server_sends() {
     normal.stop().await;
     fenced.stop().await;
     off.stop().await;
+    leaf.stop().await;
+    leaf_fenced.stop().await;
 }
 
 /// Whether a query parameter's documented schema accepts `text` (the value as sent, decoded).
@@ -790,13 +920,20 @@ async fn spec_parameter_schemas_accept_exactly_what_the_server_accepts() {
     config.id.id_type = Some(IdType::MinGranularity);
     config.machine.id = Some(925);
     let gran = with_segments(Issuer::start(config).unwrap(), rest(), &section).await;
-    let clients = [peak.client(), gran.client()];
+    let leaf_server = spawn(leaf_issuer(), rest()).await;
+    let vesta_clients = [peak.client(), gran.client()];
+    let leaf_clients = [leaf_server.client()];
     let mut tried = 0;
     for (template, item) in spec["paths"].as_object().unwrap() {
         let params = parameters(&spec, item);
         if params.is_empty() {
             continue;
         }
+        let clients: &[Client] = if is_leaf(item) {
+            &leaf_clients
+        } else {
+            &vesta_clients
+        };
         // Leaf's path answers a tag it does not know (whatever it looks like) as Leaf does.
         let leaf = template.starts_with("/api/");
         for p in &params {
@@ -830,7 +967,7 @@ async fn spec_parameter_schemas_accept_exactly_what_the_server_accepts() {
                 };
                 let target = format!("{path}?{}", query.join("&"));
                 let mut accepted = false;
-                for c in &clients {
+                for c in clients {
                     let r = c.get(&target).await;
                     match r.status {
                         200 => accepted = true,
@@ -862,6 +999,7 @@ async fn spec_parameter_schemas_accept_exactly_what_the_server_accepts() {
     assert!(tried > 400, "{tried}");
     peak.stop().await;
     gran.stop().await;
+    leaf_server.stop().await;
 }
 
 #[tokio::test]

@@ -260,7 +260,7 @@ async fn the_first_frame_must_be_a_valid_hello() {
     c.send(
         1,
         &Request::Hello {
-            min_version: 2,
+            min_version: 3,
             max_version: 9,
         },
     )
@@ -272,7 +272,7 @@ async fn the_first_frame_must_be_a_valid_hello() {
     assert_eq!(code, ErrorCode::UnsupportedVersion);
     assert_eq!(
         message,
-        "client speaks protocol versions 2..=9, this server 1..=1"
+        "client speaks protocol versions 3..=9, this server 1..=2"
     );
     assert!(c.closed().await);
 

@@ -34,13 +34,13 @@ pub fn register_issuer<C: Clock + 'static>(registry: &mut Registry, ids: &AsyncI
         "The issuer's fixed identity",
         Info::new(vec![
             ("gen_method", status.gen_method.name().to_owned()),
-            ("layout", status.layout.name().to_owned()),
             // Vesta's type; the peers' layouts have none.
             (
                 "type",
                 status.layout.id_type().map_or("", |t| t.name()).to_owned(),
             ),
             ("epoch_ms", status.epoch().unix_ms().to_string()),
+            ("layout", status.layout.name().to_owned()),
         ]),
     );
     registry.register_collector(Box::new(IssuerCollector {

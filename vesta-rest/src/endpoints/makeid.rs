@@ -12,20 +12,21 @@ use crate::error::ApiError;
 use crate::query::{Query, parse_u64};
 use crate::response::{self, Body};
 
-/// The parameters `/makeid` accepts in `layout`: `time`, `seq`, `machine`/`node` and every
-/// field and node part by its own name.
+/// The parameters `/makeid` accepts in `layout`: `time`, `seq`, `machine`, then every other
+/// field and node part by its own name from the bottom bit up (Vesta's: genMethod, type,
+/// version), then `node`.
 pub fn params(layout: &Layout) -> Vec<&str> {
-    let mut names = vec!["time", "seq", "machine", "node"];
-    for f in layout.fields() {
-        match f.kind {
-            FieldKind::Time | FieldKind::Seq if names.contains(&f.name.as_str()) => {}
-            _ => {
-                if !names.contains(&f.name.as_str()) {
-                    names.push(&f.name);
-                }
+    let mut names = vec!["time", "seq", "machine"];
+    for f in layout.fields().iter().rev() {
+        for name in std::iter::once(f.name.as_str()).chain(f.parts.iter().map(|p| p.name.as_str()))
+        {
+            if !names.contains(&name) {
+                names.push(name);
             }
         }
-        names.extend(f.parts.iter().map(|p| p.name.as_str()));
+    }
+    if !names.contains(&"node") {
+        names.push("node");
     }
     names
 }
@@ -51,9 +52,16 @@ pub fn makeid<C: Clock + 'static>(
             FieldKind::Method => &["genMethod"],
             _ => &[],
         };
-        let names = std::iter::once(f.name.as_str())
-            .chain(aliases.iter().copied())
+        let mut names: Vec<&str> = vec![f.name.as_str()];
+        let others = aliases
+            .iter()
+            .copied()
             .chain(f.parts.iter().map(|p| p.name.as_str()));
+        for name in others {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
         let mut given = false;
         for name in names {
             if let Some(text) = q.get(name) {

@@ -43,6 +43,13 @@ pub fn system_issuer() -> Issuer {
     Issuer::start(issuer_config()).unwrap()
 }
 
+/// An issuer on the system clock in Leaf's layout (machine 924, the server pool's first).
+pub fn leaf_issuer() -> Issuer {
+    let mut config = issuer_config();
+    config.id.layout = vesta_embed::config::LayoutChoice::Preset(vesta_core::Preset::Leaf);
+    Issuer::start(config).unwrap()
+}
+
 /// An issuer on a manual clock reading `T0`, of the given type.
 pub fn manual_issuer(id_type: IdType) -> (Issuer<Arc<ManualClock>>, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(T0));

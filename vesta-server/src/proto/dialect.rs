@@ -261,4 +261,25 @@ mod tests {
         let err = get_layout(&mut Bytes::from(forged), "TEST").unwrap_err();
         assert!(err.to_string().contains("claims to be twitter"), "{err}");
     }
+
+    #[test]
+    fn leafs_layout_is_the_example_in_the_doc_byte_for_byte() {
+        let mut out = BytesMut::new();
+        put_layout(&mut out, &Preset::Leaf.layout());
+        let mut want = Vec::new();
+        want.extend_from_slice(&[
+            0x02, 0xff, 0, 0, 0, 1, 0, 0, 0x01, 0x2c, 0x14, 0x8d, 0x03, 0xc1, 1,
+        ]);
+        want.extend_from_slice(b"\x04leaf\x03");
+        for (kind, bits, name) in [
+            (0u8, 41u8, "time"),
+            (2, 10, "workerId"),
+            (1, 12, "sequence"),
+        ] {
+            want.extend_from_slice(&[kind, bits, 0, 0, 0, 0, 0, 0, 0, 0, name.len() as u8]);
+            want.extend_from_slice(name.as_bytes());
+            want.push(0);
+        }
+        assert_eq!(&out[..], &want[..]);
+    }
 }

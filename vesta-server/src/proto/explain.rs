@@ -86,11 +86,8 @@ pub(super) fn parse_answer(payload: &Bytes, dialect: &Dialect) -> Result<Respons
             .checked_mul(t.layout().unit_ms())
             .ok_or_else(disagrees)?;
         let epoch = unix_ms.checked_sub(since_epoch).ok_or_else(disagrees)?;
-        let layout = t
-            .layout()
-            .with_epoch(Epoch::from_unix_ms(epoch))
-            .with_fixed("version", u64::from(sent.0))
-            .map_err(|_| disagrees())?;
+        // (The ID's version bit is data: any Vesta layout reads it.)
+        let layout = t.layout().with_epoch(Epoch::from_unix_ms(epoch));
         let x = Explanation::new(id, &layout);
         let f = x.vesta_fields().ok_or_else(disagrees)?;
         let ours = (

@@ -57,6 +57,9 @@ pub(super) fn parse_request(payload: &Bytes, dialect: &Dialect) -> Result<Reques
         }
         let name = String::from_utf8(b.split_to(len).to_vec())
             .map_err(|_| bad("a field name is not UTF-8"))?;
+        if values.get(&name).is_some() {
+            return Err(bad("a field name is given twice"));
+        }
         values.set(name, b.get_u64());
     }
     if b.has_remaining() {
@@ -76,10 +79,7 @@ pub(super) fn encode_request(
     if dialect.version < 2 {
         frame::put_header(out, op::MAKE, request_id, REQUEST_LEN_V1);
         for name in V1_NAMES {
-            let v = values
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map_or(0, |(_, v)| v);
+            let v = values.get(name).unwrap_or(0);
             if matches!(name, "version" | "type" | "genMethod") {
                 out.put_u8(v as u8);
             } else {
@@ -98,18 +98,16 @@ pub(super) fn encode_request(
     }
 }
 
-/// True when `values` can be sent in version 1: only Vesta's six names, each at most once,
-/// and the three one-byte ones below 256.
+/// True when `values` can be sent in version 1: only Vesta's six names, time, seq and machine
+/// among them, and the three one-byte ones below 256.
 pub(crate) fn fits_v1(values: &FieldValues) -> bool {
-    let mut seen = Vec::new();
-    values.iter().all(|(name, v)| {
-        let byte = matches!(name, "version" | "type" | "genMethod");
-        let ok = V1_NAMES.contains(&name) && !seen.contains(&name) && (!byte || v < 256);
-        seen.push(name);
-        ok
-    }) && ["time", "seq", "machine"]
+    let byte = |name: &str| matches!(name, "version" | "type" | "genMethod");
+    values
         .iter()
-        .all(|n| values.iter().any(|(name, _)| name == *n))
+        .all(|(name, v)| V1_NAMES.contains(&name) && (v < 256 || !byte(name)))
+        && ["time", "seq", "machine"]
+            .iter()
+            .all(|n| values.get(n).is_some())
 }
 
 pub(super) fn encode_answer(request_id: u32, id: u64, out: &mut BytesMut) {
