@@ -114,3 +114,91 @@ pub fn sigterm_and_wait(child: &mut Child, limit: Duration) -> ExitStatus {
     assert!(kill.success(), "kill -TERM {}", child.id());
     wait_exit(child, limit)
 }
+
+/// A `vesta serve tcp|rest` child process on a free loopback port, killed on drop if still
+/// running; its stderr is read line by line on a thread of its own.
+pub struct ServerChild {
+    /// The process.
+    pub child: Child,
+    /// `host:port` it listens on (from its startup line).
+    pub addr: String,
+    /// The startup line.
+    pub startup: String,
+    /// What it printed after the startup line.
+    pub stderr: std::sync::mpsc::Receiver<String>,
+}
+
+impl ServerChild {
+    /// Starts `vesta serve KIND --listen 127.0.0.1:0 ARGS...` with `envs` set, and waits (up to
+    /// 30 s) for its startup line.
+    pub fn start(kind: &str, args: &[&str], envs: &[(&str, &str)]) -> ServerChild {
+        use std::io::BufRead;
+        let mut child = Command::new(vesta())
+            .args(["serve", kind, "--listen", "127.0.0.1:0"])
+            .args(args)
+            .envs(envs.iter().copied())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn vesta serve");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let _ = tx.send(line);
+            }
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no startup line from vesta serve {kind}"));
+        let addr = line
+            .split_once(" listening on ")
+            .map(|(_, rest)| rest.trim_start_matches("http://"))
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("unexpected startup line: {line}"))
+            .to_owned();
+        ServerChild {
+            child,
+            addr,
+            startup: line,
+            stderr: rx,
+        }
+    }
+
+    /// SIGTERM, then the exit status (within 30 s) and what it printed after the startup line.
+    pub fn terminate(mut self) -> (ExitStatus, String) {
+        let status = sigterm_and_wait(&mut self.child, Duration::from_secs(30));
+        let rest: Vec<String> = self.stderr.try_iter().collect();
+        (status, rest.join("\n"))
+    }
+}
+
+impl Drop for ServerChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection: the status code and the body.
+pub fn http(addr: &str, method: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not HTTP: {out:?}"));
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    (status, body)
+}

@@ -8,6 +8,7 @@ pub mod bin;
 pub mod db;
 pub mod deploy;
 pub mod leaf;
+pub mod peers;
 pub mod prometheus;
 pub mod soak;
 pub mod zk;

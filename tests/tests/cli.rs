@@ -373,9 +373,10 @@ fn make_rejects_each_field_out_of_range_by_name() {
         &["make", "--time", "1", "--seq", "x", "--machine", "0"],
         &["--seq", "'x'"],
     );
+    fails(&["make", "--seq", "1"], &["required", "--time"]);
     fails(
-        &["make", "--seq", "1"],
-        &["required", "--time", "--machine"],
+        &["make", "--time", "1", "--seq", "1"],
+        &["machine is missing: the vesta layout needs it to make an ID"],
     );
 }
 

@@ -76,7 +76,8 @@ impl<C: Clock + 'static> RestServer<C> {
         Ok(Self::from_prepared(prepared, limits))
     }
 
-    fn from_prepared(p: Prepared<C>, limits: RestSection) -> Self {
+    fn from_prepared(p: Prepared<C>, mut limits: RestSection) -> Self {
+        limits.cap_max_batch(p.issuer.issuer().layout().capacity_per_second());
         RestServer {
             listener: p.listener,
             addr: p.addr,

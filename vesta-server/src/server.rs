@@ -83,7 +83,8 @@ impl<C: Clock + 'static> TcpServer<C> {
         Self::from_prepared(prepared, limits).await
     }
 
-    async fn from_prepared(p: Prepared<C>, limits: TcpSection) -> Result<Self, ServeError> {
+    async fn from_prepared(p: Prepared<C>, mut limits: TcpSection) -> Result<Self, ServeError> {
+        limits.cap_max_batch(p.issuer.issuer().layout().capacity_per_second());
         let metrics_listener = match limits.metrics_listen {
             Some(addr) => Some(
                 TcpListener::bind(addr)

@@ -41,6 +41,10 @@ pub trait ServerSection:
     /// Sets the listen address (the `--listen` flag).
     fn set_listen(&mut self, addr: SocketAddr);
 
+    /// Lowers `max_batch` to `cap` when it is larger: a layout that issues fewer IDs per second
+    /// than the configured batch caps every request at what it issues in a second.
+    fn cap_max_batch(&mut self, cap: u64);
+
     /// Checks the server's own keys (the common ones are checked for it).
     fn validate_own(&self, layout: &Layout) -> Result<(), ConfigError>;
 }
@@ -62,6 +66,10 @@ macro_rules! common_limits {
 
         fn set_listen(&mut self, addr: ::std::net::SocketAddr) {
             self.listen = addr;
+        }
+
+        fn cap_max_batch(&mut self, cap: u64) {
+            self.max_batch = self.max_batch.min(cap);
         }
     };
 }
@@ -161,15 +169,21 @@ impl<S: ServerSection> ServiceConfig<S> {
     }
 }
 
+/// The default of `server.max_batch` (a layout with fewer IDs per second caps it).
+pub const DEFAULT_MAX_BATCH: u64 = 65_536;
+
 /// Checks a `[server]` section for IDs of `layout`: the shared limits, then the server's own.
 pub fn validate_section<S: ServerSection>(section: &S, layout: &Layout) -> Result<(), ConfigError> {
     let c = section.common();
     check("server.max_connections", c.max_connections, 1, 65_536)?;
+    // A request never asks for more than a second's worth of IDs: the layout's cap per second,
+    // or the default batch where that is larger (it is then capped to the layout's, see
+    // `ServerSection::cap_max_batch`).
     check(
         "server.max_batch",
         c.max_batch,
         1,
-        layout.capacity_per_second(),
+        layout.capacity_per_second().max(DEFAULT_MAX_BATCH),
     )?;
     // A request parked just after a boundary waits a whole unit: allow at least two.
     check(

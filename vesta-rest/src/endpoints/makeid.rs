@@ -31,6 +31,17 @@ pub fn params(layout: &Layout) -> Vec<&str> {
     names
 }
 
+/// The names a field answers to besides its own: its role's.
+fn aliases(kind: FieldKind) -> &'static [&'static str] {
+    match kind {
+        FieldKind::Time => &["time"],
+        FieldKind::Seq => &["seq"],
+        FieldKind::Node => &["machine", "node"],
+        FieldKind::Method => &["genMethod"],
+        _ => &[],
+    }
+}
+
 /// `GET /makeid`: the decimal ID.
 pub fn makeid<C: Clock + 'static>(
     app: &App<C>,
@@ -39,21 +50,11 @@ pub fn makeid<C: Clock + 'static>(
     let layout = app.issuer.layout();
     let allowed = params(layout);
     let q = Query::parse(query, "/makeid", &allowed)?;
-    let mut values = FieldValues::new()
-        .with("time", q.required_u64("time")?)
-        .with("seq", q.required_u64("seq")?);
     let own = app.issuer.own_values();
+    let mut values = FieldValues::new();
     for f in layout.fields() {
-        if matches!(f.kind, FieldKind::Time | FieldKind::Seq) {
-            continue;
-        }
-        let aliases: &[&str] = match f.kind {
-            FieldKind::Node => &["machine", "node"],
-            FieldKind::Method => &["genMethod"],
-            _ => &[],
-        };
         let mut names: Vec<&str> = vec![f.name.as_str()];
-        let others = aliases
+        let others = aliases(f.kind)
             .iter()
             .copied()
             .chain(f.parts.iter().map(|p| p.name.as_str()));
@@ -69,15 +70,15 @@ pub fn makeid<C: Clock + 'static>(
                 given = true;
             }
         }
-        if !given {
+        match f.kind {
+            _ if given => {}
+            FieldKind::Time | FieldKind::Seq => return Err(ApiError::missing_param(&f.name)),
             // The server's own value: its machine, genMethod, version and type.
-            let own_name = if f.kind == FieldKind::Node {
-                "node"
-            } else {
-                f.name.as_str()
-            };
-            if let Some((n, v)) = own.iter().find(|(n, _)| *n == own_name) {
-                values.set(n, v);
+            FieldKind::Node => values.set("node", own.get("node").unwrap_or_default()),
+            _ => {
+                if let Some(v) = own.get(&f.name) {
+                    values.set(f.name.as_str(), v);
+                }
             }
         }
     }
