@@ -321,3 +321,63 @@ fn a_claim_taken_while_away_moves_the_lease_to_another_id_and_counts_it() {
     assert_eq!(machine_of(after), 1);
     assert!(after > before);
 }
+
+/// Leases work for every node width the layouts allow: a custom 5-bit node (pool exhaustion at
+/// its small embed pool) and UidGenerator's 22-bit worker (a server's lease above the 10 bits
+/// Vesta's layouts have), each ID carrying the leased machine in its own node field.
+#[test]
+fn leases_work_for_node_fields_from_5_to_22_bits() {
+    use vesta_core::{Explanation, FieldKind, FieldSpec, LayoutSpec, Preset};
+    use vesta_embed::config::LayoutChoice;
+
+    let zk = ZkServer::start();
+    let five = LayoutSpec {
+        name: "five".into(),
+        unit_ms: 1,
+        epoch: vesta_core::Epoch::from_unix_ms(1_600_000_000_000),
+        signed: true,
+        fields: vec![
+            FieldSpec::new("time", FieldKind::Time, 45),
+            FieldSpec::new("node", FieldKind::Node, 5),
+            FieldSpec::new("seq", FieldKind::Seq, 13),
+        ],
+    };
+    let mut c = config(&zk.connect(), "/vesta/five", 2);
+    c.id.layout = LayoutChoice::Custom(five.clone());
+    let a = Issuer::start(c.clone()).unwrap();
+    let b = Issuer::start(c.clone()).unwrap();
+    let err = Issuer::start(c.clone()).unwrap_err().to_string();
+    assert!(
+        err.contains("pool exhausted") && err.contains("embed pool 0..=1"),
+        "{err}"
+    );
+    let layout = five.build().unwrap();
+    for i in [&a, &b] {
+        let id = i.next_id().unwrap();
+        assert_eq!(Explanation::new(id, &layout).node(), i.status().machine);
+    }
+    assert_ne!(a.status().machine, b.status().machine);
+
+    // A server (genMethod server) in UidGenerator's layout leases from its 22-bit server pool.
+    let mut c = config(&zk.connect(), "/vesta/uid", 0);
+    c.machine.server_pool_start = None;
+    c.id.layout = LayoutChoice::Preset(Preset::UidGenerator);
+    c.id.epoch = Some("2024-01-01T00:00:00+08:00".parse().unwrap());
+    c.gen_method = vesta_core::GenMethod::Server;
+    let server = Issuer::start(c.clone()).unwrap();
+    assert_eq!(
+        server.status().machine,
+        3_784_704,
+        "the first of the 22-bit server pool"
+    );
+    let id = server.next_id().unwrap();
+    let x = Explanation::new(id, server.layout());
+    assert_eq!(x.value("workerId"), Some(3_784_704));
+    let settings = LeaseSettings::from_config(&c).unwrap();
+    let rows = inspect(&settings).unwrap();
+    assert!(
+        rows.iter().any(|r| r.machine == 3_784_704 && r.held),
+        "{rows:?}"
+    );
+    server.shutdown().unwrap();
+}

@@ -1,9 +1,10 @@
-//! CPU cost per ID below saturation, against the Rust snowflake peers, and the cost of a batch
-//! of one unit's full capacity. Run: `cargo bench -p vesta-bench --bench generator`.
+//! CPU cost per ID below saturation, in Vesta's layouts and the peers' (Leaf, Sonyflake,
+//! UidGenerator) against the Rust snowflake crates, and the cost of a batch of one unit's full
+//! capacity. Run: `cargo bench -p vesta-bench --bench generator`.
 //!
-//! Every contender issues bursts of `BURST` IDs from a fresh generator, so no one's per-unit cap
-//! (ours 2^20/s or 1024/ms, the peers' 4096/ms) is reached and only the cost per call is timed;
-//! building the generator between bursts is not timed.
+//! Every contender issues bursts of IDs from a fresh generator, at most `BURST` and never more
+//! than a unit holds (Sonyflake's 10 ms unit: 256), so no one's per-unit cap is reached and only
+//! the cost per call is timed; building the generator between bursts is not timed.
 
 use std::hint::black_box;
 use std::sync::{Barrier, Mutex};
@@ -14,27 +15,36 @@ use criterion::measurement::WallTime;
 use criterion::{
     BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
 };
-use vesta_core::{Clock, Generator, GeneratorConfig, IdType};
+use vesta_core::{Clock, Generator, GeneratorConfig, IdType, Layout, Preset};
 use vesta_embed::SystemClock;
 
-/// IDs per burst: below every contender's per-unit capacity (1024/ms is the smallest).
+/// IDs per burst: below the per-unit capacity of every contender but Sonyflake's layout.
 const BURST: u64 = 1000;
 
 fn ours(id_type: IdType, clock: SystemClock) -> Generator<SystemClock> {
+    in_layout(id_type.layout().clone(), clock)
+}
+
+fn in_layout(layout: Layout, clock: SystemClock) -> Generator<SystemClock> {
     let cfg = GeneratorConfig {
-        id_type,
         machine: 1,
-        ..GeneratorConfig::default()
+        ..GeneratorConfig::for_layout(layout)
     };
     Generator::new(cfg, clock).expect("valid config")
 }
 
-/// Times `iters` calls of `call` in bursts, each on a fresh generator made by `fresh`.
-fn bursts<G>(iters: u64, fresh: impl Fn() -> G, call: impl Fn(&G)) -> Duration {
+/// The burst for a layout: [`BURST`], or fewer when a unit holds fewer.
+fn burst_of(layout: &Layout) -> u64 {
+    BURST.min(layout.capacity_per_unit())
+}
+
+/// Times `iters` calls of `call` in bursts of `burst`, each on a fresh generator made by
+/// `fresh`.
+fn bursts<G>(iters: u64, burst: u64, fresh: impl Fn() -> G, call: impl Fn(&G)) -> Duration {
     let mut total = Duration::ZERO;
     let mut left = iters;
     while left > 0 {
-        let n = left.min(BURST);
+        let n = left.min(burst);
         let g = fresh();
         let start = Instant::now();
         for _ in 0..n {
@@ -48,11 +58,16 @@ fn bursts<G>(iters: u64, fresh: impl Fn() -> G, call: impl Fn(&G)) -> Duration {
 
 /// Like [`bursts`] with two threads sharing each fresh generator; returns the wall time for
 /// `iters` IDs in all (each thread issues half of every burst).
-fn bursts_2t<G: Sync>(iters: u64, fresh: impl Fn() -> G, call: impl Fn(&G) + Sync) -> Duration {
+fn bursts_2t<G: Sync>(
+    iters: u64,
+    burst: u64,
+    fresh: impl Fn() -> G,
+    call: impl Fn(&G) + Sync,
+) -> Duration {
     let mut total = Duration::ZERO;
     let mut left = iters;
     while left > 0 {
-        let n = left.min(BURST);
+        let n = left.min(burst);
         let g = fresh();
         let barrier = Barrier::new(2);
         let elapsed = thread::scope(|s| {
@@ -82,15 +97,58 @@ fn contender<G: Sync>(
     fresh: impl Fn() -> G + Copy,
     call: impl Fn(&G) + Sync + Copy,
 ) {
+    contender_in_bursts(group, threads, name, BURST, fresh, call);
+}
+
+/// [`contender`] with bursts of `burst` IDs.
+fn contender_in_bursts<G: Sync>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    threads: usize,
+    name: &str,
+    burst: u64,
+    fresh: impl Fn() -> G,
+    call: impl Fn(&G) + Sync + Copy,
+) {
     group.bench_function(name, |b| {
         b.iter_custom(|n| {
             if threads == 1 {
-                bursts(n, fresh, call)
+                bursts(n, burst, &fresh, call)
             } else {
-                bursts_2t(n, fresh, call)
+                bursts_2t(n, burst, &fresh, call)
             }
         })
     });
+}
+
+/// The peers' layouts on our generator, each on the clock its unit gets by default.
+fn layout_contenders(group: &mut BenchmarkGroup<'_, WallTime>, threads: usize) {
+    for preset in [Preset::Leaf, Preset::Sonyflake, Preset::UidGenerator] {
+        let mut layout = preset.layout();
+        if preset == Preset::UidGenerator {
+            // Its own epoch ran out in 2024: a team on it has moved the epoch.
+            layout = layout.with_epoch("2024-01-01T00:00:00+08:00".parse().expect("epoch"));
+        }
+        let clock = SystemClock::for_layout(&layout);
+        let name = format!(
+            "vesta-rs {preset} layout ({} clock, default)",
+            if clock.is_coarse() {
+                "coarse"
+            } else {
+                "precise"
+            }
+        );
+        let burst = burst_of(&layout);
+        contender_in_bursts(
+            group,
+            threads,
+            &name,
+            burst,
+            move || in_layout(layout.clone(), clock),
+            |g| {
+                black_box(g.next_id().ok());
+            },
+        );
+    }
 }
 
 /// The contenders that are `Sync` (or wrapped in a lock), for 1 and 2 threads.
@@ -165,6 +223,7 @@ fn single_thread(c: &mut Criterion) {
     let mut group = c.benchmark_group("next_id/1-thread");
     group.throughput(Throughput::Elements(1));
     shared_contenders(&mut group, 1);
+    layout_contenders(&mut group, 1);
     let fresh = || snowflake::SnowflakeIdGenerator::new(1, 1);
     group.bench_function("rs-snowflake real_time_generate (no lock, &mut)", |b| {
         b.iter_custom(|n| {
@@ -190,6 +249,7 @@ fn two_threads(c: &mut Criterion) {
     let mut group = c.benchmark_group("next_id/2-threads");
     group.throughput(Throughput::Elements(1));
     shared_contenders(&mut group, 2);
+    layout_contenders(&mut group, 2);
     group.finish();
 }
 
