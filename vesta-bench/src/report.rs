@@ -139,7 +139,9 @@ impl Report {
     /// two are partial by construction). A unit inside that span in which no ID was issued
     /// counts as empty. `None` when no server spans three units or more.
     pub fn unit_fill(&self) -> Option<UnitFill> {
-        let mut groups: BTreeMap<(u64, Option<IdType>), Vec<(u64, u64)>> = BTreeMap::new();
+        // Per machine ID and Vesta type: (time, IDs) of each unit, in time order.
+        type Units = Vec<(u64, u64)>;
+        let mut groups: BTreeMap<(u64, Option<IdType>), Units> = BTreeMap::new();
         for (u, &n) in &self.per_unit {
             groups
                 .entry((u.machine, u.id_type))

@@ -335,6 +335,10 @@ mod tests {
             self.listen = addr;
         }
 
+        fn cap_max_batch(&mut self, cap: u64) {
+            self.max_batch = self.max_batch.min(cap);
+        }
+
         fn validate_own(&self, _: &Layout) -> Result<(), ConfigError> {
             check("server.extra", self.extra, 1, 5)
         }
