@@ -195,7 +195,7 @@ impl SegmentError {
 }
 
 /// Cuts a tag for an error message so a huge input cannot make a huge message.
-pub(crate) fn shown_tag(tag: &str) -> String {
+pub fn shown_tag(tag: &str) -> String {
     const SHOWN: usize = 64;
     match tag.char_indices().nth(SHOWN) {
         Some((i, _)) => format!("{}…", &tag[..i]),

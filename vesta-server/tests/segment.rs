@@ -170,6 +170,13 @@ async fn segment_ops_answer_in_order_and_refuse_bad_input() {
     assert_eq!(error_code(&r), ErrorCode::BadPayload);
     c.send(14, &Request::Segment { tag: tag() }).await;
     assert_eq!(c.recv().await.unwrap(), (14, Response::Number(n + 1)));
+    // A tag that is not UTF-8 is refused as sent, never served as another tag.
+    c.write(&raw_frame(op::SEGMENT, 15, b"or\xffders")).await;
+    let (15, r) = c.recv().await.unwrap() else {
+        panic!()
+    };
+    assert_eq!(error_code(&r), ErrorCode::InvalidArgument);
+    assert!(format!("{r:?}").contains("not valid UTF-8"), "{r:?}");
 
     // Metrics and health name the tag; requests and refusals are counted by op and code.
     let m = get(http, "/metrics").await;
@@ -178,8 +185,9 @@ async fn segment_ops_answer_in_order_and_refuse_bad_input() {
         "vesta_segment_numbers_issued_total 253",
         "vesta_segment_step{tag=\"orders\"} ",
         "vesta_segment_buffered{tag=\"orders\"} ",
-        "vesta_tcp_requests_total{op=\"segment\"} 6",
-        "vesta_tcp_requests_total{op=\"segments\"} 4",
+        // Tags that break the rule are refused at parse, before an op is counted.
+        "vesta_tcp_requests_total{op=\"segment\"} 4",
+        "vesta_tcp_requests_total{op=\"segments\"} 3",
         "vesta_tcp_errors_total{code=\"UNKNOWN_TAG\"} 1",
     ] {
         assert!(m.contains(line), "{line} not in\n{m}");

@@ -19,6 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use hyper::{Response, StatusCode};
 use vesta_core::Clock;
+use vesta_segment::error::shown_tag;
 use vesta_segment::{MAX_BATCH, SegmentError};
 use vesta_service::Segments;
 
@@ -76,7 +77,10 @@ fn single<C: Clock + 'static>(
     {
         return e.into();
     }
-    let tag = decode(raw_tag);
+    let tag = match decode(raw_tag) {
+        Ok(tag) => tag,
+        Err(e) => return failed(e, leaf_path).into(),
+    };
     let store = match segments.store() {
         Ok(store) => store,
         Err(e) => return failed(e, leaf_path).into(),
@@ -108,18 +112,18 @@ pub fn many<C: Clock + 'static>(app: &App<C>, raw_tag: &str, query: Option<&str>
     let prepared = (|| {
         let segments = segments_on(app)?;
         let q = Query::parse(query, "/segments/{tag}", &["count"])?;
+        let tag = decode(raw_tag).map_err(api_error)?.into_owned();
         let count = parse_count(q.required("count")?, app.max_batch.min(MAX_BATCH))?;
         let reservation = app
             .budget
             .reserve_leaving(Body::ids_reservation(count), METRICS_HEADROOM_BYTES)?;
         segments.store().map_err(api_error)?;
-        Ok::<_, ApiError>((Arc::clone(segments), count, reservation))
+        Ok::<_, ApiError>((Arc::clone(segments), tag, count, reservation))
     })();
-    let (segments, count, reservation) = match prepared {
+    let (segments, tag, count, reservation) = match prepared {
         Ok(p) => p,
         Err(e) => return e.into(),
     };
-    let tag = decode(raw_tag).into_owned();
     let waiting: Waiting = Box::pin(async move {
         let store = segments.store().map_err(api_error)?;
         let ranges: Vec<Range<u64>> = store.next_n(&tag, count).await.map_err(api_error)?;
@@ -176,11 +180,16 @@ fn segments_off() -> ApiError {
     )
 }
 
-/// The tag as written in the path, percent-decoded (the store checks the naming rule).
-fn decode(raw: &str) -> Cow<'_, str> {
+/// The tag as written in the path, percent-decoded (the store checks the naming rule). Bytes
+/// that do not decode to UTF-8 are refused, never replaced: the server serves only the tag the
+/// client sent.
+fn decode(raw: &str) -> Result<Cow<'_, str>, SegmentError> {
     percent_encoding::percent_decode_str(raw)
         .decode_utf8()
-        .unwrap_or(Cow::Borrowed(raw))
+        .map_err(|_| SegmentError::InvalidTag {
+            tag: shown_tag(raw),
+            reason: "its percent-decoded bytes are not valid UTF-8".into(),
+        })
 }
 
 /// A store's refusal as the client sees it on the vesta paths.
@@ -266,7 +275,9 @@ mod tests {
             r.headers()["content-type"],
             "application/json;charset=UTF-8"
         );
-        assert_eq!(decode("a%3Ab"), "a:b");
-        assert_eq!(decode("a%zz"), "a%zz");
+        assert_eq!(decode("a%3Ab").unwrap(), "a:b");
+        assert_eq!(decode("a%zz").unwrap(), "a%zz");
+        let err = decode("a%CF").unwrap_err().to_string();
+        assert!(err.contains("\"a%CF\"") && err.contains("UTF-8"), "{err}");
     }
 }

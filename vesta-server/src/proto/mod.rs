@@ -208,14 +208,19 @@ pub enum ParseError {
         /// Which value and why.
         reason: String,
     },
+    /// A `SEGMENT`/`SEGMENTS` tag that is not UTF-8 or breaks the tag rule: refused as it
+    /// was sent, never decoded lossily into a different tag.
+    #[error("{0}")]
+    InvalidTag(String),
 }
 
 impl ParseError {
-    /// The code a server answers this with: `UNKNOWN_OP` for an op it does not know, else
-    /// `BAD_PAYLOAD`.
+    /// The code a server answers this with: `UNKNOWN_OP` for an op it does not know,
+    /// `INVALID_ARGUMENT` for a tag that breaks the tag rule, else `BAD_PAYLOAD`.
     pub const fn code(&self) -> ErrorCode {
         match self {
             ParseError::UnknownOp { .. } => ErrorCode::UnknownOp,
+            ParseError::InvalidTag(_) => ErrorCode::InvalidArgument,
             _ => ErrorCode::BadPayload,
         }
     }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use vesta_core::Clock;
+use vesta_segment::tag::validate_tag;
 use vesta_segment::{MAX_BATCH, SegmentError};
 use vesta_service::Segments;
 
@@ -41,15 +42,25 @@ pub(crate) fn max_ranges(max_frame_bytes: u32) -> usize {
     (room / RANGE_LEN).clamp(1, usize::from(u16::MAX))
 }
 
-/// The tag of a payload (invalid UTF-8 is replaced, so the store's naming rule refuses it by
-/// name instead of the frame being refused blind).
-fn tag_of(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+/// The tag of a payload, exactly as sent: bytes that are not UTF-8 or a tag that breaks the
+/// naming rule are refused here (`INVALID_ARGUMENT`, the reason named), never replaced, so the
+/// server cannot serve a tag other than the one the client asked for.
+fn tag_of(b: &[u8]) -> Result<String, ParseError> {
+    let tag = std::str::from_utf8(b).map_err(|e| {
+        let shown = String::from_utf8_lossy(&b[..b.len().min(64)]).into_owned();
+        ParseError::InvalidTag(format!(
+            "tag {shown:?} is not valid UTF-8 (byte {} of {})",
+            e.valid_up_to(),
+            b.len()
+        ))
+    })?;
+    validate_tag(tag).map_err(|e| ParseError::InvalidTag(e.to_string()))?;
+    Ok(tag.to_owned())
 }
 
 pub(super) fn parse_one(payload: &Bytes) -> Result<Request, ParseError> {
     Ok(Request::Segment {
-        tag: tag_of(payload),
+        tag: tag_of(payload)?,
     })
 }
 
@@ -65,7 +76,7 @@ pub(super) fn parse_many(payload: &Bytes) -> Result<Request, ParseError> {
     let count = b.get_u32();
     Ok(Request::Segments {
         count,
-        tag: tag_of(&b),
+        tag: tag_of(&b)?,
     })
 }
 

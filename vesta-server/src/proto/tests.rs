@@ -372,11 +372,39 @@ fn segment_requests_carry_their_tag_as_the_rest_of_the_payload() {
         request_id: 1,
         payload: Bytes::from_static(b"or\xffders"),
     };
-    // Not UTF-8: read with a replacement character, which the tag rule refuses by name.
+    // Not UTF-8: refused as sent (INVALID_ARGUMENT), never read with a replacement character
+    // into a different tag (issue 20's fuzz finding).
+    let e = Request::parse(&f, &Dialect::v1()).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidArgument);
+    assert!(e.to_string().contains("not valid UTF-8"), "{e}");
+    // The finding itself: SEGMENTS, count 0x66666666, tag of 22 bytes ending in 0xCF.
+    let f = Frame {
+        op: op::SEGMENTS,
+        request_id: 0x1166_6666,
+        payload: Bytes::from_static(b"ffffffffffffffffffffffffff \x01\xcf"),
+    };
+    let e = Request::parse(&f, &Dialect::v1()).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+    // A tag that breaks the rule is refused at parse too, naming the rule.
+    for bad in [&b""[..], b"a b", b"a/b", &[b't'; 129]] {
+        let f = Frame {
+            op: op::SEGMENT,
+            request_id: 1,
+            payload: Bytes::copy_from_slice(bad),
+        };
+        let e = Request::parse(&f, &Dialect::v1()).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+    }
+    // A good tag is carried exactly.
+    let f = Frame {
+        op: op::SEGMENT,
+        request_id: 1,
+        payload: Bytes::from_static(b"orders.eu:1"),
+    };
     assert_eq!(
         Request::parse(&f, &Dialect::v1()),
         Ok(Request::Segment {
-            tag: "or\u{fffd}ders".into()
+            tag: "orders.eu:1".into()
         })
     );
 }
