@@ -217,6 +217,50 @@ fn gen_takes_machine_type_and_config() {
     assert_eq!((f.id_type, f.machine), (IdType::MaxPeak, 923));
 }
 
+/// `[machine] source = "ordinal"`: a StatefulSet pod's ordinal (from `$HOSTNAME`) plus the
+/// offset is the machine ID; a name without one, or a result outside the pool, is one line.
+#[test]
+fn gen_takes_the_machine_id_from_a_statefulset_ordinal() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("v.toml");
+    let gen_as = |host: &str, toml: &str| {
+        std::fs::write(&conf, toml).unwrap();
+        let mut cmd = vesta_cmd(["gen", "--config", conf.to_str().unwrap()]);
+        cmd.env("HOSTNAME", host);
+        cmd.output().expect("vesta gen")
+    };
+    let out = gen_as("vesta-7", "[machine]\nsource = \"ordinal\"\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: u64 = String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(IdFields::decode(id).machine, 7);
+    let offset = "[machine]\nsource = \"ordinal\"\nordinal_offset = 100\n";
+    let out = gen_as("ids-eu-3", offset);
+    let id: u64 = String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(IdFields::decode(id).machine, 103);
+    for (host, needle) in [
+        ("vesta", "no trailing number"),
+        ("vesta-900", "outside the embed pool 0..=923"),
+    ] {
+        let out = gen_as(host, offset);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{host}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(needle) && err.contains(host), "{host}: {err}");
+    }
+}
+
 #[test]
 fn gen_survives_a_closed_pipe() {
     let mut child = vesta_cmd(["gen", "-n", "3000000"])

@@ -32,7 +32,10 @@ fn every_seed_and_artifact_keeps_the_targets_properties() {
     let mut seen = 0;
     for (name, check) in checks::TARGETS {
         let seeds = inputs(&repo().join("fuzz/seeds").join(name));
-        assert!(!seeds.is_empty(), "fuzz/seeds/{name} holds the target's seeds");
+        assert!(
+            !seeds.is_empty(),
+            "fuzz/seeds/{name} holds the target's seeds"
+        );
         let artifacts = inputs(&repo().join("fuzz/artifacts").join(name));
         for file in seeds.iter().chain(&artifacts) {
             let data = std::fs::read(file).expect("a readable input");
@@ -60,6 +63,10 @@ fn every_target_has_a_check_and_a_binary() {
     for (name, _) in checks::TARGETS {
         let target = repo().join("fuzz/fuzz_targets").join(format!("{name}.rs"));
         let text = std::fs::read_to_string(&target).expect("the target's source");
-        assert!(text.contains(&format!("vesta_fuzz::{name}(")), "{}", target.display());
+        assert!(
+            text.contains(&format!("vesta_fuzz::{name}(")),
+            "{}",
+            target.display()
+        );
     }
 }

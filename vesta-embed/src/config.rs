@@ -173,8 +173,14 @@ impl IssuerConfig {
     /// `[zookeeper]` section (a static `machine.id` is then an error, not silently ignored).
     /// [`Issuer::start`](crate::Issuer::start) makes the same checks.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.machine.source != MachineSource::Ordinal && self.machine.ordinal_offset != 0 {
+            return Err(ConfigError::Inconsistent(format!(
+                "machine.ordinal_offset {} is set but machine.source is not \"ordinal\"",
+                self.machine.ordinal_offset
+            )));
+        }
         let machine = match self.machine.source {
-            MachineSource::Static => {
+            MachineSource::Static | MachineSource::Ordinal => {
                 if self.machine.state_file.is_some() {
                     self.state_file_interval()?;
                 }
@@ -212,8 +218,33 @@ impl IssuerConfig {
         }
     }
 
-    /// The static machine ID: the configured one, else the first of the genMethod's pool.
+    /// The static machine ID: the configured one, else the first of the genMethod's pool; for
+    /// `source = "ordinal"`, the host name's trailing number plus `machine.ordinal_offset`.
     pub fn static_machine(&self) -> Result<u64, ConfigError> {
+        if self.machine.source == MachineSource::Ordinal {
+            if let Some(id) = self.machine.id {
+                return Err(ConfigError::Inconsistent(format!(
+                    "machine.id {id} is set but machine.source is ordinal, which takes the \
+                     machine ID from the host name: remove machine.id, or use source = \"static\""
+                )));
+            }
+            let host = ordinal_host_name();
+            let machine = ordinal_machine(&host, self.machine.ordinal_offset)?;
+            let (name, range) = self
+                .pools()?
+                .for_gen_method(self.gen_method)
+                .map_err(CoreConfigError::from)?;
+            if !range.contains(&machine) {
+                return Err(ConfigError::Inconsistent(format!(
+                    "machine.source = \"ordinal\": host name {host:?} gives machine ID {machine} \
+                     (ordinal + machine.ordinal_offset {}), outside the {name} pool {}..={}",
+                    self.machine.ordinal_offset,
+                    range.start(),
+                    range.end()
+                )));
+            }
+            return Ok(machine);
+        }
         match self.machine.id {
             Some(id) => Ok(id),
             None => {
@@ -422,13 +453,16 @@ pub enum MachineSource {
     Static,
     /// Leased from ZooKeeper under `zookeeper.root`.
     Zookeeper,
+    /// The trailing number of the host name (a Kubernetes StatefulSet pod's ordinal) plus
+    /// `machine.ordinal_offset`; otherwise a static machine ID (state file included).
+    Ordinal,
 }
 
 /// `[machine]`: the machine ID and the pools.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MachineSection {
-    /// `static` or `zookeeper`.
+    /// `static`, `zookeeper` or `ordinal`.
     pub source: MachineSource,
     /// The static machine ID; when absent, the first ID of the genMethod's pool.
     pub id: Option<u64>,
@@ -445,6 +479,9 @@ pub struct MachineSection {
     /// ZooKeeper or the state file, for either source); a clock further behind is a startup
     /// error naming both times.
     pub start_guard_max_wait_ms: u64,
+    /// `source = "ordinal"`: added to the host name's trailing number (so two StatefulSets,
+    /// or two clusters, can take disjoint ranges of the pool).
+    pub ordinal_offset: u64,
 }
 
 impl Default for MachineSection {
@@ -456,6 +493,7 @@ impl Default for MachineSection {
             state_file: None,
             state_file_interval_ms: 1_000,
             start_guard_max_wait_ms: 5_000,
+            ordinal_offset: 0,
         }
     }
 }
@@ -562,6 +600,54 @@ fn de_epoch<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Epoch>, D::Error> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ordinal_is_the_host_names_trailing_number_plus_the_offset() {
+        assert_eq!(ordinal_machine("vesta-0", 0).unwrap(), 0);
+        assert_eq!(ordinal_machine("vesta-17", 0).unwrap(), 17);
+        assert_eq!(ordinal_machine("ids-2-42", 924).unwrap(), 966);
+        assert_eq!(ordinal_machine("7", 1).unwrap(), 8);
+        let err = ordinal_machine("vesta", 0).unwrap_err().to_string();
+        assert!(
+            err.contains("\"vesta\"") && err.contains("no trailing number"),
+            "{err}"
+        );
+        let err = ordinal_machine("vesta-99999999999999999999999", 0)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("too large"), "{err}");
+        let err = ordinal_machine("vesta-5", u64::MAX)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("overflows"), "{err}");
+    }
+
+    #[test]
+    fn ordinal_keys_are_checked_against_the_source() {
+        let err = IssuerConfig::from_toml_str(
+            "[machine]
+ordinal_offset = 3
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("ordinal_offset 3") && err.contains("not \"ordinal\""),
+            "{err}"
+        );
+        let err = IssuerConfig::from_toml_str(
+            "[machine]
+source = \"ordinal\"
+id = 4
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("machine.id 4") && err.contains("ordinal"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn empty_file_is_the_default() {
@@ -744,4 +830,37 @@ id = 3000
             "{err}"
         );
     }
+}
+
+/// The host name an ordinal is read from: `$HOSTNAME` (what Kubernetes sets to the pod name),
+/// else the system's host name.
+fn ordinal_host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(crate::lease::host_name)
+}
+
+/// The machine ID of a StatefulSet pod named `host` (`NAME-ORDINAL`): its trailing decimal
+/// number plus `offset`. A name without one, or a sum past `u64`, is refused naming the host.
+pub fn ordinal_machine(host: &str, offset: u64) -> Result<u64, ConfigError> {
+    let digits = host.len() - host.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let tail = &host[host.len() - digits..];
+    let ordinal = tail.parse::<u64>().map_err(|_| {
+        ConfigError::Inconsistent(if tail.is_empty() {
+            format!(
+                "machine.source = \"ordinal\": host name {host:?} has no trailing number (a \
+                 StatefulSet pod is named NAME-ORDINAL); set HOSTNAME or use source = \"static\""
+            )
+        } else {
+            format!("machine.source = \"ordinal\": the ordinal of host name {host:?} is too large")
+        })
+    })?;
+    ordinal.checked_add(offset).ok_or_else(|| {
+        ConfigError::Inconsistent(format!(
+            "machine.source = \"ordinal\": ordinal {ordinal} + machine.ordinal_offset {offset} \
+             overflows"
+        ))
+    })
 }

@@ -43,7 +43,7 @@ impl<C: Clock + 'static> Issuer<C> {
     /// Starts an issuer reading time from `clock` (tests pass a manual clock).
     pub fn start_with_clock(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
         let issuer = match config.machine.source {
-            MachineSource::Static => Self::start_static(config, clock),
+            MachineSource::Static | MachineSource::Ordinal => Self::start_static(config, clock),
             MachineSource::Zookeeper => Self::start_leased(config, clock),
         }?;
         issuer.warn_near_end_of_life();
