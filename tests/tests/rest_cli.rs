@@ -109,3 +109,54 @@ fn startup_errors_are_one_line() {
     assert!(err.starts_with("error: --config: invalid config"), "{err}");
     assert!(err.contains("max_conections"), "{err}");
 }
+
+/// Under systemd (`Type=notify`): `READY=1` once listening with the machine ID held,
+/// `STOPPING=1` when SIGTERM starts the drain; `--log-format json` makes every stderr line one
+/// JSON object; never an ANSI escape when stderr is not a terminal.
+#[test]
+fn serve_notifies_the_service_manager_and_logs_json() {
+    use std::os::unix::net::UnixDatagram;
+    use vesta_tests::bin::ServerChild;
+
+    let dir = tempfile::tempdir().unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let server = ServerChild::start(
+        "rest",
+        &["--machine", "1001", "--log-format", "json"],
+        &[("NOTIFY_SOCKET", socket_path.to_str().unwrap())],
+    );
+    let startup: serde_json::Value = serde_json::from_str(&server.startup).unwrap();
+    assert_eq!(startup["level"], "INFO", "{startup}");
+    let message = startup["fields"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("vesta-rest listening on http://"),
+        "{message}"
+    );
+    let mut buf = [0u8; 256];
+    let n = socket.recv(&mut buf).expect("READY=1 within 30 s");
+    let ready = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(
+        ready.starts_with("READY=1\nSTATUS=listening on "),
+        "{ready:?}"
+    );
+    assert!(ready.ends_with("machine 1001"), "{ready:?}");
+
+    let (status, rest) = server.terminate();
+    assert!(status.success(), "{rest}");
+    let n = socket.recv(&mut buf).expect("STOPPING=1 within 30 s");
+    assert_eq!(&buf[..n], b"STOPPING=1");
+    for line in rest.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+        assert!(v["fields"]["message"].is_string(), "{line}");
+    }
+    assert!(rest.contains("machine 1001 released"), "{rest}");
+    assert!(
+        !rest.contains('\u{1b}'),
+        "ANSI escapes off a terminal: {rest:?}"
+    );
+}

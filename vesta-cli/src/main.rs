@@ -8,6 +8,7 @@
 #![allow(rustdoc::broken_intra_doc_links)]
 
 mod cmd;
+mod notify;
 mod output;
 mod version;
 

@@ -367,6 +367,7 @@ impl TagBuffer {
             next,
             buffered,
             step,
+            prefetch_at: u64::from(step) * u64::from(100 - self.prefetch_percent.min(100)) / 100,
             table_step: slots.table_step,
             fetching: slots.fetching,
             fetches: slots.fetches,

@@ -48,6 +48,10 @@ pub struct TagStatus {
     pub buffered: u64,
     /// Step of the newest segment.
     pub step: u32,
+    /// Numbers left when the next segment is fetched: `step × (100 − prefetch_percent) / 100`.
+    /// Healthy tags stay at or above it (the next segment arrives soon after the crossing);
+    /// staying below means the prefetch does not arrive (`VestaSegmentBufferLow`).
+    pub prefetch_at: u64,
     /// The table's `step` as last read (the adaptive step's floor).
     pub table_step: u32,
     /// A fetch is under way.

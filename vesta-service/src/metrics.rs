@@ -271,6 +271,19 @@ impl Collector for SegmentCollector {
         )?;
         per_tag(
             e,
+            MetricType::Gauge,
+            "segment_prefetch_at",
+            "Numbers of the tag left when its next segment is fetched: step × (100 − \
+             prefetch_percent) / 100; buffered stays at or above it while prefetches arrive",
+            tags,
+            |t| {
+                Some(Sample::Gauge(
+                    i64::try_from(t.prefetch_at).unwrap_or(i64::MAX),
+                ))
+            },
+        )?;
+        per_tag(
+            e,
             MetricType::Counter,
             "segment_fetches",
             "Segments taken from the database for the tag",

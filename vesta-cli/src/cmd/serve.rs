@@ -15,7 +15,15 @@ use vesta_segment::GiveBackOutcome;
 use vesta_server::TcpServer;
 use vesta_service::{Segments, ServeReport, ServerSection, ServiceConfig, shutdown};
 
-use super::common::{apply_layout_flags, apply_machine_flags, run_server};
+use super::common::{
+    LogFormat, apply_layout_flags, apply_machine_flags, run_server, say, set_log_format,
+};
+use crate::notify::notify;
+
+/// `eprintln!` in the log format (`--log-format`).
+macro_rules! say {
+    ($($arg:tt)*) => { say(&format!($($arg)*)) };
+}
 
 /// Arguments of `vesta serve`.
 #[derive(clap::Subcommand, Debug)]
@@ -58,6 +66,9 @@ pub struct ServerArgs {
     /// [default: [segment] db of the config; off when unset]
     #[arg(long, value_name = "URL")]
     pub segment_db: Option<String>,
+    /// Log lines as text (colours only on a terminal) or one JSON object per line
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t)]
+    pub log_format: LogFormat,
 }
 
 impl ServerArgs {
@@ -82,7 +93,7 @@ impl ServerArgs {
         }
         config.validate()?;
         for warning in &config.warnings {
-            eprintln!("warning: {warning}");
+            say!("warning: {warning}");
         }
         Ok(config)
     }
@@ -93,18 +104,20 @@ impl ServerArgs {
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args {
         Args::Tcp(a) => {
+            set_log_format(a.log_format);
             let config = a.config()?;
-            run_server(async {
+            run_server(a.log_format, async {
                 let server = TcpServer::start(config).await?;
                 let status = server.issuer().status();
                 announce("vesta-tcp", &server.local_addr().to_string(), &status);
                 announce_segments("vesta-tcp", server.segments().map(|s| &**s));
-                stopped("vesta-tcp", server.serve(shutdown::signal()).await, &status)
+                stopped("vesta-tcp", server.serve(stop_signal()).await, &status)
             })
         }
         Args::Rest(a) => {
+            set_log_format(a.log_format);
             let config = a.config()?;
-            run_server(async {
+            run_server(a.log_format, async {
                 let server = RestServer::start(config).await?;
                 let status = server.issuer().status();
                 announce(
@@ -113,14 +126,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     &status,
                 );
                 announce_segments("vesta-rest", server.segments().map(|s| &**s));
-                stopped(
-                    "vesta-rest",
-                    server.serve(shutdown::signal()).await,
-                    &status,
-                )
+                stopped("vesta-rest", server.serve(stop_signal()).await, &status)
             })
         }
     }
+}
+
+/// SIGTERM or Ctrl-C, told to the service manager (`STOPPING=1`) as the drain begins.
+async fn stop_signal() {
+    shutdown::signal().await;
+    notify("STOPPING=1");
 }
 
 /// One stable line for people and scripts (the port is real even with `--listen` port 0).
@@ -129,10 +144,17 @@ fn announce(name: &str, addr: &str, s: &Status) {
         Some(t) => format!("type {t}"),
         None => format!("layout {}", s.layout.name()),
     };
-    eprintln!(
+    say!(
         "{name} listening on {addr} (machine {}, genMethod {}, {layout}, lease {})",
-        s.machine, s.gen_method, s.lease.state
+        s.machine,
+        s.gen_method,
+        s.lease.state
     );
+    // Listening, with the machine ID held: what `Type=notify` units wait for.
+    notify(&format!(
+        "READY=1\nSTATUS=listening on {addr}, machine {}",
+        s.machine
+    ));
 }
 
 /// With segment mode on: where the numbers come from, and whether they are available yet.
@@ -141,34 +163,34 @@ fn announce_segments(name: &str, segments: Option<&Segments>) {
         return;
     };
     if segments.is_up() {
-        eprintln!("{name} serves segment numbers from {}", segments.db());
+        say!("{name} serves segment numbers from {}", segments.db());
     } else {
         let why = segments.status().error.unwrap_or_default();
-        eprintln!("{name} serves no segment numbers yet (retrying in the background): {why}");
+        say!("{name} serves no segment numbers yet (retrying in the background): {why}");
     }
 }
 
 fn stopped(name: &str, report: ServeReport, s: &Status) -> anyhow::Result<()> {
     for g in &report.give_back {
         match &g.outcome {
-            GiveBackOutcome::Returned { max_id, numbers } => eprintln!(
+            GiveBackOutcome::Returned { max_id, numbers } => say!(
                 "{name} gave {numbers} unused numbers of tag {} back (max_id {max_id})",
                 g.tag
             ),
             GiveBackOutcome::NothingUnused => {}
-            GiveBackOutcome::Moved => eprintln!(
+            GiveBackOutcome::Moved => say!(
                 "{name} kept the unused numbers of tag {} as a gap: another allocator took a \
                  segment after ours",
                 g.tag
             ),
-            GiveBackOutcome::Failed { error } => eprintln!(
+            GiveBackOutcome::Failed { error } => say!(
                 "{name} could not give the unused numbers of tag {} back (a gap): {error}",
                 g.tag
             ),
         }
     }
     if report.forced_closed > 0 {
-        eprintln!(
+        say!(
             "{name} closed {} connections still busy after server.shutdown_grace_ms",
             report.forced_closed
         );
@@ -176,7 +198,7 @@ fn stopped(name: &str, report: ServeReport, s: &Status) -> anyhow::Result<()> {
     let machine = s.machine;
     match report.release_error {
         None => {
-            eprintln!(
+            say!(
                 "{name} stopped after {} connections; machine {machine} released",
                 report.connections
             );
