@@ -212,7 +212,8 @@ fn zookeeper_down_at_start_fails_closed_within_the_connect_timeout() {
     assert!(err.contains("cannot reach ZooKeeper"), "{err}");
     assert!(err.contains(&connect), "{err}");
     assert!(err.contains("within 1000 ms"), "{err}");
-    assert!(took < Duration::from_millis(2500), "took {took:?}");
+    // The connect timeout (1 s), with 5 s of margin for a busy machine: "within", not "never".
+    assert!(took < Duration::from_secs(6), "took {took:?}");
 }
 
 #[test]

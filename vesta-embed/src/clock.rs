@@ -194,8 +194,9 @@ mod tests {
         });
         let took = began.elapsed();
         assert!(took >= Duration::from_millis(190), "ended early: {took:?}");
+        // Not stretched by the hour of the step (30 s: any machine, however busy).
         assert!(
-            took < Duration::from_secs(3),
+            took < Duration::from_secs(30),
             "stretched by the step: {took:?}"
         );
         assert!(real.now_ms() >= target_ms - 10);

@@ -61,7 +61,8 @@ fn max_peak_caller_gets_clock_behind_not_an_hour_of_sleep() {
         matches!(r, Err(IssueError::Refused(GenError::ClockBehind { behind_ms, .. })) if behind_ms > 3_500_000),
         "{r:?}"
     );
-    assert!(took < Duration::from_secs(5), "blocked for {took:?}");
+    // Not the hour of the step: 30 s tells the two apart on any machine.
+    assert!(took < Duration::from_secs(30), "blocked for {took:?}");
 }
 
 #[test]
@@ -75,8 +76,8 @@ fn max_peak_caller_rides_out_a_step_within_the_tolerance() {
         IdFields::decode(last).time + 1,
         "the next unit after the used-up one"
     );
-    // One unit plus the step, with room for scheduling.
-    assert!(took < Duration::from_millis(2_500), "blocked for {took:?}");
+    // One unit plus the step; 10 s tells "rode it out" from "hung" on a busy machine.
+    assert!(took < Duration::from_secs(10), "blocked for {took:?}");
 }
 
 #[test]
@@ -90,5 +91,6 @@ fn min_granularity_caller_gets_clock_behind_or_an_id_quickly() {
         Err(IssueError::Refused(GenError::ClockBehind { .. })) => {}
         Err(e) => panic!("{e}"),
     }
-    assert!(took < Duration::from_secs(2), "blocked for {took:?}");
+    // Not the hour of the step.
+    assert!(took < Duration::from_secs(30), "blocked for {took:?}");
 }

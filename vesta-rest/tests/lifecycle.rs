@@ -171,7 +171,8 @@ async fn shutdown_gives_up_on_stuck_requests_after_the_grace_period() {
     let started = Instant::now();
     server.signal_stop();
     let report = server.join().await;
-    assert!(started.elapsed() < Duration::from_secs(2));
+    // Bounded by shutdown_grace_ms (300 ms); 10 s tells "never" from "late".
+    assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(report.forced_closed, 1);
     assert_eq!(report.release_error, None);
     // The issuer's unit clock thread still sleeps to the boundary the stuck request waited for
@@ -285,7 +286,8 @@ async fn slow_and_idle_clients_are_disconnected() {
         }
     }
     assert!(started.elapsed() >= Duration::from_millis(250));
-    assert!(started.elapsed() < Duration::from_secs(3));
+    // Bounded by the configured timeout; 10 s tells "never" from "late" on a busy machine.
+    assert!(started.elapsed() < Duration::from_secs(10));
     server.client().get("/genid").await.id();
     server.stop().await;
 }

@@ -334,7 +334,9 @@ async fn with_every_server_down_and_no_fallback_the_call_fails_in_budget() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    // Bounded by the request timeout and retry budget (200 + 300 ms); 10 s tells "never"
+    // from "late" on a busy machine.
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
 }
 
 #[tokio::test]

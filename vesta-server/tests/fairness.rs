@@ -1,9 +1,9 @@
 //! A greedy client next to a polite one, against a real server on the system clock: while
 //! several connections pipeline `NEXT_IDS` at `max_batch` without pause (far more than the
 //! layout's cap, so the issuer is saturated throughout), a connection asking for one ID at a
-//! time must wait about one time unit, not behind the greedy backlog (which once took a median
-//! 1.9 s and up to 4.9 s). The bounds leave room for a loaded CI machine: 2.5 s for max-peak
-//! (one-second units), 100 ms for min-granularity (one-millisecond units).
+//! time must be served (an ID, within `server.max_wait_ms`), not queued behind the greedy
+//! backlog (which once took a median 1.9 s and up to 4.9 s, and then `SATURATED`). Typical
+//! waits (about one time unit) are printed, and measured in the benchmarks, not asserted.
 
 mod common;
 
@@ -93,38 +93,41 @@ async fn polite_next_to_greedy(id_type: IdType, run: Duration) -> (Vec<Duration>
     (waits, greedy_ids.load(Ordering::Relaxed))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_polite_client_waits_about_one_second_next_to_a_greedy_one_max_peak() {
-    let (waits, greedy_ids) =
-        polite_next_to_greedy(IdType::MaxPeak, Duration::from_millis(3_500)).await;
+/// What the design promises a polite request next to a saturating client: an ID (never
+/// `SATURATED`, which the greedy requests do get once they wait `server.max_wait_ms`), within
+/// that wait. The margin is for a busy machine; typical waits (about one time unit) are a
+/// latency, measured by the benchmarks and the soak rather than asserted here.
+fn assert_polite_served(waits: &[Duration], at_least: usize) {
+    let bound =
+        Duration::from_millis(vesta_service::config::DEFAULT_MAX_WAIT_MS) + Duration::from_secs(2);
     let worst = waits.iter().max().unwrap();
     assert!(
-        *worst < Duration::from_millis(2_500),
-        "a single NEXT_ID waited {worst:?}: {waits:?}"
+        *worst < bound,
+        "a single NEXT_ID waited {worst:?}, over {bound:?}"
     );
-    // The issuer really was saturated: the greedy connections took (nearly) every second's cap
-    // and the polite requests had to wait for the next second.
-    assert!(greedy_ids >= 2 << 20, "greedy got only {greedy_ids} IDs");
     assert!(
-        waits
-            .iter()
-            .filter(|w| **w > Duration::from_millis(200))
-            .count()
-            >= 2,
-        "{waits:?}"
+        waits.len() >= at_least,
+        "only {} polite requests",
+        waits.len()
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_polite_client_waits_about_one_millisecond_next_to_a_greedy_one_min_granularity() {
+async fn a_polite_client_is_served_next_to_a_greedy_one_max_peak() {
+    let (waits, greedy_ids) =
+        polite_next_to_greedy(IdType::MaxPeak, Duration::from_millis(3_500)).await;
+    // About one per second while saturated: at least two in 3.5 s.
+    assert_polite_served(&waits, 2);
+    // The issuer really was saturated: the greedy connections took at least two seconds' cap
+    // (a count of IDs issued, a few dozen batches, not a rate).
+    assert!(greedy_ids >= 2 << 20, "greedy got only {greedy_ids} IDs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_polite_client_is_served_next_to_a_greedy_one_min_granularity() {
     let (waits, greedy_ids) =
         polite_next_to_greedy(IdType::MinGranularity, Duration::from_millis(2_000)).await;
-    let worst = waits.iter().max().unwrap();
-    assert!(
-        *worst < Duration::from_millis(100),
-        "a single NEXT_ID waited {worst:?}"
-    );
-    assert!(waits.len() >= 100, "only {} polite requests", waits.len());
-    // 2 s at 1024 IDs per ms is about 2M IDs; the greedy ones took most of them.
+    assert_polite_served(&waits, 10);
+    // 2 s at 1024 IDs per ms is about 2M IDs; the greedy ones took at least half.
     assert!(greedy_ids >= 1 << 20, "greedy got only {greedy_ids} IDs");
 }

@@ -431,7 +431,8 @@ async fn half_frames_wait_and_stalled_ones_time_out() {
     assert!(c.closed().await);
     let waited = started.elapsed();
     assert!(
-        waited >= Duration::from_millis(400) && waited < Duration::from_secs(3),
+        // Not before the idle timeout (timers never fire early); 10 s tells "never" from "late".
+        waited >= Duration::from_millis(400) && waited < Duration::from_secs(10),
         "{waited:?}"
     );
 
@@ -468,14 +469,14 @@ async fn a_client_that_never_reads_does_not_stall_the_others() {
         hog
     });
     sleep(Duration::from_millis(200)).await;
-    let t = Instant::now();
     for _ in 0..20 {
         still_serving(addr).await;
     }
+    // Others were served while the hog's write was still blocked (the server neither waited
+    // for it nor had closed it yet): an order of events, not a reading of wall time.
     assert!(
-        t.elapsed() < Duration::from_secs(1),
-        "others slowed: {:?}",
-        t.elapsed()
+        !writer.is_finished(),
+        "others were served only after the hog's write ended"
     );
     // The blocked write passes the idle timeout: the hog is disconnected.
     let mut hog = writer.await.unwrap();
@@ -505,8 +506,9 @@ async fn connections_beyond_the_limit_are_refused_at_once() {
     assert_eq!((id, error_code(&r)), (0, ErrorCode::TooManyConnections));
     assert!(c.closed().await);
     drop(a);
-    // The freed permit is reusable once the server notices the close.
-    let deadline = Instant::now() + Duration::from_secs(3);
+    // The freed permit is reusable once the server notices the close (10 s: "never", not
+    // "late").
+    let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let mut c = Raw::connect(addr).await;
         c.send(
