@@ -21,6 +21,24 @@ pub trait Clock: Send + Sync {
     /// returns early with `now_ms() < target_ms`. Called only when a time unit's sequence is
     /// used up or a start guard waits, never per ID.
     fn wait_until_ms(&self, target_ms: u64);
+
+    /// Whether the operating system considers this clock synchronised (NTP, chrony, PTP), when
+    /// it can tell; `None` when it cannot (test clocks, platforms without the query). Read at
+    /// start and by health checks, never per ID.
+    fn sync(&self) -> Option<ClockSync> {
+        None
+    }
+}
+
+/// What the kernel says about the system clock's synchronisation (Linux: `adjtimex`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct ClockSync {
+    /// False while the kernel marks the clock unsynchronised (`STA_UNSYNC`): no time service
+    /// has disciplined it, e.g. right after boot with a hardware clock that may be ahead.
+    pub synchronised: bool,
+    /// The kernel's bound on the clock's error, in microseconds (`maxerror`).
+    pub max_error_us: u64,
 }
 
 impl<C: Clock + ?Sized> Clock for Arc<C> {
@@ -31,9 +49,17 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
     fn wait_until_ms(&self, target_ms: u64) {
         (**self).wait_until_ms(target_ms)
     }
+
+    fn sync(&self) -> Option<ClockSync> {
+        (**self).sync()
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
+    fn sync(&self) -> Option<ClockSync> {
+        (**self).sync()
+    }
+
     fn now_ms(&self) -> u64 {
         (**self).now_ms()
     }
@@ -55,6 +81,7 @@ pub struct ManualClock {
     now: AtomicU64,
     waits: AtomicU64,
     hold: std::sync::atomic::AtomicBool,
+    sync: std::sync::Mutex<Option<ClockSync>>,
 }
 
 impl ManualClock {
@@ -64,6 +91,7 @@ impl ManualClock {
             now: AtomicU64::new(now_ms),
             waits: AtomicU64::new(0),
             hold: std::sync::atomic::AtomicBool::new(false),
+            sync: std::sync::Mutex::new(None),
         }
     }
 
@@ -95,9 +123,21 @@ impl ManualClock {
     }
 }
 
+impl ManualClock {
+    /// Sets what [`Clock::sync`] reports (default `None`: unknown), to test the start and
+    /// health checks of clock synchronisation.
+    pub fn set_sync(&self, sync: Option<ClockSync>) {
+        *self.sync.lock().unwrap_or_else(|e| e.into_inner()) = sync;
+    }
+}
+
 impl Clock for ManualClock {
     fn now_ms(&self) -> u64 {
         self.now.load(Ordering::SeqCst)
+    }
+
+    fn sync(&self) -> Option<ClockSync> {
+        *self.sync.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn wait_until_ms(&self, target_ms: u64) {

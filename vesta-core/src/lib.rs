@@ -26,7 +26,7 @@ mod make;
 mod parse;
 mod pool;
 
-pub use clock::{Clock, ManualClock};
+pub use clock::{Clock, ClockSync, ManualClock};
 pub use epoch::Epoch;
 pub use error::{FieldError, GenError};
 pub use explain::Explanation;

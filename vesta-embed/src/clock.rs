@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rustix::time::{ClockId, Timespec, clock_getres, clock_gettime};
-use vesta_core::{Clock, Layout};
+use vesta_core::{Clock, ClockSync, Layout};
 
 /// How close to a wait's target sleeping stops and yielding starts.
 const SPIN_MARGIN: Duration = Duration::from_micros(20);
@@ -72,6 +72,34 @@ impl Clock for SystemClock {
     fn wait_until_ms(&self, target_ms: u64) {
         wait_bounded(target_ms, || wall_ns(clock_gettime(self.id)));
     }
+
+    fn sync(&self) -> Option<ClockSync> {
+        kernel_sync()
+    }
+}
+
+/// The kernel's view of the realtime clock's synchronisation: `adjtimex` in read-only mode
+/// (`modes = 0`, allowed without privileges and under systemd's `ProtectClock=`).
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+pub fn kernel_sync() -> Option<ClockSync> {
+    // SAFETY: `timex` is a plain C struct for which all-zero bytes are a valid value (modes 0:
+    // read only), and adjtimex writes only into the struct we own and pass by pointer.
+    let mut tx: libc::timex = unsafe { std::mem::zeroed() };
+    let state = unsafe { libc::adjtimex(&mut tx) };
+    if state < 0 {
+        return None;
+    }
+    Some(ClockSync {
+        synchronised: tx.status & libc::STA_UNSYNC == 0 && state != libc::TIME_ERROR,
+        max_error_us: u64::try_from(tx.maxerror).unwrap_or(0),
+    })
+}
+
+/// Elsewhere the status is unknown.
+#[cfg(not(target_os = "linux"))]
+pub fn kernel_sync() -> Option<ClockSync> {
+    None
 }
 
 /// The system clock moved by an offset that can be stepped while issuers run: an NTP step or a

@@ -520,6 +520,12 @@ pub struct ClockSection {
     pub seq_start: SeqStartKind,
     /// Exclusive bound of a random sequence start.
     pub seq_start_bound: u64,
+    /// What to do at start when the kernel says the clock is not synchronised (`STA_UNSYNC`):
+    /// `warn` (default: start, log it, show it in health and metrics), `wait` (up to
+    /// `sync_wait_ms`, then refuse to start) or `off` (do not ask).
+    pub require_sync: RequireSync,
+    /// `require_sync = "wait"`: the longest to wait for the clock to be synchronised.
+    pub sync_wait_ms: u64,
 }
 
 impl Default for ClockSection {
@@ -528,8 +534,23 @@ impl Default for ClockSection {
             rollback_tolerance_ms: None,
             seq_start: SeqStartKind::Zero,
             seq_start_bound: 64,
+            require_sync: RequireSync::Warn,
+            sync_wait_ms: 60_000,
         }
     }
+}
+
+/// `[clock] require_sync`: how an unsynchronised clock at start is treated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RequireSync {
+    /// Start anyway; log a warning; health and metrics show it.
+    #[default]
+    Warn,
+    /// Wait up to `clock.sync_wait_ms` for synchronisation, then refuse to start.
+    Wait,
+    /// Do not ask the kernel.
+    Off,
 }
 
 /// `[zookeeper]`: the lease of a machine ID.

@@ -32,6 +32,19 @@ pub enum StartError {
         /// The high-water mark (RFC 3339).
         mark: String,
     },
+    /// The kernel still marks the clock unsynchronised after `clock.sync_wait_ms`
+    /// (`clock.require_sync = "wait"`).
+    #[error(
+        "the kernel reports the system clock unsynchronised (STA_UNSYNC, max error {max_error_ms} \
+         ms) after waiting {waited_ms} ms (clock.sync_wait_ms); start the time service \
+         (chrony, systemd-timesyncd) or set clock.require_sync = \"warn\""
+    )]
+    ClockUnsynchronised {
+        /// The kernel's bound on the clock error, ms.
+        max_error_ms: u64,
+        /// How long the start waited.
+        waited_ms: u64,
+    },
     /// Obtaining a machine ID from the lease authority failed.
     #[error("{0}")]
     Lease(String),

@@ -12,7 +12,7 @@ use vesta_core::{
 };
 
 use crate::clock::SystemClock;
-use crate::config::{ConfigError, IssuerConfig, MachineSource};
+use crate::config::{ConfigError, IssuerConfig, MachineSource, RequireSync};
 use crate::error::{IssueError, ShutdownError, StartError};
 use crate::lease::LeaseSettings;
 use crate::lease::leased_generator::LeasedGenerator;
@@ -42,6 +42,7 @@ impl Issuer<SystemClock> {
 impl<C: Clock + 'static> Issuer<C> {
     /// Starts an issuer reading time from `clock` (tests pass a manual clock).
     pub fn start_with_clock(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
+        check_clock_sync(&config, &clock)?;
         let issuer = match config.machine.source {
             MachineSource::Static | MachineSource::Ordinal => Self::start_static(config, clock),
             MachineSource::Zookeeper => Self::start_leased(config, clock),
@@ -242,6 +243,10 @@ impl<C: Clock + 'static> Issuer<C> {
             end_of_life_ms: g.layout().end_of_life_ms(),
             end_of_life_margin_ms: self.config.id.end_of_life_margin_ms(),
             generator: g.stats(),
+            clock_sync: match self.config.clock.require_sync {
+                RequireSync::Off => None,
+                _ => g.clock().sync(),
+            },
         }
     }
 
@@ -299,6 +304,54 @@ mod tests {
     use vesta_core::{GenMethod, ManualClock};
 
     const T0: u64 = 1_700_000_000_000;
+
+    /// `clock.require_sync` with an injected kernel status: `warn` starts and shows it, `wait`
+    /// refuses after `sync_wait_ms` with one line naming the key, `off` does not ask, and a
+    /// synchronised or unknown clock starts under every policy.
+    #[test]
+    fn an_unsynchronised_clock_is_shown_waited_for_or_refused() {
+        let unsynced = vesta_core::ClockSync {
+            synchronised: false,
+            max_error_us: 16_000_000,
+        };
+        let with = |policy: RequireSync| {
+            let mut c = IssuerConfig::default();
+            c.clock.require_sync = policy;
+            c.clock.sync_wait_ms = 300;
+            c
+        };
+        let clock = Arc::new(ManualClock::new(T0));
+        clock.set_sync(Some(unsynced));
+        let issuer = Issuer::start_with_clock(with(RequireSync::Warn), clock.clone()).unwrap();
+        assert_eq!(issuer.status().clock_sync, Some(unsynced));
+        issuer.next_id().unwrap();
+        let started = std::time::Instant::now();
+        let err = Issuer::start_with_clock(with(RequireSync::Wait), clock.clone())
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            started.elapsed() >= std::time::Duration::from_millis(300),
+            "waited"
+        );
+        assert!(
+            err.contains("unsynchronised") && err.contains("max error 16000 ms"),
+            "{err}"
+        );
+        assert!(
+            err.contains("clock.sync_wait_ms") && err.contains("require_sync"),
+            "{err}"
+        );
+        let issuer = Issuer::start_with_clock(with(RequireSync::Off), clock.clone()).unwrap();
+        assert_eq!(issuer.status().clock_sync, None, "not asked");
+        clock.set_sync(Some(vesta_core::ClockSync {
+            synchronised: true,
+            max_error_us: 1_000,
+        }));
+        Issuer::start_with_clock(with(RequireSync::Wait), clock.clone()).unwrap();
+        clock.set_sync(None);
+        Issuer::start_with_clock(with(RequireSync::Wait), clock).unwrap();
+    }
 
     #[test]
     fn static_issuer_issues_explains_and_makes() {
@@ -472,5 +525,46 @@ mod tests {
             (lease.state, lease.reason),
             (LeaseState::Fenced, Some(expected))
         );
+    }
+}
+
+/// `clock.require_sync`: asks the kernel (through the clock) whether the clock is synchronised
+/// before anything is issued. An unsynchronised clock may be far ahead (a hardware clock set
+/// wrong at boot): IDs issued then sit in the future, and once a time service steps the clock
+/// back the issuer refuses for as long as the offset.
+fn check_clock_sync<C: Clock>(config: &IssuerConfig, clock: &C) -> Result<(), StartError> {
+    let policy = config.clock.require_sync;
+    if policy == RequireSync::Off {
+        return Ok(());
+    }
+    let began = std::time::Instant::now();
+    let limit = std::time::Duration::from_millis(config.clock.sync_wait_ms);
+    loop {
+        let Some(sync) = clock.sync() else {
+            return Ok(()); // unknown here: nothing to go by
+        };
+        if sync.synchronised {
+            return Ok(());
+        }
+        let max_error_ms = sync.max_error_us / 1000;
+        match policy {
+            RequireSync::Wait if began.elapsed() < limit => {
+                std::thread::sleep(std::time::Duration::from_millis(200).min(limit));
+            }
+            RequireSync::Wait => {
+                return Err(StartError::ClockUnsynchronised {
+                    max_error_ms,
+                    waited_ms: began.elapsed().as_millis() as u64,
+                });
+            }
+            _ => {
+                tracing::warn!(
+                    max_error_ms,
+                    "the kernel reports the system clock unsynchronised (STA_UNSYNC): IDs carry \
+                     its time; start a time service (clock.require_sync = \"wait\" waits for it)"
+                );
+                return Ok(());
+            }
+        }
     }
 }

@@ -25,8 +25,8 @@ pub mod lease;
 mod status;
 mod waiting;
 
-pub use clock::{ShiftedClock, SystemClock};
-pub use config::{IssuerConfig, MachineSource};
+pub use clock::{ShiftedClock, SystemClock, kernel_sync};
+pub use config::{IssuerConfig, MachineSource, RequireSync};
 pub use error::{IssueError, ShutdownError, StartError};
 pub use issuer::Issuer;
 pub use lease::LeaseError;

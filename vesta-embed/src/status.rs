@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use vesta_core::{Epoch, GenMethod, GeneratorStats, Layout};
+use vesta_core::{ClockSync, Epoch, GenMethod, GeneratorStats, Layout};
 
 /// Where the issuer stands with its machine ID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -108,6 +108,9 @@ pub struct Status {
     pub end_of_life_margin_ms: u64,
     /// Clock-rollback and overflow counters.
     pub generator: GeneratorStats,
+    /// The kernel's view of the clock's synchronisation now (`None`: unknown, or not asked:
+    /// `clock.require_sync = "off"`).
+    pub clock_sync: Option<ClockSync>,
 }
 
 impl Status {

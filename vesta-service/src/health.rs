@@ -42,6 +42,14 @@ impl Health {
         if let Some(t) = s.layout.id_type() {
             body["type"] = t.code().into();
         }
+        // What the kernel says of the clock (when it can tell): an unsynchronised clock does
+        // not take the server out of rotation, but the operator sees it (and an alert fires).
+        if let Some(sync) = s.clock_sync {
+            body["clock"] = serde_json::json!({
+                "synchronised": sync.synchronised,
+                "maxErrorMs": sync.max_error_us / 1000,
+            });
+        }
         if let Some(warning) = s.end_of_life_warning(now_ms) {
             body["status"] = "degraded".into();
             body["warning"] = warning.into();

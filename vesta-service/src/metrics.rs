@@ -163,6 +163,21 @@ impl<C: Clock + 'static> Collector for IssuerCollector<C> {
             "The machine ID in use",
             i64::try_from(s.machine).unwrap_or(i64::MAX),
         )?;
+        if let Some(sync) = s.clock_sync {
+            gauge(
+                &mut encoder,
+                "clock_synchronised",
+                "1 while the kernel considers the system clock synchronised, 0 while it marks \
+                 it unsynchronised (STA_UNSYNC); absent where it cannot tell",
+                i64::from(sync.synchronised),
+            )?;
+            gauge(
+                &mut encoder,
+                "clock_max_error_milliseconds",
+                "The kernel's bound on the system clock's error (adjtimex maxerror)",
+                i64::try_from(sync.max_error_us / 1000).unwrap_or(i64::MAX),
+            )?;
+        }
         gauge(
             &mut encoder,
             "issuing",
