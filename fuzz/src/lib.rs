@@ -10,15 +10,18 @@
 
 use bytes::{Bytes, BytesMut};
 use vesta_core::{
-    Epoch, Explanation, FieldKind, FieldSpec, FieldValues, GenMethod, IdType, Layout, LayoutSpec,
-    PartSpec, Preset, parse_id as parse_id_text,
+    Epoch, Explanation, FieldKind, FieldSpec, FieldValues, Form, GenMethod, IdType, Layout,
+    LayoutSpec, PartSpec, Preset, parse_id as parse_id_text,
 };
 use vesta_rest::fuzzing::{Query, make_from_query, makeid_params, parse_u64};
 use vesta_server::frame::{self, Frame};
 use vesta_server::proto::{Dialect, ErrorCode, Request, Response, op};
 
+/// A target's check of one input.
+pub type Check = fn(&[u8]);
+
 /// The targets by name, as `fuzz/seeds/<name>/` and `fuzz_targets/<name>.rs` name them.
-pub const TARGETS: [(&str, fn(&[u8])); 5] = [
+pub const TARGETS: [(&str, Check); 5] = [
     ("frame_decoder", frame_decoder),
     ("request_parse", request_parse),
     ("response_parse", response_parse),
@@ -320,8 +323,8 @@ pub fn rest_query(data: &[u8]) {
         .map(|l| (format!("/makeid ({})", l.name()), makeid_params(l)))
         .collect();
     let mut endpoints: Vec<(&str, &[&str])> = vec![
-        ("/genid", &[]),
-        ("/genids", &["count"]),
+        ("/genid", &["format"]),
+        ("/genids", &["count", "format"]),
         ("/expid", &["id"]),
         ("/transtime", &["time"]),
     ];
@@ -360,11 +363,20 @@ pub fn rest_query(data: &[u8]) {
             "type" => {
                 let _ = value.parse::<IdType>();
             }
+            "format" => {
+                if let Err(e) = value.parse::<Form>() {
+                    assert!(e.to_string().len() <= MAX_MESSAGE_BYTES, "{e}");
+                }
+            }
             _ => {}
         }
     }
     // Names not in the endpoint's list are never handed out.
-    for name in makeid.iter().flat_map(|(_, p)| p).chain(&["count", "id"]) {
+    for name in makeid
+        .iter()
+        .flat_map(|(_, p)| p)
+        .chain(&["count", "id", "format"])
+    {
         if !allowed.contains(name) {
             assert_eq!(query.get(name), None);
         }
@@ -391,7 +403,8 @@ pub fn rest_query(data: &[u8]) {
 
 /// `vesta_core::parse_id`, which reads IDs typed by people and other systems (`vesta explain`,
 /// `/expid`), with arbitrary text. An accepted ID reads back the same from each of its
-/// spellings (decimal, Java `long`, `0x` hex); a refusal quotes the trimmed text it refused.
+/// spellings (decimal, Java `long`, `0x` hex, base32, base62); a refusal quotes the trimmed text
+/// it refused.
 pub fn parse_id(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
@@ -400,8 +413,17 @@ pub fn parse_id(data: &[u8]) {
         Ok(id) => {
             assert_eq!(parse_id_text(&id.to_string()), Ok(id));
             assert_eq!(parse_id_text(&(id as i64).to_string()), Ok(id));
-            assert_eq!(parse_id_text(&format!("{id:#x}")), Ok(id));
-            assert_eq!(parse_id_text(&format!("  {id:#X}\n")), Ok(id));
+            assert_eq!(parse_id_text(&format!("{id:#018x}")), Ok(id));
+            assert_eq!(parse_id_text(&format!("  {id:#018X}\n")), Ok(id));
+            // Every string form reads back in its form, and by detection unless it is digits
+            // only (digits alone are decimal).
+            for form in Form::ALL {
+                let written = form.encode(id);
+                assert_eq!(form.decode(written.as_str()), Some(id), "{form}");
+                if !written.as_str().bytes().all(|b| b.is_ascii_digit()) {
+                    assert_eq!(parse_id_text(written.as_str()), Ok(id), "{form}");
+                }
+            }
         }
         Err(e) => assert_eq!(e.text, text.trim()),
     }

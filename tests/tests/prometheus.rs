@@ -293,7 +293,7 @@ fn a_real_prometheus_finds_every_series_the_rules_and_the_dashboard_use() {
     let alerts = p.api("/api/v1/alerts");
     // The one alert a healthy server may raise here is the truth about this machine: a
     // kernel that marks its clock unsynchronised (no time service in a test VM).
-    let host_unsynced = vesta_embed::clock::kernel_sync().is_some_and(|s| !s.synchronised);
+    let host_unsynced = vesta_embed::kernel_sync().is_some_and(|s| !s.synchronised);
     let raised: Vec<&serde_json::Value> = alerts["alerts"]
         .as_array()
         .unwrap()

@@ -20,7 +20,9 @@ mod epoch;
 mod error;
 mod explain;
 mod fields;
+pub mod forms;
 mod generator;
+pub mod id;
 mod layout;
 mod make;
 mod parse;
@@ -31,10 +33,12 @@ pub use epoch::Epoch;
 pub use error::{FieldError, GenError};
 pub use explain::Explanation;
 pub use fields::{GenMethod, IdFields};
+pub use forms::{Form, FormBuf, UnknownForm};
 pub use generator::{
     ConfigError, Generator, GeneratorConfig, GeneratorStats, IdBatch, IdRun,
     MAX_ROLLBACK_TOLERANCE_MS, SeqStart,
 };
+pub use id::Id;
 pub use layout::{
     Field, FieldKind, FieldSpan, FieldSpec, GEN_METHOD_SHIFT, IdType, Layout, LayoutError,
     LayoutSpec, MACHINE_BITS, NODE_BITS, NodePart, PartSpec, Preset, TYPE_SHIFT, VERSION_SHIFT,

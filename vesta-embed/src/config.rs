@@ -618,6 +618,39 @@ fn de_epoch<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Epoch>, D::Error> 
     }
 }
 
+/// The host name an ordinal is read from: `$HOSTNAME` (what Kubernetes sets to the pod name),
+/// else the system's host name.
+fn ordinal_host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(crate::lease::host_name)
+}
+
+/// The machine ID of a StatefulSet pod named `host` (`NAME-ORDINAL`): its trailing decimal
+/// number plus `offset`. A name without one, or a sum past `u64`, is refused naming the host.
+pub fn ordinal_machine(host: &str, offset: u64) -> Result<u64, ConfigError> {
+    let digits = host.len() - host.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let tail = &host[host.len() - digits..];
+    let ordinal = tail.parse::<u64>().map_err(|_| {
+        ConfigError::Inconsistent(if tail.is_empty() {
+            format!(
+                "machine.source = \"ordinal\": host name {host:?} has no trailing number (a \
+                 StatefulSet pod is named NAME-ORDINAL); set HOSTNAME or use source = \"static\""
+            )
+        } else {
+            format!("machine.source = \"ordinal\": the ordinal of host name {host:?} is too large")
+        })
+    })?;
+    ordinal.checked_add(offset).ok_or_else(|| {
+        ConfigError::Inconsistent(format!(
+            "machine.source = \"ordinal\": ordinal {ordinal} + machine.ordinal_offset {offset} \
+             overflows"
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -851,37 +884,4 @@ id = 3000
             "{err}"
         );
     }
-}
-
-/// The host name an ordinal is read from: `$HOSTNAME` (what Kubernetes sets to the pod name),
-/// else the system's host name.
-fn ordinal_host_name() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(crate::lease::host_name)
-}
-
-/// The machine ID of a StatefulSet pod named `host` (`NAME-ORDINAL`): its trailing decimal
-/// number plus `offset`. A name without one, or a sum past `u64`, is refused naming the host.
-pub fn ordinal_machine(host: &str, offset: u64) -> Result<u64, ConfigError> {
-    let digits = host.len() - host.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-    let tail = &host[host.len() - digits..];
-    let ordinal = tail.parse::<u64>().map_err(|_| {
-        ConfigError::Inconsistent(if tail.is_empty() {
-            format!(
-                "machine.source = \"ordinal\": host name {host:?} has no trailing number (a \
-                 StatefulSet pod is named NAME-ORDINAL); set HOSTNAME or use source = \"static\""
-            )
-        } else {
-            format!("machine.source = \"ordinal\": the ordinal of host name {host:?} is too large")
-        })
-    })?;
-    ordinal.checked_add(offset).ok_or_else(|| {
-        ConfigError::Inconsistent(format!(
-            "machine.source = \"ordinal\": ordinal {ordinal} + machine.ordinal_offset {offset} \
-             overflows"
-        ))
-    })
 }

@@ -298,6 +298,47 @@ impl<C: Clock + 'static> Drop for Issuer<C> {
     }
 }
 
+/// `clock.require_sync`: asks the kernel (through the clock) whether the clock is synchronised
+/// before anything is issued. An unsynchronised clock may be far ahead (a hardware clock set
+/// wrong at boot): IDs issued then sit in the future, and once a time service steps the clock
+/// back the issuer refuses for as long as the offset.
+fn check_clock_sync<C: Clock>(config: &IssuerConfig, clock: &C) -> Result<(), StartError> {
+    let policy = config.clock.require_sync;
+    if policy == RequireSync::Off {
+        return Ok(());
+    }
+    let began = std::time::Instant::now();
+    let limit = std::time::Duration::from_millis(config.clock.sync_wait_ms);
+    loop {
+        let Some(sync) = clock.sync() else {
+            return Ok(()); // unknown here: nothing to go by
+        };
+        if sync.synchronised {
+            return Ok(());
+        }
+        let max_error_ms = sync.max_error_us / 1000;
+        match policy {
+            RequireSync::Wait if began.elapsed() < limit => {
+                std::thread::sleep(std::time::Duration::from_millis(200).min(limit));
+            }
+            RequireSync::Wait => {
+                return Err(StartError::ClockUnsynchronised {
+                    max_error_ms,
+                    waited_ms: began.elapsed().as_millis() as u64,
+                });
+            }
+            _ => {
+                tracing::warn!(
+                    max_error_ms,
+                    "the kernel reports the system clock unsynchronised (STA_UNSYNC): IDs carry \
+                     its time; start a time service (clock.require_sync = \"wait\" waits for it)"
+                );
+                return Ok(());
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,10 +367,10 @@ mod tests {
         assert_eq!(issuer.status().clock_sync, Some(unsynced));
         issuer.next_id().unwrap();
         let started = std::time::Instant::now();
-        let err = Issuer::start_with_clock(with(RequireSync::Wait), clock.clone())
-            .err()
-            .expect("refused")
-            .to_string();
+        let Err(err) = Issuer::start_with_clock(with(RequireSync::Wait), clock.clone()) else {
+            panic!("started on an unsynchronised clock with require_sync = wait");
+        };
+        let err = err.to_string();
         assert!(
             started.elapsed() >= std::time::Duration::from_millis(300),
             "waited"
@@ -525,46 +566,5 @@ mod tests {
             (lease.state, lease.reason),
             (LeaseState::Fenced, Some(expected))
         );
-    }
-}
-
-/// `clock.require_sync`: asks the kernel (through the clock) whether the clock is synchronised
-/// before anything is issued. An unsynchronised clock may be far ahead (a hardware clock set
-/// wrong at boot): IDs issued then sit in the future, and once a time service steps the clock
-/// back the issuer refuses for as long as the offset.
-fn check_clock_sync<C: Clock>(config: &IssuerConfig, clock: &C) -> Result<(), StartError> {
-    let policy = config.clock.require_sync;
-    if policy == RequireSync::Off {
-        return Ok(());
-    }
-    let began = std::time::Instant::now();
-    let limit = std::time::Duration::from_millis(config.clock.sync_wait_ms);
-    loop {
-        let Some(sync) = clock.sync() else {
-            return Ok(()); // unknown here: nothing to go by
-        };
-        if sync.synchronised {
-            return Ok(());
-        }
-        let max_error_ms = sync.max_error_us / 1000;
-        match policy {
-            RequireSync::Wait if began.elapsed() < limit => {
-                std::thread::sleep(std::time::Duration::from_millis(200).min(limit));
-            }
-            RequireSync::Wait => {
-                return Err(StartError::ClockUnsynchronised {
-                    max_error_ms,
-                    waited_ms: began.elapsed().as_millis() as u64,
-                });
-            }
-            _ => {
-                tracing::warn!(
-                    max_error_ms,
-                    "the kernel reports the system clock unsynchronised (STA_UNSYNC): IDs carry \
-                     its time; start a time service (clock.require_sync = \"wait\" waits for it)"
-                );
-                return Ok(());
-            }
-        }
     }
 }

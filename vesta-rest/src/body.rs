@@ -23,7 +23,7 @@ use std::task::{Context, Poll};
 use atomic_waker::AtomicWaker;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http_body::{Frame, SizeHint};
-use vesta_core::{IdBatch, IdRun};
+use vesta_core::{Form, IdBatch, IdRun};
 
 use crate::budget::Reservation;
 use crate::connection::RequestGuard;
@@ -102,23 +102,23 @@ impl Body {
     }
 
     /// `{"ids":["…",…]}` of `batch`, written in chunks; at most what `reservation` holds
-    /// ([`Body::ids_reservation`] bytes) is alive in chunks at once.
-    pub fn ids(batch: &IdBatch, reservation: Reservation) -> Self {
+    /// ([`Body::ids_reservation`] bytes) is alive in chunks at once. Each ID is written in `form` (`?format=`; decimal by default).
+    pub fn ids_in(batch: &IdBatch, reservation: Reservation, form: Form) -> Self {
         let runs = batch.runs().iter().map(Run::of_ids).collect();
-        Self::runs(runs, reservation)
+        Self::runs(runs, reservation, form)
     }
 
     /// `{"ids":["…",…]}` of segment numbers (consecutive within each range), streamed like
-    /// [`Body::ids`].
+    /// [`Body::ids_in`].
     pub fn numbers(ranges: &[Range<u64>], reservation: Reservation) -> Self {
         let runs = ranges.iter().map(Run::of_numbers).collect();
-        Self::runs(runs, reservation)
+        Self::runs(runs, reservation, Form::Decimal)
     }
 
-    fn runs(runs: Vec<Run>, reservation: Reservation) -> Self {
+    fn runs(runs: Vec<Run>, reservation: Reservation, form: Form) -> Self {
         Body {
             kind: Kind::Ids {
-                json: IdsJson::new(runs),
+                json: IdsJson::new(runs, form),
                 // A chunk never exceeds the rest of the body, so this window never blocks a
                 // body whose reservation covers it whole.
                 window: reservation.bytes().clamp(1, STREAM_WINDOW_BYTES),
@@ -310,6 +310,8 @@ impl Run {
 #[derive(Debug)]
 struct IdsJson {
     runs: Vec<Run>,
+    /// How each ID is written.
+    form: Form,
     /// Position of the next ID: run index and index within it.
     run: usize,
     k: u64,
@@ -327,13 +329,18 @@ impl IdsJson {
     const CLOSE: &'static [u8] = b"]}";
     const FRAME_BYTES: usize = Self::OPEN.len() + Self::CLOSE.len();
 
-    fn new(runs: Vec<Run>) -> Self {
+    fn new(runs: Vec<Run>, form: Form) -> Self {
         let ids: u64 = runs.iter().map(|r| r.count).sum();
-        let digits: u64 = runs.iter().map(digits_in_run).sum();
+        let digits: u64 = match form {
+            Form::Decimal => runs.iter().map(digits_in_run).sum(),
+            // The other forms have a fixed width.
+            _ => ids * form.encode(0).as_str().len() as u64,
+        };
         let commas = ids.saturating_sub(1);
         let len = Self::FRAME_BYTES as u64 + digits + 2 * ids + commas;
         IdsJson {
             runs,
+            form,
             run: 0,
             k: 0,
             opened: false,
@@ -372,7 +379,14 @@ impl IdsJson {
         }
         let mut text = itoa::Buffer::new();
         while let Some(id) = self.peek() {
-            let digits = text.format(id).as_bytes();
+            let formed;
+            let digits = match self.form {
+                Form::Decimal => text.format(id).as_bytes(),
+                form => {
+                    formed = form.encode(id);
+                    formed.as_str().as_bytes()
+                }
+            };
             let comma = usize::from(self.any);
             if !out.is_empty() && out.len() + comma + digits.len() + 2 > max {
                 break;
@@ -438,7 +452,7 @@ mod tests {
     }
 
     fn write_runs(runs: Vec<Run>, max: usize) -> (Vec<u8>, usize) {
-        let mut json = IdsJson::new(runs);
+        let mut json = IdsJson::new(runs, Form::Decimal);
         let announced = json.remaining();
         let mut out = Vec::new();
         while !json.is_done() {
@@ -520,7 +534,7 @@ mod tests {
         }];
         let batch = IdBatch::from_runs(runs.clone());
         let r = budget.reserve(Body::ids_reservation(10_000)).unwrap();
-        let mut body = Box::pin(Body::ids(&batch, r));
+        let mut body = Box::pin(Body::ids_in(&batch, r, Form::Decimal));
         assert_eq!(body.size_hint().exact(), Some(expected(&runs).len() as u64));
         let mut held = Vec::new();
         let mut alive = 0;

@@ -60,6 +60,11 @@ pub fn error(e: &ApiError) -> Response<Body> {
 }
 
 /// An ID as decimal text, the body of `/genid` and `/makeid` (Vesta's: no newline).
+/// One ID as text in `form` (`?format=`).
+pub fn in_form(id: u64, form: vesta_core::Form) -> Response<Body> {
+    text(Bytes::copy_from_slice(form.encode(id).as_str().as_bytes()))
+}
+
 pub fn decimal(id: u64) -> Response<Body> {
     let mut buf = itoa::Buffer::new();
     text(Bytes::copy_from_slice(buf.format(id).as_bytes()))

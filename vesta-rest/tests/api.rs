@@ -60,6 +60,52 @@ async fn genids_returns_distinct_ids_as_json_strings() {
     server.stop().await;
 }
 
+/// `?format=` on /genid and /genids: each form's text reads back to an ID of this server (via
+/// `/expid`, which takes every form), the fixed-width forms sort as the IDs do, and a bad form
+/// is a 400 naming the parameter and the forms.
+#[tokio::test]
+async fn ids_come_in_the_form_asked_for() {
+    use vesta_core::Form;
+    let server = spawn(system_issuer(), rest()).await;
+    let c = server.client();
+    for form in Form::ALL {
+        let text = c.get(&format!("/genid?format={form}")).await.body;
+        let id = Form::decode(form, &text).unwrap_or_else(|| panic!("{form}: {text:?}"));
+        assert_eq!(decode(id).gen_method, GenMethod::Rest, "{form}");
+        let explained = c.get(&format!("/expid?id={text}")).await.json();
+        if !text.bytes().all(|b| b.is_ascii_digit()) || form == Form::Decimal {
+            assert_eq!(explained["id"], id.to_string(), "{form}: {explained}");
+        }
+        let v = c
+            .get(&format!("/genids?count=300&format={form}"))
+            .await
+            .json();
+        let texts: Vec<&str> = v["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap())
+            .collect();
+        assert_eq!(texts.len(), 300);
+        let ids: Vec<u64> = texts.iter().map(|t| form.decode(t).unwrap()).collect();
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "{form}: in issue order"
+        );
+        if form.sorts() {
+            assert!(texts.windows(2).all(|w| w[0] < w[1]), "{form}: text sorts");
+        }
+    }
+    let r = c.get("/genid?format=b64").await;
+    assert_eq!(r.status, 400);
+    assert!(
+        r.error().contains("format") && r.error().contains("base62"),
+        "{r:?}"
+    );
+    c.get("/genid").await.id();
+    server.stop().await;
+}
+
 /// More IDs than one millisecond holds: the handler sleeps for the next unit (it never blocks
 /// a worker) and the response still has every ID, spread over several units.
 #[tokio::test]
@@ -265,6 +311,12 @@ async fn healthz_and_metrics_report_the_issuer() {
     let mut health = r.json();
     let left = health["endOfLifeSecondsLeft"].take().as_u64().unwrap();
     assert!(left > 5 * 365 * 86400 && left < 35 * 365 * 86400, "{left}");
+    // The kernel's view of the clock, where it tells (this machine's own state, either way).
+    if let Some(kernel) = vesta_embed::kernel_sync() {
+        let clock = health.as_object_mut().unwrap().remove("clock").unwrap();
+        assert_eq!(clock["synchronised"], kernel.synchronised, "{clock}");
+        assert!(clock["maxErrorMs"].is_u64(), "{clock}");
+    }
     assert_eq!(
         health,
         serde_json::json!({"status": "ok", "lease": "static", "machine": 924, "genMethod": 2,
@@ -478,7 +530,7 @@ const BAD_REQUESTS: &[(&str, u16, &str)] = &[
     (
         "/genid?count=2",
         400,
-        "unknown parameter count: /genid accepts no parameters",
+        "unknown parameter count: /genid accepts format",
     ),
     ("/healthz?verbose=1", 400, "unknown parameter verbose"),
     ("/metrics?x", 400, "unknown parameter x"),

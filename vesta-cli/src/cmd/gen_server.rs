@@ -10,7 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 use anyhow::Context;
-use vesta_core::IdBatch;
+use vesta_core::{Form, IdBatch};
 use vesta_server::{Client, ClientConfig};
 
 /// IDs asked of the client per call; the client splits them into the servers' batch size.
@@ -21,7 +21,7 @@ const CHUNK: u64 = 1 << 16;
 const QUEUED: usize = 16;
 
 /// Fetches `count` IDs from `servers` and prints them.
-pub fn run(servers: &str, count: u64) -> anyhow::Result<()> {
+pub fn run(servers: &str, count: u64, form: Form) -> anyhow::Result<()> {
     let mut config = ClientConfig::from_list(servers).context("--server")?;
     // A command line should fail fast when no server answers.
     config.retry_budget = Duration::from_secs(3);
@@ -34,7 +34,7 @@ pub fn run(servers: &str, count: u64) -> anyhow::Result<()> {
         let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
         for batch in printed {
             for id in batch.iter() {
-                writeln!(out, "{id}")?;
+                writeln!(out, "{}", form.encode(id))?;
             }
         }
         out.flush()

@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, IsTerminal, Write};
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use vesta_core::IdType;
+use vesta_core::{Form, IdType};
 use vesta_embed::{Issuer, IssuerConfig};
 
 use super::common::{LayoutArgs, apply_machine_flags};
@@ -43,6 +43,10 @@ pub struct Args {
         conflicts_with_all = ["machine", "id_type", "zk", "layout", "epoch", "config"]
     )]
     server: Option<String>,
+    /// How each ID is written: decimal, base32 (13 characters, sorts), base62 (11, sorts) or
+    /// hex (0x and 16 digits, sorts)
+    #[arg(long, value_name = "FORM", default_value = "decimal")]
+    format: Form,
     #[command(flatten)]
     layout: LayoutArgs,
 }
@@ -50,12 +54,12 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(servers) = &args.server {
-        return super::gen_server::run(servers, args.count);
+        return super::gen_server::run(servers, args.count, args.format);
     }
     let mut config = args.layout.issuer_config()?;
     apply_overrides(&mut config, &args);
     let issuer = Issuer::start(config).context("starting the issuer")?;
-    write_ids(&issuer, args.count)?;
+    write_ids(&issuer, args.count, args.format)?;
     issuer.shutdown().context("releasing the machine ID")
 }
 
@@ -68,7 +72,7 @@ fn apply_overrides(config: &mut IssuerConfig, args: &Args) {
 }
 
 /// Issues `count` IDs in per-unit batches and prints them.
-fn write_ids(issuer: &Issuer, count: u64) -> anyhow::Result<()> {
+fn write_ids(issuer: &Issuer, count: u64, form: Form) -> anyhow::Result<()> {
     let chunk = issuer.layout().capacity_per_unit();
     let progress = progress_bar(count);
     let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
@@ -76,7 +80,7 @@ fn write_ids(issuer: &Issuer, count: u64) -> anyhow::Result<()> {
     while left > 0 {
         let batch = issuer.next_ids(left.min(chunk))?;
         for id in batch.iter() {
-            writeln!(out, "{id}")?;
+            writeln!(out, "{}", form.encode(id))?;
         }
         left -= batch.len();
         if let Some(p) = &progress {

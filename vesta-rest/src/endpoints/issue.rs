@@ -3,10 +3,10 @@
 //! without blocking a worker, for a later unit boundary where waiting requests are served in
 //! turns across connections, or answers 503 after `server.max_wait_ms`. A `/genids` answer
 //! reserves its share of the unsent-bytes budget before any ID is issued and is written in
-//! chunks as the client takes it ([`Body::ids`]).
+//! chunks as the client takes it ([`Body::ids_in`]).
 
 use hyper::Response;
-use vesta_core::{Clock, IdBatch};
+use vesta_core::{Clock, Form, IdBatch};
 use vesta_embed::IssueError;
 
 use crate::app::App;
@@ -27,6 +27,18 @@ pub struct IdRequest {
     pub reservation: Option<Reservation>,
     /// Leaf's snowflake path (shortened), when the answer is Leaf's.
     pub leaf_path: Option<String>,
+    /// How each ID is written (`?format=`, default decimal).
+    pub form: Form,
+}
+
+/// `?format=`: decimal (default), base32, base62 or hex.
+fn form_of(q: &Query<'_>) -> Result<Form, ApiError> {
+    match q.get("format") {
+        None => Ok(Form::Decimal),
+        Some(text) => text
+            .parse::<Form>()
+            .map_err(|e| ApiError::invalid_param("format", e)),
+    }
 }
 
 /// Checks the query of `/genid` (none) or `/genids` (`count`, 1..=`server.max_batch`), and
@@ -50,11 +62,13 @@ pub fn parse<C: Clock + 'static>(
             count: 1,
             reservation: None,
             leaf_path: Some(crate::query::shorten(path).into_owned()),
+            form: Form::Decimal,
         });
     }
     if endpoint == Endpoint::Genids {
-        let q = Query::parse(query, "/genids", &["count"])?;
+        let q = Query::parse(query, "/genids", &["count", "format"])?;
         let count = parse_count(q.required("count")?, app.max_batch)?;
+        let form = form_of(&q)?;
         let reservation = app
             .budget
             .reserve_leaving(Body::ids_reservation(count), METRICS_HEADROOM_BYTES)?;
@@ -62,15 +76,18 @@ pub fn parse<C: Clock + 'static>(
             count,
             reservation: Some(reservation),
             leaf_path: None,
+            form,
         });
     }
-    if query.is_some_and(|q| !q.is_empty()) {
-        Query::parse(query, "/genid", &[])?;
-    }
+    let form = match query.filter(|q| !q.is_empty()) {
+        Some(_) => form_of(&Query::parse(query, "/genid", &["format"])?)?,
+        None => Form::Decimal,
+    };
     Ok(IdRequest {
         count: 1,
         reservation: None,
         leaf_path: None,
+        form,
     })
 }
 
@@ -94,14 +111,14 @@ pub fn answer<C: Clock + 'static>(
     let ids = ids?;
     app.metrics.issued(ids.len());
     if let Some(reservation) = request.reservation {
-        let body = Body::ids(&ids, reservation);
+        let body = Body::ids_in(&ids, reservation, request.form);
         return Ok(response::with_body(response::APPLICATION_JSON, body));
     }
     let id = ids
         .iter()
         .next()
         .ok_or_else(|| ApiError::internal("the issuer answered no ID"))?;
-    Ok(response::decimal(id))
+    Ok(response::in_form(id, request.form))
 }
 
 /// `count` as 1..=max, in plain decimal digits (no sign, as every integer parameter); the error

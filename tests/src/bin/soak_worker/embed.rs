@@ -197,6 +197,7 @@ fn start_error_kind(e: &StartError) -> &'static str {
         StartError::Config(_) => "config",
         StartError::StateFile { .. } => "state file",
         StartError::ClockBehindMark { .. } => "clock behind mark",
+        StartError::ClockUnsynchronised { .. } => "clock unsynchronised",
         StartError::Lease(_) => "lease",
         StartError::ZooKeeper(_) => "zookeeper",
         StartError::Thread { .. } => "thread",
