@@ -18,8 +18,18 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
-    let mut c = Command::new(vesta());
+    let mut c = vesta_command();
     c.args(args);
+    c
+}
+
+/// The `vesta` binary as a command, its library log at `error` (`RUST_LOG`; a test may set
+/// another): the tests read its own stderr lines (startup, stop, one-line errors), and a
+/// test machine's state — e.g. a kernel that reports the clock unsynchronised, which a server
+/// rightly warns about — must not move them.
+pub fn vesta_command() -> Command {
+    let mut c = Command::new(vesta());
+    c.env("RUST_LOG", "error");
     c
 }
 
@@ -133,7 +143,7 @@ impl ServerChild {
     /// 30 s) for its startup line.
     pub fn start(kind: &str, args: &[&str], envs: &[(&str, &str)]) -> ServerChild {
         use std::io::BufRead;
-        let mut child = Command::new(vesta())
+        let mut child = vesta_command()
             .args(["serve", kind, "--listen", "127.0.0.1:0"])
             .args(args)
             .envs(envs.iter().copied())

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use vesta_rest::RestConfig;
 use vesta_server::TcpConfig;
-use vesta_tests::bin::vesta;
+use vesta_tests::bin::{vesta, vesta_command};
 use vesta_tests::deploy::{self, Unit, alert_rules, anchors, dashboard, promtool_cases};
 use vesta_tests::prometheus::promtool;
 
@@ -101,7 +101,7 @@ fn the_units_run_the_real_cli_with_shipped_configs_and_the_promised_settings() {
             "README: no /usr/local/bin/vesta"
         );
         // The subcommand and every flag parse with the real CLI.
-        let out = Command::new(vesta())
+        let out = vesta_command()
             .args(&argv[1..])
             .arg("--help")
             .output()
@@ -168,7 +168,7 @@ fn systemd_analyze_verifies_each_unit_and_rates_its_exposure_ok() {
     };
     let dir = tempfile::tempdir().unwrap();
     let man = dir.path().join("man");
-    let out = Command::new(vesta())
+    let out = vesta_command()
         .arg("man")
         .arg(man.join("man1"))
         .output()

@@ -11,7 +11,7 @@ use std::thread;
 use std::time::Duration;
 
 use vesta_core::{GenMethod, IdFields};
-use vesta_tests::bin::{vesta, vesta_cmd};
+use vesta_tests::bin::{vesta, vesta_cmd, vesta_command};
 use vesta_tests::zk::ZkServer;
 
 /// A `vesta serve tcp` child process, killed on drop if still running.
@@ -24,7 +24,7 @@ struct TcpServer {
 
 impl TcpServer {
     fn start(args: &[&str]) -> TcpServer {
-        let mut child = Command::new(vesta())
+        let mut child = vesta_command()
             .args(["serve", "tcp", "--listen", "127.0.0.1:0"])
             .args(args)
             .stdout(Stdio::null())
@@ -165,7 +165,7 @@ fn gen_rides_out_a_killed_server_without_duplicates() {
     let servers = format!("{},{}", a.addr, b.addr);
     // 3M IDs take about 3 s at one server's cap (2^20 per second): time to kill A midway.
     let n = 3_000_000u64;
-    let mut child = Command::new(vesta())
+    let mut child = vesta_command()
         .args(["gen", "--server", &servers, "-n", &n.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

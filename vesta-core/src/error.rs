@@ -66,9 +66,16 @@ impl FieldError {
         text: &str,
         expected: impl Into<Cow<'static, str>>,
     ) -> Self {
+        // At most 64 characters of the text: a hostile or mistaken input of any length makes
+        // a message of bounded length (found by the rest_query fuzz target).
+        const SHOWN: usize = 64;
+        let text = match text.char_indices().nth(SHOWN) {
+            Some((cut, _)) => format!("{}…", &text[..cut]),
+            None => text.to_owned(),
+        };
         FieldError::Invalid {
             field: field.into(),
-            text: text.to_owned(),
+            text,
             expected: expected.into(),
         }
     }
@@ -141,5 +148,20 @@ struct UtcMs(u64);
 impl fmt::Display for UtcMs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&Epoch::rfc3339(self.0))
+    }
+}
+
+#[cfg(test)]
+mod echo_tests {
+    use super::*;
+
+    #[test]
+    fn an_invalid_value_is_echoed_at_most_64_characters() {
+        let long = "x".repeat(10_000);
+        let err = long.parse::<crate::GenMethod>().unwrap_err().to_string();
+        assert!(err.len() < 200, "{} bytes", err.len());
+        assert!(err.contains(&format!("{}…", "x".repeat(64))), "{err}");
+        let short = FieldError::invalid("type", "seven", "0 or 1").to_string();
+        assert_eq!(short, "type `seven` is not valid: expected 0 or 1");
     }
 }
