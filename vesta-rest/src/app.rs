@@ -30,6 +30,10 @@ pub struct App<C: Clock + 'static = SystemClock> {
     pub max_batch: u64,
     /// Response bytes that may wait for clients, across all connections.
     pub budget: UnsentBudget,
+    /// `/makeid` answers (`[server] make`).
+    pub make: bool,
+    /// The bearer token requests must carry (`[server] auth_token_file`), if any.
+    pub auth_token: Option<Arc<[u8]>>,
 }
 
 impl<C: Clock + 'static> App<C> {
@@ -45,6 +49,8 @@ impl<C: Clock + 'static> App<C> {
             segments,
             max_uri_bytes: usize::try_from(limits.max_uri_bytes).unwrap_or(usize::MAX),
             max_batch: limits.max_batch,
+            make: limits.make,
+            auth_token: None,
         }
     }
 }

@@ -50,9 +50,37 @@ pub struct RestSection {
     /// Response bytes held for clients that have not taken them yet, across all connections;
     /// an ID batch or a metrics scrape that would go over it gets 503.
     pub max_unsent_bytes: u64,
+    /// `/makeid` answers; `false` switches it off (404), so no client manufactures IDs.
+    pub make: bool,
+    /// A file holding the bearer token every request must carry (`Authorization: Bearer
+    /// TOKEN`), except `/healthz` and `/metrics`; unset: no token. A file (or a systemd
+    /// credential, `$CREDENTIALS_DIRECTORY/NAME`), never the token inline in the config.
+    pub auth_token_file: Option<std::path::PathBuf>,
 }
 
 impl RestSection {
+    /// The bearer token from `auth_token_file` (surrounding whitespace trimmed), if set. An
+    /// unreadable or empty file is a startup error naming the key and the file.
+    pub fn auth_token(&self) -> Result<Option<std::sync::Arc<[u8]>>, ConfigError> {
+        let Some(path) = &self.auth_token_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::Inconsistent(format!(
+                "server.auth_token_file {}: cannot read it: {e}",
+                path.display()
+            ))
+        })?;
+        let token = text.trim();
+        if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(ConfigError::Inconsistent(format!(
+                "server.auth_token_file {}: the token must be one non-empty word (no spaces)",
+                path.display()
+            )));
+        }
+        Ok(Some(token.as_bytes().into()))
+    }
+
     /// Smallest accepted `max_uri_bytes`: room for the longest valid `/makeid` request.
     pub(crate) const MIN_URI_BYTES: u64 = 256;
 
@@ -89,6 +117,8 @@ impl Default for RestSection {
             max_connection_age_ms: 0,
             max_streams_per_connection: 100,
             max_unsent_bytes: 64 << 20,
+            make: true,
+            auth_token_file: None,
         }
     }
 }

@@ -10,6 +10,8 @@ use vesta_embed::IssueError;
 pub enum ErrorKind {
     /// 400: missing, malformed or out-of-range parameter.
     BadRequest,
+    /// 401: `[server] auth_token_file` is set and the request has no or another token.
+    Unauthorized,
     /// 404: unknown path, unknown segment tag, or segment mode off.
     NotFound,
     /// 405: a method other than GET on a known path.
@@ -28,6 +30,7 @@ impl ErrorKind {
     pub const fn status(self) -> StatusCode {
         match self {
             ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
+            ErrorKind::Unauthorized => StatusCode::UNAUTHORIZED,
             ErrorKind::NotFound => StatusCode::NOT_FOUND,
             ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorKind::UriTooLong => StatusCode::URI_TOO_LONG,
@@ -66,6 +69,11 @@ impl ApiError {
     /// 400 for a parameter whose value was rejected; `why` usually names the field again.
     pub fn invalid_param(name: &str, why: impl std::fmt::Display) -> Self {
         Self::bad_request(format!("invalid parameter {name}: {why}"))
+    }
+
+    /// 401 for a request without the server's bearer token (or with another).
+    pub fn unauthorized(why: &str) -> Self {
+        Self::new(ErrorKind::Unauthorized, why.to_owned())
     }
 
     /// 400 for a required parameter that is absent.

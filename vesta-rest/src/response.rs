@@ -53,18 +53,24 @@ pub fn error(e: &ApiError) -> Response<Body> {
     if e.kind == ErrorKind::MethodNotAllowed {
         h.insert(ALLOW, GET);
     }
+    if e.kind == ErrorKind::Unauthorized {
+        h.insert(
+            hyper::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"vesta\""),
+        );
+    }
     if let Some(s) = e.retry_after_s {
         h.insert(RETRY_AFTER, HeaderValue::from(s));
     }
     r
 }
 
-/// An ID as decimal text, the body of `/genid` and `/makeid` (Vesta's: no newline).
 /// One ID as text in `form` (`?format=`).
 pub fn in_form(id: u64, form: vesta_core::Form) -> Response<Body> {
     text(Bytes::copy_from_slice(form.encode(id).as_str().as_bytes()))
 }
 
+/// An ID as decimal text, the body of `/genid` and `/makeid` (Vesta's: no newline).
 pub fn decimal(id: u64) -> Response<Body> {
     let mut buf = itoa::Buffer::new();
     text(Bytes::copy_from_slice(buf.format(id).as_bytes()))

@@ -265,6 +265,14 @@ fn dispatch_now<B, C: Clock + 'static>(
             path,
         )));
     }
+    if let Some(token) = &app.auth_token
+        && !matches!(endpoint, Endpoint::Healthz | Endpoint::Metrics)
+        && !bearer_matches(req, token)
+    {
+        return answered(Err(ApiError::unauthorized(
+            "this server needs Authorization: Bearer <token> ([server] auth_token_file)",
+        )));
+    }
     let query = uri.query();
     let segment = |answer| match answer {
         endpoints::segment::Answer::Now(r) => Dispatch::Answered(r),
@@ -279,6 +287,9 @@ fn dispatch_now<B, C: Clock + 'static>(
             };
         }
         Endpoint::Expid => endpoints::expid::expid(app, query),
+        Endpoint::Makeid if !app.make => Err(ApiError::not_found_because(
+            "/makeid is switched off on this server ([server] make = false)",
+        )),
         Endpoint::Makeid => endpoints::makeid::makeid(app, query),
         Endpoint::Transtime => endpoints::transtime::transtime(app, query),
         Endpoint::Healthz => endpoints::healthz::healthz(app, query),
@@ -291,6 +302,18 @@ fn dispatch_now<B, C: Clock + 'static>(
         Endpoint::LeafDecode => endpoints::leaf::decode(app, query, uri.path()),
         Endpoint::Other => Err(ApiError::not_found(path)),
     })
+}
+
+/// The request's `Authorization: Bearer` token equals `token`, compared in time independent
+/// of where they differ (no timing oracle for the token's bytes).
+fn bearer_matches<B>(req: &Request<B>, token: &[u8]) -> bool {
+    let Some(value) = req.headers().get(hyper::header::AUTHORIZATION) else {
+        return false;
+    };
+    let Some(given) = value.as_bytes().strip_prefix(b"Bearer ") else {
+        return false;
+    };
+    given.len() == token.len() && given.iter().zip(token).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
 }
 
 #[cfg(test)]

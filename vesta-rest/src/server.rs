@@ -46,7 +46,7 @@ impl RestServer<SystemClock> {
     /// unreachable database does).
     pub async fn start(config: RestConfig) -> Result<Self, ServeError> {
         let prepared = lifecycle::start(&config).await?;
-        Ok(Self::from_prepared(prepared, config.server))
+        Self::from_prepared(prepared, config.server)
     }
 }
 
@@ -73,17 +73,20 @@ impl<C: Clock + 'static> RestServer<C> {
         let mut prepared =
             lifecycle::start_with_issuer(issuer, GenMethod::Rest, &limits.common()).await?;
         prepared.segments = segments;
-        Ok(Self::from_prepared(prepared, limits))
+        Self::from_prepared(prepared, limits)
     }
 
-    fn from_prepared(p: Prepared<C>, mut limits: RestSection) -> Self {
+    fn from_prepared(p: Prepared<C>, mut limits: RestSection) -> Result<Self, ServeError> {
         limits.cap_max_batch(p.issuer.issuer().layout().capacity_per_second());
-        RestServer {
+        let token = limits.auth_token()?;
+        let mut app = App::new(p.issuer, p.segments, &limits);
+        app.auth_token = token;
+        Ok(RestServer {
             listener: p.listener,
             addr: p.addr,
-            app: Arc::new(App::new(p.issuer, p.segments, &limits)),
+            app: Arc::new(app),
             limits,
-        }
+        })
     }
 
     /// The address actually bound (the real port when the config asked for port 0).

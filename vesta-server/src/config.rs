@@ -41,6 +41,8 @@ pub struct TcpSection {
     pub max_pending_per_connection: u64,
     /// Where to serve `GET /metrics` (Prometheus) and `GET /healthz` over HTTP; none when unset.
     pub metrics_listen: Option<SocketAddr>,
+    /// `MAKE` answers; `false` refuses it (`INVALID_ARGUMENT`), so no client manufactures IDs.
+    pub make: bool,
 }
 
 impl Default for TcpSection {
@@ -55,6 +57,7 @@ impl Default for TcpSection {
             idle_timeout_ms: 60_000,
             max_pending_per_connection: 1024,
             metrics_listen: None,
+            make: true,
         }
     }
 }

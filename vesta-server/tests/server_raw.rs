@@ -54,6 +54,33 @@ async fn every_operation_answers_as_documented_in_both_versions() {
     server.shutdown().await.unwrap();
 }
 
+/// `[server] make = false`: MAKE is refused with `INVALID_ARGUMENT` saying why, and the
+/// connection goes on serving IDs.
+#[tokio::test]
+async fn make_can_be_switched_off() {
+    let mut cfg = config(931);
+    cfg.server.make = false;
+    let server = start(cfg).await;
+    let mut c = Raw::hello(server.addr()).await;
+    let f = IdFields {
+        version: 0,
+        id_type: IdType::MaxPeak,
+        gen_method: GenMethod::Server,
+        time: 5,
+        seq: 1,
+        machine: 931,
+    };
+    c.send(2, &Request::Make(vesta_values(&f))).await;
+    let (2, r) = c.recv().await.unwrap() else {
+        panic!()
+    };
+    assert_eq!(error_code(&r), ErrorCode::InvalidArgument);
+    assert!(format!("{r:?}").contains("[server] make = false"), "{r:?}");
+    c.send(3, &Request::NextId).await;
+    assert!(matches!(c.recv().await, Some((3, Response::Id(_)))));
+    server.shutdown().await.unwrap();
+}
+
 async fn every_operation(c: &mut Raw) {
     c.send(2, &Request::Ping).await;
     assert_eq!(c.recv().await.unwrap(), (2, Response::Pong));

@@ -127,6 +127,11 @@ pub(crate) fn apply<C: Clock>(
     values: &FieldValues,
     out: &mut BytesMut,
 ) {
+    if !ctx.limits.make {
+        let msg = "MAKE is switched off on this server ([server] make = false)";
+        ctx.metrics.error(ErrorCode::InvalidArgument);
+        return Response::encode_error(request_id, ErrorCode::InvalidArgument, msg, out);
+    }
     match ctx.issuer.make(values) {
         Ok(id) => encode_answer(request_id, id, out),
         Err(e) => {
