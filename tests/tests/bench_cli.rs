@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use vesta_tests::bin::{vesta, vesta_cmd, vesta_command};
+use vesta_tests::bin::{vesta_cmd, vesta_command};
 
 /// A `vesta serve rest` child process, killed on drop if still running.
 struct RestServer {

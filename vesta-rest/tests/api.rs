@@ -783,7 +783,7 @@ async fn a_token_guards_the_endpoints_and_makeid_can_be_switched_off() {
 
     std::fs::remove_file(&file).unwrap();
     let issuer = std::sync::Arc::new(Issuer::start(issuer_config()).unwrap());
-    let err = vesta_rest::RestServer::with_issuer(
+    let Err(err) = vesta_rest::RestServer::with_issuer(
         issuer,
         RestSection {
             auth_token_file: Some(file),
@@ -791,8 +791,9 @@ async fn a_token_guards_the_endpoints_and_makeid_can_be_switched_off() {
         },
     )
     .await
-    .err()
-    .expect("no token file, no server")
-    .to_string();
+    else {
+        panic!("no token file, no server");
+    };
+    let err = err.to_string();
     assert!(err.contains("server.auth_token_file"), "{err}");
 }
