@@ -11,7 +11,7 @@ use std::thread;
 use std::time::Duration;
 
 use vesta_core::{GenMethod, IdFields};
-use vesta_tests::bin::{vesta, vesta_cmd, vesta_command};
+use vesta_tests::bin::{vesta_cmd, vesta_command};
 use vesta_tests::zk::ZkServer;
 
 /// A `vesta serve tcp` child process, killed on drop if still running.
