@@ -256,6 +256,60 @@ impl IdBatch {
     }
 }
 
+/// The IDs of an [`IdBatch`] in order, from its runs (`for id in &batch`, `for id in batch`).
+#[derive(Clone, Debug)]
+pub struct BatchIds<R> {
+    runs: R,
+    run: Option<IdRun>,
+    k: u64,
+}
+
+impl<R: Iterator<Item = IdRun>> Iterator for BatchIds<R> {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        loop {
+            let run = match self.run {
+                Some(run) if self.k < run.count => run,
+                _ => {
+                    self.run = Some(self.runs.next()?);
+                    self.k = 0;
+                    continue;
+                }
+            };
+            let id = run.first + self.k * run.step;
+            self.k += 1;
+            return Some(id);
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a IdBatch {
+    type Item = u64;
+    type IntoIter = BatchIds<std::iter::Copied<std::slice::Iter<'a, IdRun>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        BatchIds {
+            runs: self.runs.iter().copied(),
+            run: None,
+            k: 0,
+        }
+    }
+}
+
+impl IntoIterator for IdBatch {
+    type Item = u64;
+    type IntoIter = BatchIds<std::vec::IntoIter<IdRun>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        BatchIds {
+            runs: self.runs.into_iter(),
+            run: None,
+            k: 0,
+        }
+    }
+}
+
 /// Issues unique, time-ordered IDs for one machine ID. `Sync`: share it by reference or `Arc`.
 pub struct Generator<C> {
     /// Time, seq and node of the last issued ID, in their places in it.
@@ -662,4 +716,40 @@ const fn splitmix64(x: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_iterates_its_runs_in_order_by_reference_and_by_value() {
+        let batch = IdBatch::from_runs(vec![
+            IdRun {
+                first: 10,
+                count: 3,
+                step: 1024,
+            },
+            IdRun {
+                first: 5000,
+                count: 0,
+                step: 1,
+            },
+            IdRun {
+                first: 9000,
+                count: 2,
+                step: 1,
+            },
+        ]);
+        let want = vec![10, 1034, 2058, 9000, 9001];
+        assert_eq!((&batch).into_iter().collect::<Vec<_>>(), want);
+        assert_eq!(batch.iter().collect::<Vec<_>>(), want);
+        let mut seen = Vec::new();
+        for id in &batch {
+            seen.push(id);
+        }
+        assert_eq!(seen, want);
+        assert_eq!(batch.into_iter().collect::<Vec<_>>(), want);
+        assert_eq!(IdBatch::default().into_iter().next(), None);
+    }
 }

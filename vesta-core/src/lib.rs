@@ -35,7 +35,7 @@ pub use explain::Explanation;
 pub use fields::{GenMethod, IdFields};
 pub use forms::{Form, FormBuf, UnknownForm};
 pub use generator::{
-    ConfigError, Generator, GeneratorConfig, GeneratorStats, IdBatch, IdRun,
+    BatchIds, ConfigError, Generator, GeneratorConfig, GeneratorStats, IdBatch, IdRun,
     MAX_ROLLBACK_TOLERANCE_MS, SeqStart,
 };
 pub use id::Id;

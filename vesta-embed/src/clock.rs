@@ -4,13 +4,18 @@
 //! resolution) is exact enough; millisecond IDs need the precise one (~25 ns). Waiting sleeps
 //! until the target and yields only for the last few microseconds, so a saturated issuer does
 //! not burn a core.
+//!
+//! Where the coarse clock exists (Linux, Android, FreeBSD) time comes from the kernel's realtime
+//! clocks through rustix; elsewhere (macOS, Windows), or with the feature `portable-clock` (so
+//! CI runs that path on Linux), from std's `SystemTime`, always precise.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rustix::time::{ClockId, Timespec, clock_getres, clock_gettime};
 use vesta_core::{Clock, ClockSync, Layout};
+
+use source::Kind;
 
 /// How close to a wait's target sleeping stops and yielding starts.
 const SPIN_MARGIN: Duration = Duration::from_micros(20);
@@ -19,36 +24,99 @@ const SPIN_MARGIN: Duration = Duration::from_micros(20);
 /// clock's tick, so a wait on an unstepped clock ends at the boundary, not a tick before it.
 const WAIT_SLACK: Duration = Duration::from_millis(5);
 
-/// Wall-clock time from the kernel (`CLOCK_REALTIME` or `CLOCK_REALTIME_COARSE`).
+/// Where wall-clock time comes from on this target: the kernel's realtime clocks, precise and
+/// coarse (`CLOCK_REALTIME`, `CLOCK_REALTIME_COARSE`).
+#[cfg(all(
+    any(target_os = "linux", target_os = "android", target_os = "freebsd"),
+    not(feature = "portable-clock")
+))]
+mod source {
+    use rustix::time::{ClockId, Timespec, clock_getres, clock_gettime};
+
+    /// Which clock to read.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(super) enum Kind {
+        Precise,
+        Coarse,
+    }
+
+    fn id(kind: Kind) -> ClockId {
+        match kind {
+            Kind::Precise => ClockId::Realtime,
+            Kind::Coarse => ClockId::RealtimeCoarse,
+        }
+    }
+
+    /// Nanoseconds since 1970 (before 1970 reads as 0, which every generator rejects).
+    pub(super) fn now_ns(kind: Kind) -> u128 {
+        ns(clock_gettime(id(kind)))
+    }
+
+    /// The coarse clock's resolution in ms, rounded up.
+    pub(super) fn coarse_resolution_ms() -> Option<u64> {
+        let res = clock_getres(ClockId::RealtimeCoarse);
+        Some(res.tv_sec as u64 * 1000 + (res.tv_nsec as u64).div_ceil(1_000_000))
+    }
+
+    fn ns(ts: Timespec) -> u128 {
+        u128::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + ts.tv_nsec as u128
+    }
+}
+
+/// Where wall-clock time comes from elsewhere: std's `SystemTime` (no coarse clock).
+#[cfg(not(all(
+    any(target_os = "linux", target_os = "android", target_os = "freebsd"),
+    not(feature = "portable-clock")
+)))]
+mod source {
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    /// Which clock to read (only the precise one exists here; `Coarse` is never chosen).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    #[allow(dead_code)]
+    pub(super) enum Kind {
+        Precise,
+        Coarse,
+    }
+
+    /// Nanoseconds since 1970 (before 1970 reads as 0, which every generator rejects).
+    pub(super) fn now_ns(_: Kind) -> u128 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    }
+
+    /// No coarse clock here.
+    pub(super) fn coarse_resolution_ms() -> Option<u64> {
+        None
+    }
+}
+
+/// Wall-clock time from the operating system (precise, or coarse where it exists).
 #[derive(Clone, Copy, Debug)]
 pub struct SystemClock {
-    id: ClockId,
+    kind: Kind,
 }
 
 impl SystemClock {
     /// The precise realtime clock.
     pub fn precise() -> Self {
         SystemClock {
-            id: ClockId::Realtime,
+            kind: Kind::Precise,
         }
     }
 
     /// The cheapest clock whose resolution is at most a tenth of the layout's time unit.
     pub fn for_layout(layout: &Layout) -> Self {
-        let res = clock_getres(ClockId::RealtimeCoarse);
-        let res_ms = res.tv_sec as u64 * 1000 + (res.tv_nsec as u64).div_ceil(1_000_000);
-        if res_ms * 10 <= layout.unit_ms() {
-            SystemClock {
-                id: ClockId::RealtimeCoarse,
-            }
-        } else {
-            Self::precise()
+        match source::coarse_resolution_ms() {
+            Some(res_ms) if res_ms * 10 <= layout.unit_ms() => SystemClock { kind: Kind::Coarse },
+            _ => Self::precise(),
         }
     }
 
     /// True if this reads the coarse clock.
     pub fn is_coarse(&self) -> bool {
-        self.id == ClockId::RealtimeCoarse
+        self.kind == Kind::Coarse
     }
 }
 
@@ -58,19 +126,14 @@ impl Default for SystemClock {
     }
 }
 
-fn millis(ts: Timespec) -> u64 {
-    // Before 1970 reads as 0, which every generator rejects as before its epoch.
-    u64::try_from(ts.tv_sec).unwrap_or(0) * 1000 + ts.tv_nsec as u64 / 1_000_000
-}
-
 impl Clock for SystemClock {
     #[inline]
     fn now_ms(&self) -> u64 {
-        millis(clock_gettime(self.id))
+        u64::try_from(source::now_ns(self.kind) / 1_000_000).unwrap_or(u64::MAX)
     }
 
     fn wait_until_ms(&self, target_ms: u64) {
-        wait_bounded(target_ms, || wall_ns(clock_gettime(self.id)));
+        wait_bounded(target_ms, || source::now_ns(self.kind));
     }
 
     fn sync(&self) -> Option<ClockSync> {
@@ -131,7 +194,7 @@ impl ShiftedClock {
     }
 
     fn shifted_ns(&self) -> u128 {
-        let base = wall_ns(clock_gettime(self.base.id)) as i128;
+        let base = source::now_ns(self.base.kind) as i128;
         let shifted = base + i128::from(self.offset_ms()) * 1_000_000;
         u128::try_from(shifted).unwrap_or(0)
     }
@@ -145,10 +208,6 @@ impl Clock for ShiftedClock {
     fn wait_until_ms(&self, target_ms: u64) {
         wait_bounded(target_ms, || self.shifted_ns());
     }
-}
-
-fn wall_ns(ts: Timespec) -> u128 {
-    u128::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + ts.tv_nsec as u128
 }
 
 /// Sleeps until the wall clock (`read_wall_ns`) reaches `target_ms`, but no longer in monotonic
@@ -206,13 +265,13 @@ mod tests {
     #[test]
     fn a_clock_stepped_back_during_a_wait_does_not_stretch_it() {
         let real = SystemClock::precise();
-        let start_ns = wall_ns(clock_gettime(ClockId::Realtime));
+        let start_ns = source::now_ns(Kind::Precise);
         let target_ms = (start_ns / 1_000_000) as u64 + 200;
         let reads = std::sync::atomic::AtomicU32::new(0);
         let hour_ns = 3_600_000_000_000u128;
         let began = Instant::now();
         wait_bounded(target_ms, || {
-            let now = wall_ns(clock_gettime(ClockId::Realtime));
+            let now = source::now_ns(Kind::Precise);
             // The first reading is before the step, every later one after it.
             if reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
                 now

@@ -73,8 +73,8 @@ fn request_strategy() -> impl Strategy<Value = Request> {
                 )
             }),
         any::<u64>().prop_map(|time| Request::TransTime { time }),
-        "[a-z0-9._:-]{0,128}".prop_map(|tag| Request::Segment { tag }),
-        (any::<u32>(), "[a-z0-9._:-]{0,128}")
+        "[A-Za-z0-9._:-]{1,128}".prop_map(|tag| Request::Segment { tag }),
+        (any::<u32>(), "[A-Za-z0-9._:-]{1,128}")
             .prop_map(|(count, tag)| Request::Segments { count, tag }),
     ]
 }
@@ -146,6 +146,22 @@ proptest! {
     #[test]
     fn every_request_round_trips(r in request_strategy(), id in any::<u32>()) {
         prop_assert_eq!(round_trip_request(&r, id), r);
+    }
+
+    /// Any bytes as a SEGMENT tag: either the tag exactly as sent, or `INVALID_ARGUMENT`;
+    /// never a different tag (issue 20).
+    #[test]
+    fn a_segment_tag_is_taken_as_sent_or_refused(tag in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let f = Frame {
+            op: op::SEGMENT,
+            request_id: 1,
+            payload: Bytes::from(tag.clone()),
+        };
+        match Request::parse(&f, &Dialect::v1()) {
+            Ok(Request::Segment { tag: got }) => prop_assert_eq!(got.as_bytes(), &tag[..]),
+            Ok(other) => prop_assert!(false, "{:?}", other),
+            Err(e) => prop_assert_eq!(e.code(), ErrorCode::InvalidArgument),
+        }
     }
 
     #[test]
