@@ -55,6 +55,43 @@ impl Shutdown {
     }
 }
 
+/// Like [`signal`], but the handlers are installed at the call, not at the first poll: a
+/// SIGTERM that arrives between the call and the moment the server starts waiting (systemd may
+/// send one right after `READY=1`) is kept and stops the server gracefully, instead of killing
+/// the process by the default action. Call it within the runtime, before starting the server.
+pub fn installed() -> impl Future<Output = ()> + Send + 'static {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal as unix_signal};
+        let term = unix_signal(SignalKind::terminate());
+        let int = unix_signal(SignalKind::interrupt());
+        async move {
+            match (term, int) {
+                (Ok(mut term), Ok(mut int)) => tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+                    _ = int.recv() => tracing::info!("ctrl-c: shutting down"),
+                },
+                (Ok(mut term), Err(e)) => {
+                    tracing::warn!("cannot listen for ctrl-c: {e}");
+                    term.recv().await;
+                }
+                (Err(e), Ok(mut int)) => {
+                    tracing::warn!("cannot listen for SIGTERM: {e}");
+                    int.recv().await;
+                }
+                (Err(e), Err(_)) => {
+                    tracing::warn!("cannot listen for SIGTERM or ctrl-c: {e}");
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        signal()
+    }
+}
+
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM, whichever comes first, and logs which. If a handler
 /// cannot be installed, that signal is logged and ignored (the other still works); it never
 /// resolves spuriously.

@@ -107,17 +107,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             set_log_format(a.log_format);
             let config = a.config()?;
             run_server(a.log_format, async {
+                let stop = stop_signal();
                 let server = TcpServer::start(config).await?;
                 let status = server.issuer().status();
                 announce("vesta-tcp", &server.local_addr().to_string(), &status);
                 announce_segments("vesta-tcp", server.segments().map(|s| &**s));
-                stopped("vesta-tcp", server.serve(stop_signal()).await, &status)
+                stopped("vesta-tcp", server.serve(stop).await, &status)
             })
         }
         Args::Rest(a) => {
             set_log_format(a.log_format);
             let config = a.config()?;
             run_server(a.log_format, async {
+                let stop = stop_signal();
                 let server = RestServer::start(config).await?;
                 let status = server.issuer().status();
                 announce(
@@ -126,16 +128,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     &status,
                 );
                 announce_segments("vesta-rest", server.segments().map(|s| &**s));
-                stopped("vesta-rest", server.serve(stop_signal()).await, &status)
+                stopped("vesta-rest", server.serve(stop).await, &status)
             })
         }
     }
 }
 
-/// SIGTERM or Ctrl-C, told to the service manager (`STOPPING=1`) as the drain begins.
-async fn stop_signal() {
-    shutdown::signal().await;
-    notify("STOPPING=1");
+/// SIGTERM or Ctrl-C, told to the service manager (`STOPPING=1`) as the drain begins. The
+/// handlers are installed here, before the server starts: a SIGTERM right after `READY=1` (or
+/// during the start) stops it gracefully, never by the default action.
+fn stop_signal() -> impl Future<Output = ()> {
+    let signal = shutdown::installed();
+    async move {
+        signal.await;
+        notify("STOPPING=1");
+    }
 }
 
 /// One stable line for people and scripts (the port is real even with `--listen` port 0).
