@@ -288,6 +288,45 @@ impl Postgres {
         )
     }
 
+    /// Backs `table` of `database` up with `pg_dump` (DROP + CREATE + data) into a file.
+    pub fn backup_table(&self, database: &str, table: &str) -> PathBuf {
+        let file = self.dir.path().join(format!("{database}.{table}.sql"));
+        run_ok(
+            Command::new(self.bin.join("pg_dump"))
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &self.port.to_string(),
+                    "-U",
+                    "vesta",
+                ])
+                .args(["-d", database, "-t", table, "--clean", "--if-exists", "-f"])
+                .arg(&file),
+            "pg_dump",
+        );
+        file
+    }
+
+    /// Restores a backup of [`Postgres::backup_table`] with `psql -f`.
+    pub fn restore(&self, database: &str, backup: &Path) {
+        run_ok(
+            Command::new(self.bin.join("psql"))
+                .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &self.port.to_string(),
+                    "-U",
+                    "vesta",
+                ])
+                .args(["-d", database, "-f"])
+                .arg(backup),
+            "psql -f (restore)",
+        );
+    }
+
     /// The port.
     pub fn port(&self) -> u16 {
         self.port
@@ -436,6 +475,37 @@ impl MariaDb {
     pub fn create_database(&self, name: &str) -> String {
         self.sql(&format!("CREATE DATABASE {name}"));
         self.url(name)
+    }
+
+    /// Backs `table` of `database` up with `mariadb-dump` (DROP + CREATE + data) into a file.
+    pub fn backup_table(&self, database: &str, table: &str) -> PathBuf {
+        let file = self.dir.path().join(format!("{database}.{table}.sql"));
+        run_ok(
+            Command::new(require_mariadb("mariadb-dump"))
+                .args(["--no-defaults", "-h", "127.0.0.1", "-u", "root"])
+                .arg(format!("--port={}", self.port))
+                .arg(format!("--result-file={}", file.display()))
+                .args([database, table]),
+            "mariadb-dump",
+        );
+        file
+    }
+
+    /// Restores a backup of [`MariaDb::backup_table`]: the file fed to the `mariadb` client.
+    pub fn restore(&self, database: &str, backup: &Path) {
+        let out = Command::new(require_mariadb("mariadb"))
+            .args(["--no-defaults", "-h", "127.0.0.1", "-u", "root"])
+            .arg(format!("--port={}", self.port))
+            .arg(database)
+            .stdin(fs::File::open(backup).expect("the backup file"))
+            .output()
+            .expect("running mariadb");
+        assert!(
+            out.status.success(),
+            "restoring {}: {}",
+            backup.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// The port.

@@ -10,7 +10,10 @@
 //! - clean shutdown gives the unused tail back, and leaves `max_id` alone when another
 //!   allocator moved it;
 //! - bad input (unknown tag, tag too long, bad count or step, missing table, wrong or
-//!   unreachable database): one-line error, nothing written.
+//!   unreachable database): one-line error, nothing written;
+//! - the restore guard: `leaf_alloc` restored from a real backup (a copy of the SQLite file,
+//!   `pg_dump`, `mariadb-dump`) is refused by a process with a state file, naming the floor,
+//!   until `vesta segment raise` moves the tag past it; no number is issued twice.
 
 use std::fs;
 use std::ops::Range;
@@ -314,6 +317,100 @@ fn give_back(url: &str) {
     assert_eq!(get("1"), vec![211]);
 }
 
+/// Scenario 5: `leaf_alloc` goes back to a backup taken before numbers were issued; the
+/// restore guard refuses it (and writes nothing) until `raise` moves the tag past its floor.
+fn restore_guard(url: &str, backup: &mut dyn FnMut(), restore: &mut dyn FnMut()) {
+    vesta_ok(&["segment", "init", "--db", url]);
+    vesta_ok(&["segment", "create", "t", "--step", "100", "--db", url]);
+    backup();
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("guard.toml");
+    fs::write(
+        &conf,
+        format!(
+            "[segment]\nstate_file = \"{}\"\n",
+            dir.path().join("segments.state").display()
+        ),
+    )
+    .unwrap();
+    let conf = conf.to_str().unwrap();
+    let get = |n: &str| -> Vec<u64> {
+        vesta_ok(&[
+            "segment", "get", "t", "-n", n, "--db", url, "--config", conf,
+        ])
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect()
+    };
+    let first = get("250");
+    assert_eq!(first, (1..=250).collect::<Vec<u64>>());
+    // A fresh connection each time: the restore replaces the table (or the file) underneath.
+    let max_id = || LeafAllocator::connect(url).max_id("t");
+    assert_eq!(max_id(), 251, "the tail came back");
+
+    restore();
+    assert_eq!(
+        max_id(),
+        1,
+        "the backup is from before any number was issued"
+    );
+    vesta_fails(
+        &["segment", "get", "t", "--db", url, "--config", conf],
+        &[
+            "leaf_alloc went back",
+            "starts at 1, below 251",
+            "vesta segment raise t --to N (N >= 251)",
+        ],
+    );
+    assert_eq!(max_id(), 1, "the refused fetch was rolled back");
+
+    assert_eq!(
+        vesta_ok(&["segment", "raise", "t", "--to", "251", "--db", url]),
+        "t: max_id 1 -> 251\n"
+    );
+    assert_eq!(
+        vesta_ok(&["segment", "raise", "t", "--to", "100", "--db", url]),
+        "t: max_id 251 is already at or above 100: left alone\n",
+        "raise never lowers"
+    );
+    let after = get("3");
+    assert_eq!(
+        after,
+        vec![251, 252, 253],
+        "issuing resumes past every number issued"
+    );
+    assert!(first.iter().all(|n| !after.contains(n)));
+    assert_eq!(
+        vesta_ok(&["segment", "raise", "--all", "--by", "1000", "--db", url]),
+        "t: max_id 254 -> 1254\n"
+    );
+    assert_eq!(
+        vesta_ok(&["segment", "raise", "t", "--by", "1", "--json", "--db", url]),
+        "{\"tag\":\"t\",\"from\":1254,\"to\":1255}\n"
+    );
+    for (args, needles) in [
+        (vec!["nope", "--to", "5"], vec!["unknown tag \"nope\""]),
+        (
+            vec!["t", "--by", "0"],
+            vec!["by 0 is out of range for tag \"t\": allowed 1..=9223372036854775807"],
+        ),
+        (vec!["t", "--to", "-1"], vec!["to -1 is out of range"]),
+        (
+            vec!["t", "--by", "9223372036854775807"],
+            vec!["(max_id is 1255): allowed 1..=9223372036854774552"],
+        ),
+        (vec!["t"], vec!["--to"]),
+        (vec!["t", "--all", "--to", "5"], vec!["--all"]),
+        (vec!["t", "--to", "5", "--by", "5"], vec!["--by"]),
+    ] {
+        let mut full = vec!["segment", "raise"];
+        full.extend(args);
+        full.extend(["--db", url]);
+        vesta_fails(&full, &needles);
+    }
+    assert_eq!(max_id(), 1255, "failed raises wrote nothing");
+}
+
 /// Scenario 4: bad input is a one-line error and writes nothing.
 fn bad_input(url: &str, wrong_urls: &[(&str, &str)]) {
     // No table: every command but init says so; nothing is created.
@@ -440,6 +537,21 @@ mod sqlite {
     }
 
     #[test]
+    fn a_restored_backup_is_refused_until_raised() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, copy) = (dir.path().join("segments.db"), dir.path().join("backup.db"));
+        super::restore_guard(
+            &url(dir.path()),
+            &mut || {
+                fs::copy(&db, &copy).unwrap();
+            },
+            &mut || {
+                fs::copy(&copy, &db).unwrap();
+            },
+        );
+    }
+
+    #[test]
     fn the_default_database_is_a_file_in_the_working_directory() {
         let dir = tempfile::tempdir().unwrap();
         let run = |args: &[&str]| {
@@ -498,6 +610,18 @@ mod postgres {
     }
 
     #[test]
+    fn a_restored_backup_is_refused_until_raised() {
+        let pg = Postgres::start();
+        let url = pg.create_database("restore");
+        let backup = std::cell::RefCell::new(None);
+        super::restore_guard(
+            &url,
+            &mut || *backup.borrow_mut() = Some(pg.backup_table("restore", "leaf_alloc")),
+            &mut || pg.restore("restore", backup.borrow().as_ref().unwrap()),
+        );
+    }
+
+    #[test]
     fn bad_input_writes_nothing() {
         let pg = Postgres::start();
         let url = pg.create_database("bad");
@@ -539,6 +663,18 @@ mod mariadb {
     fn shutdown_gives_the_tail_back() {
         let db = MariaDb::start();
         super::give_back(&db.create_database("giveback"));
+    }
+
+    #[test]
+    fn a_restored_backup_is_refused_until_raised() {
+        let db = MariaDb::start();
+        let url = db.create_database("restore");
+        let backup = std::cell::RefCell::new(None);
+        super::restore_guard(
+            &url,
+            &mut || *backup.borrow_mut() = Some(db.backup_table("restore", "leaf_alloc")),
+            &mut || db.restore("restore", backup.borrow().as_ref().unwrap()),
+        );
     }
 
     #[test]

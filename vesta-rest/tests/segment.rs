@@ -279,6 +279,12 @@ async fn a_locked_database_degrades_then_refuses_then_recovers() {
         1.0
     );
     assert!(labelled_sample(&m, "vesta_segment_fetch_errors_total{tag=\"tiny\"}") >= 1.0);
+    // An outage is not a table that went back: the restore guard's counter stays at 0.
+    assert_eq!(
+        labelled_sample(&m, "vesta_segment_moved_back_total{tag=\"tiny\"}"),
+        0.0
+    );
+    assert!(labelled_sample(&m, "vesta_segment_floor{tag=\"tiny\"}") >= 9.0);
     // Leaf's path says -3: both segments unavailable.
     let r = c.get("/api/segment/get/tiny").await;
     assert_eq!(r.status, 500);

@@ -65,6 +65,8 @@ struct Slots {
     table_step: u32,
     fetches: u64,
     fetch_errors: u64,
+    /// Fetches refused because the table went back below the floor.
+    moved_back: u64,
     last_latency: Option<Duration>,
     last_error: Option<String>,
 }
@@ -78,7 +80,15 @@ pub(crate) struct GiveBackPlan {
 }
 
 impl TagBuffer {
-    pub(crate) fn new(name: &str, db: Arc<str>, prefetch_percent: u32, wait: Duration) -> Self {
+    /// A buffer whose first segment must start at or above `floor` (the restore guard's floor
+    /// on file, 0 without one).
+    pub(crate) fn new(
+        name: &str,
+        db: Arc<str>,
+        prefetch_percent: u32,
+        wait: Duration,
+        floor: u64,
+    ) -> Self {
         let empty = Arc::new(Segment::empty());
         TagBuffer {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -90,12 +100,13 @@ impl TagBuffer {
             slots: Mutex::new(Slots {
                 current: empty,
                 next: None,
-                floor: 0,
+                floor,
                 fetching: false,
                 failure: None,
                 table_step: 0,
                 fetches: 0,
                 fetch_errors: 0,
+                moved_back: 0,
                 last_latency: None,
                 last_error: None,
             }),
@@ -241,6 +252,11 @@ impl TagBuffer {
                 tag,
                 detail: detail.clone(),
             },
+            FetchError::MovedBack { start, floor } => SegmentError::MovedBack {
+                tag,
+                start: *start,
+                floor: *floor,
+            },
             FetchError::Unavailable(cause) => SegmentError::Unavailable {
                 tag,
                 cause: cause.clone(),
@@ -295,6 +311,9 @@ impl TagBuffer {
         let mut slots = self.slots();
         slots.fetching = false;
         slots.fetch_errors += 1;
+        if matches!(error, FetchError::MovedBack { .. }) {
+            slots.moved_back += 1;
+        }
         slots.last_latency = Some(latency);
         slots.last_error = Some(self.error_for(&error).to_string());
         slots.failure = Some(Arc::new(error));
@@ -372,6 +391,8 @@ impl TagBuffer {
             fetching: slots.fetching,
             fetches: slots.fetches,
             fetch_errors: slots.fetch_errors,
+            floor: slots.floor,
+            moved_back: slots.moved_back,
             last_fetch_latency_us: slots.last_latency.map(|d| d.as_micros() as u64),
             last_error: slots.last_error.clone(),
         }
@@ -383,7 +404,7 @@ mod tests {
     use super::*;
 
     fn buffer() -> TagBuffer {
-        TagBuffer::new("t", "sqlite://x".into(), 10, Duration::from_millis(10))
+        TagBuffer::new("t", "sqlite://x".into(), 10, Duration::from_millis(10), 0)
     }
 
     fn fetched(range: Range<u64>) -> Fetched {

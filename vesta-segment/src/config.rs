@@ -3,6 +3,7 @@
 //! are errors naming the key; every value is range-checked while parsing, naming the key.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -39,6 +40,11 @@ pub struct SegmentSection {
     /// A segment fetched this long or longer after the previous one halves the step, never
     /// below the table's `step` (Leaf: 1800).
     pub shrink_above_s: u64,
+    /// The restore guard's file: each tag's floor (where this process's numbers end), so a
+    /// `leaf_alloc` restored from a backup or failed over to a lagging replica is refused
+    /// instead of issuing numbers again. One file per process; none keeps the guard in memory
+    /// only (it then covers this process's lifetime, not a restart).
+    pub state_file: Option<PathBuf>,
 }
 
 impl Default for SegmentSection {
@@ -52,6 +58,7 @@ impl Default for SegmentSection {
             max_step: 1_000_000,
             grow_below_s: 15 * 60,
             shrink_above_s: 30 * 60,
+            state_file: None,
         }
     }
 }
@@ -67,6 +74,7 @@ impl fmt::Debug for SegmentSection {
             .field("max_step", &self.max_step)
             .field("grow_below_s", &self.grow_below_s)
             .field("shrink_above_s", &self.shrink_above_s)
+            .field("state_file", &self.state_file)
             .finish()
     }
 }
@@ -170,6 +178,7 @@ struct RawSection {
     max_step: u32,
     grow_below_s: u64,
     shrink_above_s: u64,
+    state_file: Option<PathBuf>,
 }
 
 impl Default for RawSection {
@@ -184,6 +193,7 @@ impl Default for RawSection {
             max_step: d.max_step,
             grow_below_s: d.grow_below_s,
             shrink_above_s: d.shrink_above_s,
+            state_file: d.state_file,
         }
     }
 }
@@ -201,6 +211,7 @@ impl TryFrom<RawSection> for SegmentSection {
             max_step: r.max_step,
             grow_below_s: r.grow_below_s,
             shrink_above_s: r.shrink_above_s,
+            state_file: r.state_file,
         };
         section.validate()?;
         Ok(section)
@@ -236,10 +247,14 @@ mod tests {
         let s = parse(
             "[segment]\ndb = \"postgres://u:pw@127.0.0.1:5432/leaf\"\nprefetch_percent = 20\n\
              wait_ms = 50\nfetch_timeout_ms = 2000\nadaptive_step = false\nmax_step = 5000\n\
-             grow_below_s = 60\nshrink_above_s = 120\n",
+             grow_below_s = 60\nshrink_above_s = 120\nstate_file = \"/var/lib/vesta/s.state\"\n",
         )
         .unwrap();
         assert_eq!(s.prefetch_percent, 20);
+        assert_eq!(
+            s.state_file.as_deref(),
+            Some(std::path::Path::new("/var/lib/vesta/s.state"))
+        );
         assert!(!s.step_policy().adaptive);
         assert_eq!(s.step_policy().shrink_above, Duration::from_secs(120));
         assert_eq!(

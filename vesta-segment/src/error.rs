@@ -149,6 +149,35 @@ pub enum SegmentError {
         /// What is wrong.
         detail: String,
     },
+    /// The segment read back starts below the tag's floor (the end of this process's last
+    /// segment, or the floor in `segment.state_file`): `leaf_alloc` went back — restored from
+    /// a backup, failed over to a replica that lagged, or lowered by hand. Refused and rolled
+    /// back, so no number is issued twice, until the tag is raised past its floor.
+    #[error(
+        "tag {tag:?}: leaf_alloc went back: the segment read back starts at {start}, below \
+         {floor} where this server's numbers end (restored from a backup, failed over to a \
+         lagging replica, or lowered by hand?); refusing it so no number is issued twice. \
+         Raise the tag past every number issued: vesta segment raise {tag} --to N (N >= {floor})"
+    )]
+    MovedBack {
+        /// The tag.
+        tag: String,
+        /// Where the refused segment started.
+        start: u64,
+        /// The lowest number a segment of this tag may start at.
+        floor: u64,
+    },
+    /// The restore guard's state file (`segment.state_file`) could not be locked, read or
+    /// written.
+    #[error("segment.state_file {}: {action}: {cause}", path.display())]
+    StateFile {
+        /// The file.
+        path: PathBuf,
+        /// What was being done.
+        action: String,
+        /// Why it failed.
+        cause: String,
+    },
     /// The store was shut down.
     #[error("the segment store is shut down")]
     Closed,
@@ -170,7 +199,8 @@ impl SegmentError {
             SegmentError::Unavailable { .. }
             | SegmentError::Timeout { .. }
             | SegmentError::WouldBlock { .. }
-            | SegmentError::Inconsistent { .. } => -3,
+            | SegmentError::Inconsistent { .. }
+            | SegmentError::MovedBack { .. } => -3,
             _ => -1,
         }
     }

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use crate::buffer::TagBuffer;
 use crate::clock::Clock;
 use crate::db::{Database, StepRequest};
+use crate::floors::Floors;
 use crate::step::StepPolicy;
 
 /// First retry delay after a failed fetch.
@@ -32,6 +33,8 @@ struct Previous {
 /// Everything a fetcher needs besides its buffer.
 pub(crate) struct FetcherContext {
     pub db: Arc<Database>,
+    /// The restore guard's file: each new floor is saved before its segment is installed.
+    pub floors: Option<Arc<Floors>>,
     pub policy: StepPolicy,
     pub clock: Arc<dyn Clock>,
     pub shutdown: watch::Receiver<bool>,
@@ -74,6 +77,11 @@ pub(crate) async fn run(buffer: Arc<TagBuffer>, mut ctx: FetcherContext) {
                     table_step: fetched.table_step,
                 });
                 tracing::debug!(tag = %buffer.name, range = ?fetched.range, step = fetched.step, "segment fetched");
+                // Saved before a number of the segment is issued: a crash cannot have issued
+                // past the floor on file.
+                if let Some(floors) = &ctx.floors {
+                    crate::store::save_floor(floors, &buffer.name, fetched.range.end).await;
+                }
                 buffer.install(fetched, latency);
                 backoff = MIN_BACKOFF;
             }

@@ -12,6 +12,10 @@
 //! - The step adapts as Leaf's does ([`step`]), read through a clock seam ([`clock`]).
 //! - [`Store::shutdown`] gives the unused tail of the last segment back when nobody took a
 //!   segment after it.
+//! - The restore guard: a segment starting below where this process's numbers end (kept across
+//!   restarts in `[segment] state_file`) is refused, so a `leaf_alloc` restored from a backup
+//!   or failed over to a lagging replica cannot issue a number twice ([`Database::raise`]
+//!   moves a tag past it).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), vesta_segment::SegmentError> {
@@ -33,6 +37,7 @@ pub mod config;
 pub mod db;
 pub mod error;
 mod fetcher;
+mod floors;
 mod segment;
 pub mod status;
 pub mod step;
@@ -41,7 +46,7 @@ pub mod tag;
 pub mod url;
 
 pub use config::{DEFAULT_CLI_DB, SegmentSection};
-pub use db::{Database, TagRow};
+pub use db::{Database, Raise, Raised, TagRow};
 pub use error::{ConfigError, SegmentError, UrlError};
 pub use status::{Health, SegmentStatus, StoreStatus, TagState, TagStatus};
 pub use store::{GiveBack, GiveBackOutcome, MAX_BATCH, Store, Tag};

@@ -60,6 +60,12 @@ pub struct TagStatus {
     pub fetches: u64,
     /// Failed fetches.
     pub fetch_errors: u64,
+    /// The lowest number the next segment may start at: the end of the last segment taken,
+    /// or the restore guard's floor from `segment.state_file`.
+    pub floor: u64,
+    /// Fetches refused because `leaf_alloc` went back below the floor (a restore, a lagging
+    /// replica, a hand edit): `VestaSegmentMovedBack`.
+    pub moved_back: u64,
     /// Duration of the last fetch attempt, in microseconds.
     pub last_fetch_latency_us: Option<u64>,
     /// The last fetch error, if any (kept after recovery, for diagnosis).
@@ -72,7 +78,7 @@ pub struct TagStatus {
 pub enum Health {
     /// Every tag in use fetched fine last time.
     Ok,
-    /// At least one tag's last fetch failed.
+    /// At least one tag's last fetch failed, or the state file could not be written.
     Degraded,
     /// Shut down.
     Closed,
@@ -87,6 +93,11 @@ pub struct StoreStatus {
     pub kind: DbKind,
     /// Overall health.
     pub health: Health,
+    /// The restore guard's state file, when one is configured.
+    pub state_file: Option<String>,
+    /// Why the last write of the state file failed (cleared by the next good write). The
+    /// floors are still kept in memory; health is degraded until the file is written again.
+    pub state_file_error: Option<String>,
     /// The tags in use, by name.
     pub tags: Vec<TagStatus>,
 }

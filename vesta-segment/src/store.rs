@@ -26,6 +26,7 @@ use crate::config::SegmentSection;
 use crate::db::Database;
 use crate::error::{SegmentError, shown_tag};
 use crate::fetcher::{self, FetcherContext};
+use crate::floors::Floors;
 use crate::status::{Health, StoreStatus, TagState, TagStatus};
 use crate::tag::validate_tag;
 
@@ -60,6 +61,8 @@ pub struct Store {
     db_shown: Arc<str>,
     settings: SegmentSection,
     clock: Arc<dyn Clock>,
+    /// The restore guard's file, when `segment.state_file` is set.
+    floors: Option<Arc<Floors>>,
     tags: ArcSwap<TagMap>,
     /// Process-unique, for the per-thread map cache.
     id: u64,
@@ -124,6 +127,10 @@ impl Store {
     ) -> Result<Store, SegmentError> {
         section.validate()?;
         let url = section.db_url()?;
+        let floors = match &section.state_file {
+            Some(path) => Some(Arc::new(Floors::open(path)?)),
+            None => None,
+        };
         let db = Database::connect(&url, section.fetch_timeout()).await?;
         let names = db.tags().await?.into_iter().collect();
         Ok(Store {
@@ -131,6 +138,7 @@ impl Store {
             db: Arc::new(db),
             settings: section.clone(),
             clock,
+            floors,
             tags: ArcSwap::from_pointee(TagMap::default()),
             id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
             generation: AtomicU64::new(0),
@@ -256,9 +264,11 @@ impl Store {
             Arc::clone(&self.db_shown),
             self.settings.prefetch_percent,
             self.settings.wait(),
+            self.floors.as_ref().map_or(0, |f| f.get(name)),
         ));
         let ctx = FetcherContext {
             db: Arc::clone(&self.db),
+            floors: self.floors.clone(),
             policy: self.settings.step_policy(),
             clock: Arc::clone(&self.clock),
             shutdown: self.shutdown.subscribe(),
@@ -283,11 +293,13 @@ impl Store {
     pub fn status(&self) -> StoreStatus {
         let mut tags: Vec<TagStatus> = self.tags.load().values().map(|b| b.status()).collect();
         tags.sort_by(|a, b| a.tag.cmp(&b.tag));
+        let state_file_error = self.floors.as_ref().and_then(|f| f.error());
         let health = if self.closed.load(Ordering::SeqCst) {
             Health::Closed
-        } else if tags
-            .iter()
-            .any(|t| matches!(t.state, TagState::Degraded | TagState::Down))
+        } else if state_file_error.is_some()
+            || tags
+                .iter()
+                .any(|t| matches!(t.state, TagState::Degraded | TagState::Down))
         {
             Health::Degraded
         } else {
@@ -297,6 +309,8 @@ impl Store {
             db: self.db_shown.to_string(),
             kind: self.db.url().kind(),
             health,
+            state_file: self.floors.as_ref().map(|f| f.path().display().to_string()),
+            state_file_error,
             tags,
         }
     }
@@ -327,10 +341,17 @@ impl Store {
                         .give_back(name, plan.first_unused, plan.reserved_end)
                         .await
                     {
-                        Ok(true) => GiveBackOutcome::Returned {
-                            max_id: plan.first_unused,
-                            numbers: plan.reserved_end - plan.first_unused,
-                        },
+                        Ok(true) => {
+                            // The numbers given back are the next segment's: the floor on file
+                            // comes down with them.
+                            if let Some(floors) = &self.floors {
+                                save_floor(floors, name, plan.first_unused).await;
+                            }
+                            GiveBackOutcome::Returned {
+                                max_id: plan.first_unused,
+                                numbers: plan.reserved_end - plan.first_unused,
+                            }
+                        }
                         Ok(false) => GiveBackOutcome::Moved,
                         Err(e) => GiveBackOutcome::Failed {
                             error: e.to_string(),
@@ -345,6 +366,18 @@ impl Store {
         }
         self.db.close().await;
         done
+    }
+}
+
+/// Writes a tag's floor to the state file off the async workers; a failure is logged and shown
+/// in the status (the floor is still kept in memory).
+pub(crate) async fn save_floor(floors: &Arc<Floors>, tag: &str, floor: u64) {
+    let (floors, name) = (Arc::clone(floors), tag.to_owned());
+    let written = tokio::task::spawn_blocking(move || floors.set(&name, floor)).await;
+    match written {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::warn!(tag, %error, "the restore guard's floor was not saved"),
+        Err(error) => tracing::warn!(tag, %error, "the restore guard's floor was not saved"),
     }
 }
 

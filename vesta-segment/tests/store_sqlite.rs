@@ -376,6 +376,76 @@ async fn a_locked_database_degrades_then_fails_fast_then_recovers() {
     store.shutdown().await;
 }
 
+/// A failover to a replica that lagged, while the store runs: `max_id` goes back below the
+/// segments this store already took. The fetch is refused (rolled back, counted, named), the
+/// buffered numbers still flow, and once the tag is raised the store recovers by itself.
+#[tokio::test]
+async fn a_table_that_goes_back_is_refused_until_raised() {
+    let dir = tempfile::tempdir().unwrap();
+    let state_file = dir.path().join("segments.state");
+    let s = SegmentSection {
+        adaptive_step: false,
+        prefetch_percent: 0,
+        state_file: Some(state_file.clone()),
+        ..setup(dir.path(), "t", 10, 1).await
+    };
+    let store = Store::open(&s).await.unwrap();
+    assert_eq!(store.next("t").await.unwrap(), 1);
+    until(&store, "t", "the prefetch", |t| t.next.is_some()).await;
+    assert_eq!(store.status().tags[0].floor, 21);
+    let on_file = std::fs::read_to_string(&state_file).unwrap();
+    assert!(on_file.contains("t = 21"), "{on_file}");
+
+    // The replica's leaf_alloc is from before both segments.
+    let db = Database::connect(&s.db_url().unwrap(), s.fetch_timeout())
+        .await
+        .unwrap();
+    let path = s.db_url().unwrap().sqlite_path().unwrap().to_owned();
+    let raw = SqlitePool::connect_with(SqliteConnectOptions::new().filename(path))
+        .await
+        .unwrap();
+    sqlx::query("UPDATE leaf_alloc SET max_id = 1")
+        .execute(&raw)
+        .await
+        .unwrap();
+    raw.close().await;
+
+    assert_eq!(store.next_n("t", 19).await.unwrap(), vec![2..21]);
+    until(&store, "t", "a refused fetch", |t| t.moved_back > 0).await;
+    let err = store.next("t").await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SegmentError::MovedBack {
+                start: 1,
+                floor: 21,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let t = &store.status().tags[0];
+    assert_eq!((t.state, t.floor), (TagState::Down, 21), "{t:?}");
+    assert_eq!(store.status().health, Health::Degraded);
+    assert_eq!(
+        max_id(&s, "t").await,
+        1,
+        "every refused fetch was rolled back"
+    );
+
+    let raised = db.raise("t", vesta_segment::Raise::To(21)).await.unwrap();
+    assert_eq!((raised.from, raised.to), (1, 21));
+    db.close().await;
+    until(&store, "t", "recovery", |t| t.state == TagState::Ok).await;
+    assert_eq!(store.next("t").await.unwrap(), 21, "no number twice");
+    store.shutdown().await;
+    let on_file = std::fs::read_to_string(&state_file).unwrap();
+    assert!(
+        on_file.contains("t = 22"),
+        "the give-back lowers the floor: {on_file}"
+    );
+}
+
 #[tokio::test]
 async fn next_buffered_answers_from_the_right_store_and_sees_new_tags() {
     let dir = tempfile::tempdir().unwrap();

@@ -315,6 +315,23 @@ impl Collector for SegmentCollector {
         )?;
         per_tag(
             e,
+            MetricType::Counter,
+            "segment_moved_back",
+            "Fetches of the tag refused because leaf_alloc went back below where this server's \
+             numbers end (a restored backup, a lagging replica): VestaSegmentMovedBack",
+            tags,
+            |t| Some(Sample::Counter(t.moved_back)),
+        )?;
+        per_tag(
+            e,
+            MetricType::Gauge,
+            "segment_floor",
+            "The lowest number the tag's next segment may start at (restore guard)",
+            tags,
+            |t| Some(Sample::Gauge(i64::try_from(t.floor).unwrap_or(i64::MAX))),
+        )?;
+        per_tag(
+            e,
             MetricType::Gauge,
             "segment_last_fetch_latency_seconds",
             "Duration of the tag's last fetch attempt",

@@ -72,7 +72,8 @@ pub struct SegmentsStatus {
     pub db: String,
     /// Overall state.
     pub state: SegmentsState,
-    /// Why the store is not open (state `connecting`).
+    /// Why the store is not open (state `connecting`), or why the restore guard's state file
+    /// could not be written (state `degraded`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Each tag in use: buffered numbers, step, fetches, errors, last fetch latency.
@@ -199,7 +200,7 @@ impl Segments {
                 Health::Degraded => SegmentsState::Degraded,
                 Health::Closed => SegmentsState::Closed,
             },
-            error: None,
+            error: s.state_file_error,
             tags: s.tags,
         }
     }

@@ -1,6 +1,6 @@
 //! `vesta segment`: Leaf's segment mode from the command line — create `leaf_alloc` and tags,
-//! list them, and take numbers from an in-process store that gives its unused tail back on
-//! exit. The database is `--db`, else the config's `[segment] db`, else
+//! list them, raise them past a restored backup, and take numbers from an in-process store
+//! that gives its unused tail back on exit. The database is `--db`, else the config's `[segment] db`, else
 //! `sqlite://vesta-segments.db` in the working directory.
 
 use std::collections::HashMap;
@@ -10,7 +10,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
-use vesta_segment::{DEFAULT_CLI_DB, Database, DbUrl, SegmentSection, Store, TagRow};
+use vesta_segment::{
+    DEFAULT_CLI_DB, Database, DbUrl, Raise, Raised, SegmentSection, Store, TagRow,
+};
 
 /// Numbers asked of the store per call while printing.
 const CHUNK: u64 = 65_536;
@@ -26,6 +28,9 @@ pub enum Args {
     Ls(LsArgs),
     /// Print N numbers of a tag, one per line (the unused tail is given back on exit)
     Get(GetArgs),
+    /// Move a tag's max_id up, never down: after restoring a backup or failing over to a
+    /// replica, past every number issued before
+    Raise(RaiseArgs),
 }
 
 /// Where the database is.
@@ -98,6 +103,35 @@ pub struct GetArgs {
     db: DbArgs,
 }
 
+/// Arguments of `vesta segment raise`.
+#[derive(clap::Args, Debug)]
+pub struct RaiseArgs {
+    /// The tag
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    tag: Option<String>,
+    /// Every tag in the table
+    #[arg(long)]
+    all: bool,
+    /// The new max_id (the next number a fetch hands out); a tag already at or above it is
+    /// left alone
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        required_unless_present = "by",
+        conflicts_with = "by"
+    )]
+    to: Option<i64>,
+    /// Raise max_id by N (at least 1)
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    by: Option<i64>,
+    /// One JSON object per tag and line
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -111,6 +145,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Args::Create(a) => create(a).await,
             Args::Ls(a) => list(a).await,
             Args::Get(a) => get(a).await,
+            Args::Raise(a) => raise(a).await,
         }
     })
 }
@@ -234,6 +269,69 @@ fn write_table(out: &mut impl Write, db: &str, rows: &[TagRow]) -> io::Result<()
         )?;
     }
     Ok(())
+}
+
+async fn raise(args: RaiseArgs) -> anyhow::Result<()> {
+    let how = match (args.to, args.by) {
+        (Some(n), _) => Raise::To(n),
+        (None, Some(n)) => Raise::By(n),
+        (None, None) => unreachable!("clap requires --to or --by"),
+    };
+    let db = args.db.connect().await?;
+    let raised = raise_tags(&db, args.tag.as_deref(), how).await;
+    db.close().await;
+    let mut out = BufWriter::new(io::stdout().lock());
+    // What was done is printed even when a later tag failed.
+    let (done, failure) = raised;
+    for r in &done {
+        if args.json {
+            serde_json::to_writer(&mut out, r)?;
+            writeln!(out)?;
+        } else {
+            writeln!(out, "{}", raised_line(r, how))?;
+        }
+    }
+    out.flush()?;
+    match failure {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// Raises one tag, or every tag (each in its own transaction), stopping at the first failure.
+async fn raise_tags(
+    db: &Database,
+    tag: Option<&str>,
+    how: Raise,
+) -> (Vec<Raised>, Option<vesta_segment::SegmentError>) {
+    let tags = match tag {
+        Some(t) => vec![t.to_owned()],
+        None => match db.tags().await {
+            Ok(mut tags) => {
+                tags.sort();
+                tags
+            }
+            Err(e) => return (Vec::new(), Some(e)),
+        },
+    };
+    let mut done = Vec::with_capacity(tags.len());
+    for t in &tags {
+        match db.raise(t, how).await {
+            Ok(r) => done.push(r),
+            Err(e) => return (done, Some(e)),
+        }
+    }
+    (done, None)
+}
+
+fn raised_line(r: &Raised, how: Raise) -> String {
+    match how {
+        Raise::To(n) if r.from == r.to => format!(
+            "{}: max_id {} is already at or above {n}: left alone",
+            r.tag, r.from
+        ),
+        _ => format!("{}: max_id {} -> {}", r.tag, r.from, r.to),
+    }
 }
 
 async fn get(args: GetArgs) -> anyhow::Result<()> {

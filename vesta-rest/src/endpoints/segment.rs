@@ -204,6 +204,8 @@ pub fn api_error(e: SegmentError) -> ApiError {
         | SegmentError::Unreachable { .. }
         | SegmentError::Database { .. }
         | SegmentError::MissingTable { .. } => ApiError::unavailable(e.to_string(), Some(1)),
+        // Refused until an operator raises the tag: no point retrying soon.
+        SegmentError::MovedBack { .. } => ApiError::unavailable(e.to_string(), None),
         SegmentError::Closed => ApiError::unavailable(e.to_string(), None),
         _ => ApiError::internal(e.to_string()),
     }

@@ -84,6 +84,13 @@ pub(crate) enum FetchError {
     MissingTable,
     /// The row read back is not a valid segment.
     Inconsistent(String),
+    /// The segment starts below the floor: the table went back.
+    MovedBack {
+        /// Where it starts.
+        start: u64,
+        /// The floor.
+        floor: u64,
+    },
     /// The database failed or did not answer in time.
     Unavailable(String),
 }
@@ -101,6 +108,26 @@ pub struct TagRow {
     pub updated: Option<String>,
     /// `description`.
     pub description: Option<String>,
+}
+
+/// How [`Database::raise`] moves a tag's `max_id` (never down).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Raise {
+    /// To this value; a tag already at or above it is left alone.
+    To(i64),
+    /// Up by this many numbers (at least 1).
+    By(i64),
+}
+
+/// What [`Database::raise`] did to one tag.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Raised {
+    /// The tag.
+    pub tag: String,
+    /// `max_id` before.
+    pub from: i64,
+    /// `max_id` after (equal to `from` when the tag was left alone).
+    pub to: i64,
 }
 
 /// A pool of connections to the database holding `leaf_alloc`.
@@ -359,6 +386,84 @@ impl Database {
             .collect())
     }
 
+    /// Moves `tag`'s `max_id` up (the restore procedure: past every number issued before a
+    /// backup was restored or a replica took over), in one transaction with the row locked, so
+    /// a fetch under way elsewhere is either before it or after it. Never lowers `max_id`.
+    pub async fn raise(&self, tag: &str, how: Raise) -> Result<Raised, SegmentError> {
+        validate_tag(tag)?;
+        let context = format!(" for tag {:?}", shown_tag(tag));
+        match how {
+            Raise::To(n) if n < 0 => {
+                return Err(SegmentError::OutOfRange {
+                    field: "to",
+                    value: n.into(),
+                    min: 0,
+                    max: i64::MAX.into(),
+                    context,
+                });
+            }
+            Raise::By(n) if n < 1 => {
+                return Err(SegmentError::OutOfRange {
+                    field: "by",
+                    value: n.into(),
+                    min: 1,
+                    max: i64::MAX.into(),
+                    context,
+                });
+            }
+            _ => {}
+        }
+        let d = self.dialect();
+        let raising = async {
+            on_pool!(&self.pool, p => {
+                let mut tx = p.begin_with(d.begin).await?;
+                let from: Option<i64> = sqlx::query_scalar(d.lock_row)
+                    .bind(tag)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(from) = from else {
+                    tx.rollback().await?;
+                    return Ok(Ok(None));
+                };
+                let to = match how {
+                    Raise::To(n) => n.max(from),
+                    Raise::By(n) => match from.checked_add(n) {
+                        Some(to) => to,
+                        None => {
+                            tx.rollback().await?;
+                            return Ok(Err(SegmentError::OutOfRange {
+                                field: "by",
+                                value: n.into(),
+                                min: 1,
+                                max: (i64::MAX - from).into(),
+                                context: format!("{context} (max_id is {from})"),
+                            }));
+                        }
+                    },
+                };
+                if to != from {
+                    sqlx::query(d.set_max_id).bind(to).bind(tag).execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(Ok(Some((from, to))))
+            })
+        };
+        let raised = self
+            .bounded(|| format!("raising tag {:?}", shown_tag(tag)), raising)
+            .await??;
+        match raised {
+            Some((from, to)) => Ok(Raised {
+                tag: tag.to_owned(),
+                from,
+                to,
+            }),
+            None => Err(SegmentError::UnknownTag {
+                tag: shown_tag(tag),
+                db: self.url.to_string(),
+            }),
+        }
+    }
+
     /// Every tag name (Leaf's `getAllTags`).
     pub async fn tags(&self) -> Result<Vec<String>, SegmentError> {
         let all = self.dialect().all_tags;
@@ -488,10 +593,7 @@ fn check_row(
         ))
     })?;
     if start < floor {
-        return Err(FetchError::Inconsistent(format!(
-            "segment [{start}, {max_id}) starts below {floor}, the end of a segment this \
-             process already took: was max_id lowered by hand?"
-        )));
+        return Err(FetchError::MovedBack { start, floor });
     }
     Ok(Fetched {
         range: start..max_id as u64,
@@ -573,9 +675,12 @@ mod tests {
         assert!(refused(None, StepRequest::Table, 0).contains("vanished"));
         assert!(refused(Some(("t".into(), 10, 0)), StepRequest::Table, 0).contains("step 0"));
         assert!(refused(Some(("t".into(), 5, 10)), StepRequest::Table, 0).contains("negative"));
-        assert!(
-            refused(Some(("t".into(), 2001, 1000)), StepRequest::Table, 3000)
-                .contains("below 3000")
-        );
+        assert!(matches!(
+            check_row(Some(("t".into(), 2001, 1000)), StepRequest::Table, 3000),
+            Err(FetchError::MovedBack {
+                start: 1001,
+                floor: 3000
+            })
+        ));
     }
 }

@@ -19,6 +19,11 @@ pub(crate) struct Dialect {
     pub read_back: &'static str,
     /// The give-back: binds the first unused number, the tag, then the end we reserved.
     pub give_back: &'static str,
+    /// `raise`: the row's `max_id`, locked until the transaction ends (SQLite: the write lock
+    /// of `BEGIN IMMEDIATE` already holds the whole database). Binds the tag.
+    pub lock_row: &'static str,
+    /// `raise`: binds the new `max_id`, then the tag.
+    pub set_max_id: &'static str,
     /// Leaf's `getAllTags`.
     pub all_tags: &'static str,
     /// Every row for `ls`, `update_time` as RFC 3339 UTC text.
@@ -44,6 +49,8 @@ static MYSQL: Dialect = Dialect {
     take_custom_step: "UPDATE leaf_alloc SET max_id = max_id + ? WHERE biz_tag = ?",
     read_back: "SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?",
     give_back: "UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ? AND max_id = ?",
+    lock_row: "SELECT max_id FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE",
+    set_max_id: "UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ?",
     all_tags: "SELECT biz_tag FROM leaf_alloc",
     list: "SELECT biz_tag, max_id, step, DATE_FORMAT(update_time, '%Y-%m-%dT%H:%i:%sZ'), \
            description FROM leaf_alloc ORDER BY biz_tag",
@@ -67,6 +74,9 @@ static POSTGRES: Dialect = Dialect {
     read_back: "SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = $1",
     give_back: "UPDATE leaf_alloc SET max_id = $1, update_time = CURRENT_TIMESTAMP \
                 WHERE biz_tag = $2 AND max_id = $3",
+    lock_row: "SELECT max_id FROM leaf_alloc WHERE biz_tag = $1 FOR UPDATE",
+    set_max_id: "UPDATE leaf_alloc SET max_id = $1, update_time = CURRENT_TIMESTAMP \
+                 WHERE biz_tag = $2",
     all_tags: "SELECT biz_tag FROM leaf_alloc",
     list: "SELECT biz_tag, max_id, step, \
            to_char(update_time AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), \
@@ -91,6 +101,9 @@ static SQLITE: Dialect = Dialect {
     read_back: "SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?",
     give_back: "UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP \
                 WHERE biz_tag = ? AND max_id = ?",
+    lock_row: "SELECT max_id FROM leaf_alloc WHERE biz_tag = ?",
+    set_max_id: "UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP \
+                 WHERE biz_tag = ?",
     all_tags: "SELECT biz_tag FROM leaf_alloc",
     list: "SELECT biz_tag, max_id, step, strftime('%Y-%m-%dT%H:%M:%SZ', update_time), \
            description FROM leaf_alloc ORDER BY biz_tag",

@@ -268,6 +268,7 @@ pub(crate) fn code_of(e: &SegmentError) -> ErrorCode {
         | SegmentError::Database { .. }
         | SegmentError::MissingTable { .. }
         | SegmentError::Inconsistent { .. }
+        | SegmentError::MovedBack { .. }
         | SegmentError::Closed => ErrorCode::SegmentUnavailable,
         _ => ErrorCode::Internal,
     }
