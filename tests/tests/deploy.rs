@@ -59,11 +59,32 @@ fn load(config: &str) -> (u64, Option<PathBuf>, u64) {
 }
 
 #[test]
-fn the_etc_configs_load_with_the_servers_own_loaders_and_use_distinct_machine_ids() {
+fn the_etc_configs_load_with_the_servers_own_loaders_and_ship_no_machine_id() {
     let rest = RestConfig::from_toml_file(deploy::path(UNITS[0].1)).unwrap();
     let tcp = TcpConfig::from_toml_file(deploy::path(UNITS[1].1)).unwrap();
-    let (r, t) = (rest.machine.id.unwrap(), tcp.machine.id.unwrap());
-    assert_ne!(r, t, "two servers on one host need two machine IDs");
+    assert_eq!(
+        (rest.machine.id, tcp.machine.id),
+        (None, None),
+        "a shipped ID would be duplicated by every host that copies the file"
+    );
+    // Until the operator chooses one, the server refuses to start, naming the key.
+    for (kind, config) in [("rest", UNITS[0].1), ("tcp", UNITS[1].1)] {
+        let out = vesta_command()
+            .args(["serve", kind, "--config"])
+            .arg(deploy::path(config))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "{config} started without a machine ID"
+        );
+        assert!(
+            err.contains("machine.id is not set") && err.contains("924..=1023"),
+            "{config}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
     for (name, config) in UNITS {
         let (_, state_file, _) = load(config);
         let state_dir = unit(name)

@@ -49,7 +49,8 @@ fn replace(text: &str, from: &str, to: &str) -> String {
 }
 
 /// Runs `vesta serve KIND` with the shipped config `deploy/etc/vesta/FILE`, its addresses
-/// moved to `ports` on loopback and its state file to a temporary directory.
+/// moved to `ports` on loopback, its suggested machine ID chosen and its state file moved to a
+/// temporary directory.
 /// `segment_db`, when given, turns segment mode on (the shipped `[segment]` section, uncommented).
 fn serve(kind: &str, file: &str, swaps: &[(&str, String)], segment_db: Option<&str>) -> Server {
     let dir = tempfile::tempdir().unwrap();
@@ -65,6 +66,8 @@ fn serve(kind: &str, file: &str, swaps: &[(&str, String)], segment_db: Option<&s
             &format!("db = \"{db}\""),
         );
     }
+    // The shipped files carry no machine ID (each host chooses one): take the suggested one.
+    text = replace(&text, "\n# id = ", "\nid = ");
     let state = format!("/var/lib/vesta-{kind}/machine.state");
     let state_here = dir.path().join("machine.state");
     text = replace(&text, &state, state_here.to_str().unwrap());

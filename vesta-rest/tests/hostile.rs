@@ -286,6 +286,7 @@ impl Process {
         std::fs::write(&path, conf).unwrap();
         let mut child = vesta_cmd(["serve", "rest", "--config"])
             .arg(&path)
+            .args(["--machine", "1000"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

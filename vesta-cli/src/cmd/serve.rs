@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use vesta_core::{Epoch, IdType, Preset};
-use vesta_embed::Status;
+use vesta_embed::{MachineSource, Status};
 use vesta_rest::RestServer;
 use vesta_segment::GiveBackOutcome;
 use vesta_server::TcpServer;
@@ -92,10 +92,44 @@ impl ServerArgs {
             config.segment.db = Some(url.clone());
         }
         config.validate()?;
+        // A config file is copied from host to host: one without an ID would make every copy
+        // issue the same IDs, silently. Refuse it. (Without a file: the quickstart's default,
+        // warned about once listening.)
+        if let Some(path) = &self.config
+            && config.machine.source == MachineSource::Static
+            && config.machine.id.is_none()
+        {
+            let issuer = config.issuer_config();
+            let (_, pool) = issuer.pools()?.for_gen_method(issuer.gen_method)?;
+            anyhow::bail!(
+                "--config {}: machine.id is not set: choose a static machine ID for each \
+                 server, unique across every server issuing with this epoch ({}..={}): set \
+                 [machine] id = N or pass --machine N, or lease one (machine.source = \
+                 \"zookeeper\" or \"ordinal\")",
+                path.display(),
+                pool.start(),
+                pool.end()
+            );
+        }
         for warning in &config.warnings {
             say!("warning: {warning}");
         }
         Ok(config)
+    }
+}
+
+impl ServerArgs {
+    /// Warns, after the start lines, when the machine ID is the pool's first by default (no
+    /// config file, no `--machine`): fine for a try, a duplicate on a second such server.
+    fn warn_default_machine(&self, s: &Status) {
+        if self.config.is_none() && self.machine.is_none() && self.zk.is_none() {
+            say!(
+                "warning: no machine ID chosen: using {}, the first of the server pool; a \
+                 second server started this way issues the same IDs (choose one with \
+                 --machine N or [machine] id)",
+                s.machine
+            );
+        }
     }
 }
 
@@ -112,6 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 let status = server.issuer().status();
                 announce("vesta-tcp", &server.local_addr().to_string(), &status);
                 announce_segments("vesta-tcp", server.segments().map(|s| &**s));
+                a.warn_default_machine(&status);
                 stopped("vesta-tcp", server.serve(stop).await, &status)
             })
         }
@@ -128,6 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     &status,
                 );
                 announce_segments("vesta-rest", server.segments().map(|s| &**s));
+                a.warn_default_machine(&status);
                 stopped("vesta-rest", server.serve(stop).await, &status)
             })
         }
@@ -242,13 +278,35 @@ mod tests {
             config::<vesta_server::TcpSection>(&[]).unwrap(),
             TcpConfig::default()
         );
-        assert_eq!(config(&["--config", &tcp]).unwrap(), TcpConfig::default());
         let rest = format!("{conf}rest.toml");
         assert_eq!(
             config::<vesta_rest::RestSection>(&[]).unwrap(),
             RestConfig::default()
         );
-        assert_eq!(config(&["--config", &rest]).unwrap(), RestConfig::default());
+        // The shipped files equal the defaults but choose no machine ID: with a file, one must
+        // be chosen (a copied file would issue the same IDs on every host).
+        let errors = [
+            config::<vesta_server::TcpSection>(&["--config", &tcp]).unwrap_err(),
+            config::<vesta_rest::RestSection>(&["--config", &rest]).unwrap_err(),
+        ];
+        for err in errors.map(|e| format!("{e:#}")) {
+            assert!(
+                err.contains("machine.id is not set") && err.contains("(924..=1023)"),
+                "{err}"
+            );
+        }
+        let mut chosen = TcpConfig::default();
+        chosen.machine.id = Some(930);
+        assert_eq!(
+            config(&["--config", &tcp, "--machine", "930"]).unwrap(),
+            chosen
+        );
+        let mut chosen = RestConfig::default();
+        chosen.machine.id = Some(931);
+        assert_eq!(
+            config(&["--config", &rest, "--machine", "931"]).unwrap(),
+            chosen
+        );
     }
 
     #[test]
