@@ -29,9 +29,9 @@ fn unit(name: &str) -> Unit {
     Unit::parse(&deploy::read(&format!("deploy/systemd/{name}")))
 }
 
-/// `(shutdown_grace_ms, state_file, zookeeper.session_timeout_ms)` of a shipped config, loaded
-/// with its server's real loader.
-fn load(config: &str) -> (u64, Option<PathBuf>, u64) {
+/// `(shutdown_grace_ms, state_file, zookeeper.session_timeout_ms, segment.fetch_timeout_ms)`
+/// of a shipped config, loaded with its server's real loader.
+fn load(config: &str) -> (u64, Option<PathBuf>, u64, u64) {
     let path = deploy::path(config);
     if config.ends_with("rest.toml") {
         let c = RestConfig::from_toml_file(&path).unwrap_or_else(|e| panic!("{config}: {e}"));
@@ -41,6 +41,7 @@ fn load(config: &str) -> (u64, Option<PathBuf>, u64) {
             s.shutdown_grace_ms,
             c.machine.state_file,
             c.zookeeper.session_timeout_ms,
+            c.segment.fetch_timeout_ms,
         )
     } else {
         let c = TcpConfig::from_toml_file(&path).unwrap_or_else(|e| panic!("{config}: {e}"));
@@ -54,6 +55,7 @@ fn load(config: &str) -> (u64, Option<PathBuf>, u64) {
             s.shutdown_grace_ms,
             c.machine.state_file,
             c.zookeeper.session_timeout_ms,
+            c.segment.fetch_timeout_ms,
         )
     }
 }
@@ -86,7 +88,7 @@ fn the_etc_configs_load_with_the_servers_own_loaders_and_ship_no_machine_id() {
         assert_eq!(err.lines().count(), 1, "{err}");
     }
     for (name, config) in UNITS {
-        let (_, state_file, _) = load(config);
+        let (_, state_file, _, _) = load(config);
         let state_dir = unit(name)
             .get("Service", "StateDirectory")
             .unwrap()
@@ -161,8 +163,11 @@ fn the_units_run_the_real_cli_with_shipped_configs_and_the_promised_settings() {
         ] {
             assert_eq!(u.get("Service", key), Some(want), "{name}: {key}");
         }
-        // SIGKILL comes only after the drain and the release had their time.
-        let (grace_ms, _, session_ms) = load(config);
+        // SIGKILL comes only after the drain, the segment give-back and the release had their
+        // time. The give-back: fetches under way finish within one fetch_timeout_ms, the
+        // give-backs of all tags together within another (vesta-segment's Store::shutdown).
+        let (grace_ms, _, session_ms, fetch_ms) = load(config);
+        let give_back_ms = 2 * fetch_ms;
         let stop = u.get("Service", "TimeoutStopSec").unwrap();
         let stop_ms = 1000
             * stop
@@ -171,9 +176,9 @@ fn the_units_run_the_real_cli_with_shipped_configs_and_the_promised_settings() {
                 .parse::<u64>()
                 .unwrap_or_else(|_| panic!("{name}: TimeoutStopSec={stop}: write it in s"));
         assert!(
-            stop_ms > grace_ms + RELEASE_MS + session_ms,
-            "{name}: TimeoutStopSec {stop_ms} ms <= drain {grace_ms} + release {RELEASE_MS} \
-             + a session timeout {session_ms}"
+            stop_ms > grace_ms + give_back_ms + RELEASE_MS + session_ms,
+            "{name}: TimeoutStopSec {stop_ms} ms <= drain {grace_ms} + give-back \
+             {give_back_ms} + release {RELEASE_MS} + a session timeout {session_ms}"
         );
     }
 }

@@ -317,7 +317,8 @@ impl Store {
 
     /// Stops issuing, lets fetches under way finish, and gives back each tag's unused tail:
     /// `UPDATE leaf_alloc SET max_id = <first unused> WHERE biz_tag = ? AND max_id = <our
-    /// end>`, so a restart does not burn a step. Only the first call does anything; later
+    /// end>`, so a restart does not burn a step. The give-backs of all tags together take at
+    /// most `segment.fetch_timeout_ms`; what is not given back by then stays a gap. Only the first call does anything; later
     /// calls, and every other call on the store, get [`SegmentError::Closed`] or an empty list.
     pub async fn shutdown(&self) -> Vec<GiveBack> {
         if self.closed.swap(true, Ordering::SeqCst) {
@@ -331,19 +332,23 @@ impl Store {
         let tags = self.tags.load_full();
         let mut names: Vec<&str> = tags.keys().map(AsRef::as_ref).collect();
         names.sort_unstable();
+        // One bound for all the give-backs together, not one per tag: with the database down
+        // and many tags, a stop must still end within segment.fetch_timeout_ms (and so within a
+        // unit's TimeoutStopSec), leaving the rest as gaps.
+        let budget = self.settings.fetch_timeout();
+        let deadline = tokio::time::Instant::now() + budget;
         let mut done = Vec::with_capacity(names.len());
         for name in names {
             let outcome = match tags[name].freeze() {
                 None => GiveBackOutcome::NothingUnused,
                 Some(plan) => {
-                    match self
+                    let giving = self
                         .db
-                        .give_back(name, plan.first_unused, plan.reserved_end)
-                        .await
-                    {
-                        Ok(true) => {
-                            // The numbers given back are the next segment's: the floor on file
-                            // comes down with them.
+                        .give_back(name, plan.first_unused, plan.reserved_end);
+                    match tokio::time::timeout_at(deadline, giving).await {
+                        Ok(Ok(true)) => {
+                            // The numbers given back are the next segment's: the floor on
+                            // file comes down with them.
                             if let Some(floors) = &self.floors {
                                 save_floor(floors, name, plan.first_unused).await;
                             }
@@ -352,9 +357,16 @@ impl Store {
                                 numbers: plan.reserved_end - plan.first_unused,
                             }
                         }
-                        Ok(false) => GiveBackOutcome::Moved,
-                        Err(e) => GiveBackOutcome::Failed {
+                        Ok(Ok(false)) => GiveBackOutcome::Moved,
+                        Ok(Err(e)) => GiveBackOutcome::Failed {
                             error: e.to_string(),
+                        },
+                        Err(_) => GiveBackOutcome::Failed {
+                            error: format!(
+                                "not given back: the give-backs of all tags together may take \
+                                 segment.fetch_timeout_ms ({} ms), and that time was up",
+                                budget.as_millis()
+                            ),
                         },
                     }
                 }

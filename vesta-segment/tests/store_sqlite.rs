@@ -446,6 +446,73 @@ async fn a_table_that_goes_back_is_refused_until_raised() {
     );
 }
 
+/// A stop with the database down and many tags in use: the give-backs of all tags together
+/// take at most `fetch_timeout_ms` (one per tag, in turn, would take 50 × it and outlast a
+/// unit's TimeoutStopSec); what was not given back is a gap, named as such.
+#[tokio::test]
+async fn a_stop_with_the_database_down_is_bounded_for_all_tags_together() {
+    const TAGS: usize = 50;
+    let dir = tempfile::tempdir().unwrap();
+    let base = setup(dir.path(), "t0", 10, 1).await;
+    let db = Database::connect(&base.db_url().unwrap(), base.fetch_timeout())
+        .await
+        .unwrap();
+    for i in 1..TAGS {
+        db.create_tag(&format!("t{i}"), 10, 1, None).await.unwrap();
+    }
+    db.close().await;
+    let s = SegmentSection {
+        fetch_timeout_ms: 300,
+        prefetch_percent: 0,
+        adaptive_step: false,
+        ..base
+    };
+    let store = Store::open(&s).await.unwrap();
+    for i in 0..TAGS {
+        let tag = format!("t{i}");
+        assert_eq!(store.next(&tag).await.unwrap(), 1);
+        until(&store, &tag, "the prefetch", |t| t.next.is_some()).await;
+    }
+    let path = s.db_url().unwrap().sqlite_path().unwrap().to_owned();
+    let locker = SqlitePool::connect_with(SqliteConnectOptions::new().filename(path))
+        .await
+        .unwrap();
+    let mut lock = locker.begin_with("BEGIN EXCLUSIVE").await.unwrap();
+    sqlx::query("UPDATE leaf_alloc SET description = 'locked'")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+
+    let started = std::time::Instant::now();
+    let gave = store.shutdown().await;
+    let took = started.elapsed();
+    // The fetches under way finish within one fetch_timeout_ms, the give-backs within another;
+    // the margin tells "bounded" from "one timeout per tag" (15 s here).
+    assert!(
+        took < Duration::from_millis(2 * 300) + Duration::from_secs(5),
+        "the stop took {took:?}"
+    );
+    assert_eq!(gave.len(), TAGS);
+    assert!(
+        gave.iter()
+            .all(|g| matches!(g.outcome, GiveBackOutcome::Failed { .. })),
+        "{gave:?}"
+    );
+    assert!(
+        gave.iter()
+            .any(|g| matches!(&g.outcome, GiveBackOutcome::Failed { error }
+            if error.contains("segment.fetch_timeout_ms (300 ms)"))),
+        "{gave:?}"
+    );
+    lock.rollback().await.unwrap();
+    locker.close().await;
+    assert_eq!(
+        max_id(&s, "t7").await,
+        21,
+        "not given back: a gap, never a repeat"
+    );
+}
+
 #[tokio::test]
 async fn next_buffered_answers_from_the_right_store_and_sees_new_tags() {
     let dir = tempfile::tempdir().unwrap();
