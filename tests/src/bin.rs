@@ -178,10 +178,16 @@ impl ServerChild {
         }
     }
 
-    /// SIGTERM, then the exit status (within 30 s) and what it printed after the startup line.
+    /// SIGTERM, then the exit status (within 30 s) and everything it printed after the
+    /// startup line: read to the end of its stderr, not only what the reader thread had passed
+    /// on when the process was reaped.
     pub fn terminate(mut self) -> (ExitStatus, String) {
         let status = sigterm_and_wait(&mut self.child, Duration::from_secs(30));
-        let rest: Vec<String> = self.stderr.try_iter().collect();
+        let mut rest = Vec::new();
+        // The pipe closes with the process; the reader thread then ends and the channel with it.
+        while let Ok(line) = self.stderr.recv_timeout(Duration::from_secs(10)) {
+            rest.push(line);
+        }
         (status, rest.join("\n"))
     }
 }

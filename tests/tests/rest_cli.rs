@@ -146,7 +146,7 @@ fn serve_notifies_the_service_manager_and_logs_json() {
     assert!(ready.ends_with("machine 1001"), "{ready:?}");
 
     let (status, rest) = server.terminate();
-    assert!(status.success(), "{rest}");
+    assert!(status.success(), "{status}: {rest}");
     let n = socket.recv(&mut buf).expect("STOPPING=1 within 30 s");
     assert_eq!(&buf[..n], b"STOPPING=1");
     for line in rest.lines() {
