@@ -40,6 +40,9 @@ enum Command {
     /// Inspect machine-ID leases in ZooKeeper.
     #[command(subcommand)]
     Zk(cmd::zk::Args),
+    /// Inspect machine-ID leases in an SQL database (machine.source = "sql").
+    #[command(subcommand)]
+    Machine(cmd::machine::Args),
     /// Leaf-style segment numbers: dense, increasing numbers per tag from a database table.
     #[command(subcommand)]
     Segment(cmd::segment::Args),
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Command::Layout(args) => cmd::layout::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Zk(args) => cmd::zk::run(args),
+        Command::Machine(args) => cmd::machine::run(args),
         Command::Segment(args) => cmd::segment::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Completions(args) => cmd::docs::completions(args, command()),

@@ -196,10 +196,25 @@ impl IssuerConfig {
                 }
                 *LeaseSettings::from_config(self)?.pool.start()
             }
+            MachineSource::Sql => {
+                if let Some(id) = self.machine.id {
+                    return Err(ConfigError::Inconsistent(format!(
+                        "machine.id {id} is set but machine.source is sql, which leases a \
+                         machine ID from the pool: remove machine.id, or use source = \"static\""
+                    )));
+                }
+                sql_pool_start(self)?
+            }
         };
         self.generator_config(machine)?
             .validate()
             .map_err(ConfigError::from)
+    }
+
+    /// The SQL lease's settings, checked (`source = "sql"`).
+    #[cfg(feature = "sql")]
+    pub fn sql_lease(&self) -> Result<crate::lease::SqlSettings, ConfigError> {
+        crate::lease::SqlSettings::from_config(self)
     }
 
     /// The layout of the issued IDs with the epoch and version in force.
@@ -444,6 +459,19 @@ impl<'de> Deserialize<'de> for LayoutChoice {
     }
 }
 
+/// The first ID of the pool an SQL lease draws from, once its settings are checked.
+#[cfg(feature = "sql")]
+fn sql_pool_start(config: &IssuerConfig) -> Result<u64, ConfigError> {
+    Ok(*config.sql_lease()?.pool.start())
+}
+
+#[cfg(not(feature = "sql"))]
+fn sql_pool_start(_: &IssuerConfig) -> Result<u64, ConfigError> {
+    Err(ConfigError::Inconsistent(
+        "machine.source = \"sql\" needs vesta-embed built with its feature `sql`".into(),
+    ))
+}
+
 /// Where the machine ID comes from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -456,13 +484,16 @@ pub enum MachineSource {
     /// The trailing number of the host name (a Kubernetes StatefulSet pod's ordinal) plus
     /// `machine.ordinal_offset`; otherwise a static machine ID (state file included).
     Ordinal,
+    /// Leased from a table (`vesta_machine`) in the SQL database at `machine.db` (PostgreSQL,
+    /// MySQL/MariaDB, SQLite); needs the crate feature `sql`.
+    Sql,
 }
 
 /// `[machine]`: the machine ID and the pools.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MachineSection {
-    /// `static`, `zookeeper` or `ordinal`.
+    /// `static`, `zookeeper`, `ordinal` or `sql`.
     pub source: MachineSource,
     /// The static machine ID; when absent, the first ID of the genMethod's pool.
     pub id: Option<u64>,
@@ -482,6 +513,18 @@ pub struct MachineSection {
     /// `source = "ordinal"`: added to the host name's trailing number (so two StatefulSets,
     /// or two clusters, can take disjoint ranges of the pool).
     pub ordinal_offset: u64,
+    /// `source = "sql"`: the database holding the `vesta_machine` table (`sqlite://PATH`,
+    /// `postgres://...`, `mysql://...`; servers default to `[segment] db`).
+    pub db: Option<String>,
+    /// `source = "sql"`: the leases' namespace in the table (like `zookeeper.root`): one per
+    /// environment and epoch; IDs of one scope are unique among its holders.
+    pub scope: String,
+    /// `source = "sql"`: how long a lease lasts without renewal, by the database's clock. A
+    /// holder renews at least three times per ⅔ of it and stops issuing ⅔ of it after its
+    /// last confirmed renewal (its own monotonic clock).
+    pub lease_ms: u64,
+    /// `source = "sql"`: bound on connecting and on each statement.
+    pub db_timeout_ms: u64,
 }
 
 impl Default for MachineSection {
@@ -494,6 +537,10 @@ impl Default for MachineSection {
             state_file_interval_ms: 1_000,
             start_guard_max_wait_ms: 5_000,
             ordinal_offset: 0,
+            db: None,
+            scope: "default".into(),
+            lease_ms: 10_000,
+            db_timeout_ms: 5_000,
         }
     }
 }

@@ -46,6 +46,7 @@ impl<C: Clock + 'static> Issuer<C> {
         let issuer = match config.machine.source {
             MachineSource::Static | MachineSource::Ordinal => Self::start_static(config, clock),
             MachineSource::Zookeeper => Self::start_leased(config, clock),
+            MachineSource::Sql => Self::start_sql(config, clock),
         }?;
         issuer.warn_near_end_of_life();
         Ok(issuer)
@@ -91,6 +92,28 @@ impl<C: Clock + 'static> Issuer<C> {
         let source = ZkSource::new(settings, generator.clock().now_ms())?;
         let reason = "claiming a machine ID from ZooKeeper".to_owned();
         Self::start_lease(config, generator, reason, timing, source)
+    }
+
+    /// Leases the machine ID from the SQL database's `vesta_machine` table.
+    #[cfg(feature = "sql")]
+    fn start_sql(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
+        use crate::lease::sql_source::{self, SqlSource};
+        let settings = config.sql_lease()?;
+        let placeholder = *settings.pool.start();
+        let generator = Generator::new(config.generator_config(placeholder)?, clock)
+            .map_err(ConfigError::from)?;
+        let timing = sql_source::timing(&settings);
+        let source = SqlSource::new(settings, generator.clock().now_ms());
+        let reason = "claiming a machine ID from the SQL database".to_owned();
+        Self::start_lease(config, generator, reason, timing, source)
+    }
+
+    #[cfg(not(feature = "sql"))]
+    fn start_sql(config: IssuerConfig, _clock: C) -> Result<Self, StartError> {
+        config.validate()?;
+        Err(StartError::Lease(
+            "machine.source = \"sql\" needs vesta-embed built with its feature `sql`".into(),
+        ))
     }
 
     /// Runs `source` on a lease thread for `generator`, which stays fenced (`reason` says why)

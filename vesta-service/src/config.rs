@@ -126,10 +126,18 @@ pub struct ServiceConfig<S: ServerSection> {
 impl<S: ServerSection> ServiceConfig<S> {
     /// Loads and checks a TOML file; errors name the file, the key and the line.
     pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let c = Self::from_toml_file_unchecked(path)?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Loads a TOML file, checking each value's type and range but not how the sections fit
+    /// together: for a caller that completes it (command-line flags) and then calls
+    /// [`ServiceConfig::validate`].
+    pub fn from_toml_file_unchecked(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();
         let mut c: Self = load_toml(path)?;
         c.warnings = renamed_keys::<S>(&std::fs::read_to_string(path).unwrap_or_default());
-        c.validate()?;
         Ok(c)
     }
 
@@ -141,11 +149,16 @@ impl<S: ServerSection> ServiceConfig<S> {
         Ok(c)
     }
 
-    /// The issuer's configuration: these sections with the server's genMethod.
+    /// The issuer's configuration: these sections with the server's genMethod. An SQL lease
+    /// without `machine.db` uses `[segment] db` (one database for both).
     pub fn issuer_config(&self) -> IssuerConfig {
+        let mut machine = self.machine.clone();
+        if machine.source == vesta_embed::MachineSource::Sql && machine.db.is_none() {
+            machine.db = self.segment.db.clone();
+        }
         IssuerConfig {
             id: self.id.clone(),
-            machine: self.machine.clone(),
+            machine,
             clock: self.clock.clone(),
             zookeeper: self.zookeeper.clone(),
             gen_method: S::GEN_METHOD,

@@ -62,6 +62,7 @@ pub fn apply_layout_flags(
 pub fn apply_machine_flags(
     machine: Option<u64>,
     zk: Option<&str>,
+    machine_db: Option<&str>,
     section: &mut MachineSection,
     zookeeper: &mut ZooKeeperSection,
 ) {
@@ -74,6 +75,13 @@ pub fn apply_machine_flags(
         section.source = MachineSource::Zookeeper;
         section.id = None;
         zookeeper.connect = connect.to_owned();
+    }
+    if let Some(url) = machine_db {
+        // Likewise; the database keeps the mark, so a static ID's state file goes too.
+        section.source = MachineSource::Sql;
+        section.id = None;
+        section.state_file = None;
+        section.db = Some(url.to_owned());
     }
 }
 

@@ -35,12 +35,17 @@ pub struct Args {
     /// Lease the machine ID (embed pool) from ZooKeeper instead; released on exit
     #[arg(long, value_name = "HOST:PORT[,...]", conflicts_with = "machine")]
     zk: Option<String>,
+    /// Lease the machine ID (embed pool) from this SQL database's vesta_machine table instead:
+    /// sqlite://PATH, postgres://USER[:PASS]@HOST:PORT/DB or mysql://USER[:PASS]@HOST:PORT/DB;
+    /// released on exit
+    #[arg(long, value_name = "URL", conflicts_with_all = ["machine", "zk"])]
+    machine_db: Option<String>,
     /// Fetch the IDs from central TCP servers instead, in their layout (genMethod server; tried
     /// in order, with failover)
     #[arg(
         long,
         value_name = "HOST:PORT[,...]",
-        conflicts_with_all = ["machine", "id_type", "zk", "layout", "epoch", "config"]
+        conflicts_with_all = ["machine", "id_type", "zk", "machine_db", "layout", "epoch", "config"]
     )]
     server: Option<String>,
     /// How each ID is written: decimal, base32 (13 characters, sorts), base62 (11, sorts) or
@@ -68,7 +73,13 @@ fn apply_overrides(config: &mut IssuerConfig, args: &Args) {
         config.id.id_type = Some(t);
     }
     let zk = args.zk.as_deref();
-    apply_machine_flags(args.machine, zk, &mut config.machine, &mut config.zookeeper);
+    apply_machine_flags(
+        args.machine,
+        zk,
+        args.machine_db.as_deref(),
+        &mut config.machine,
+        &mut config.zookeeper,
+    );
 }
 
 /// Issues `count` IDs in per-unit batches and prints them.

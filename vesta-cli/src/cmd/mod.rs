@@ -9,6 +9,7 @@ pub mod explain;
 pub mod gen_server;
 pub mod generate;
 pub mod layout;
+pub mod machine;
 pub mod make;
 pub mod segment;
 pub mod serve;

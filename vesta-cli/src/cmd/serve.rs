@@ -61,6 +61,10 @@ pub struct ServerArgs {
     /// Lease the machine ID from ZooKeeper at HOST:PORT[,HOST:PORT...]
     #[arg(long, value_name = "CONNECT")]
     pub zk: Option<String>,
+    /// Lease the machine ID from this SQL database's vesta_machine table (sqlite://PATH,
+    /// postgres://..., mysql://...)
+    #[arg(long, value_name = "URL", conflicts_with_all = ["machine", "zk"])]
+    pub machine_db: Option<String>,
     /// Serve segment numbers (Leaf's segment mode) from this database's leaf_alloc table:
     /// sqlite://PATH, postgres://USER[:PASS]@HOST:PORT/DB or mysql://USER[:PASS]@HOST:PORT/DB
     /// [default: [segment] db of the config; off when unset]
@@ -76,7 +80,8 @@ impl ServerArgs {
     /// in the file are printed as warnings.
     pub fn config<S: ServerSection>(&self) -> anyhow::Result<ServiceConfig<S>> {
         let mut config = match &self.config {
-            Some(path) => ServiceConfig::<S>::from_toml_file(path).context("--config")?,
+            // Checked once the flags are applied (a flag may complete the file).
+            Some(path) => ServiceConfig::<S>::from_toml_file_unchecked(path).context("--config")?,
             None => ServiceConfig::default(),
         };
         if let Some(addr) = self.listen {
@@ -87,7 +92,14 @@ impl ServerArgs {
             config.id.id_type = Some(t);
         }
         let (machine, zk) = (self.machine, self.zk.as_deref());
-        apply_machine_flags(machine, zk, &mut config.machine, &mut config.zookeeper);
+        let machine_db = self.machine_db.as_deref();
+        apply_machine_flags(
+            machine,
+            zk,
+            machine_db,
+            &mut config.machine,
+            &mut config.zookeeper,
+        );
         if let Some(url) = &self.segment_db {
             config.segment.db = Some(url.clone());
         }
@@ -122,7 +134,11 @@ impl ServerArgs {
     /// Warns, after the start lines, when the machine ID is the pool's first by default (no
     /// config file, no `--machine`): fine for a try, a duplicate on a second such server.
     fn warn_default_machine(&self, s: &Status) {
-        if self.config.is_none() && self.machine.is_none() && self.zk.is_none() {
+        if self.config.is_none()
+            && self.machine.is_none()
+            && self.zk.is_none()
+            && self.machine_db.is_none()
+        {
             say!(
                 "warning: no machine ID chosen: using {}, the first of the server pool; a \
                  second server started this way issues the same IDs (choose one with \

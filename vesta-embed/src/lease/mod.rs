@@ -6,7 +6,8 @@
 //! - `rules`: the rules themselves, pure and unit-tested with a manual clock —
 //!   term, promise marks, watchdog, floor from a mark, start guard, final clean mark.
 //! - `worker`: the one lease thread (start → beats → watchdog → final mark) and its handle.
-//! - Sources: `static_source` (a static ID and its state file), `zk_source` (ZooKeeper).
+//! - Sources: `static_source` (a static ID and its state file), `zk_source` (ZooKeeper),
+//!   `sql_source` (a `vesta_machine` table, feature `sql`; the calls in `sql`).
 //! - `leased_generator`: the generator with the lease state the issuer reports.
 //! - Around ZooKeeper: [`LeaseSettings`], `zk` (the calls), `znode` (what the znodes hold),
 //!   and [`inspect`] for `vesta zk ls`. `state_file`: the local file both sources write.
@@ -14,6 +15,10 @@
 pub(crate) mod leased_generator;
 pub(crate) mod rules;
 mod settings;
+#[cfg(feature = "sql")]
+mod sql;
+#[cfg(feature = "sql")]
+pub(crate) mod sql_source;
 pub(crate) mod state_file;
 pub(crate) mod static_source;
 pub(crate) mod worker;
@@ -22,6 +27,8 @@ pub(crate) mod zk_source;
 mod znode;
 
 pub use settings::LeaseSettings;
+#[cfg(feature = "sql")]
+pub use sql::{MachineRow, SqlLease, SqlSettings};
 pub use zk::{LeaseError, LeaseRow, inspect};
 pub use znode::{Claim, Mark};
 

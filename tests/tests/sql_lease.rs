@@ -1,0 +1,344 @@
+//! Machine IDs leased from an SQL database (`[machine] source = "sql"`), against a real SQLite
+//! file, PostgreSQL server and MariaDB server, each started by the test:
+//!
+//! - issuers starting at once get distinct machine IDs, a full pool is refused naming it, and
+//!   no ID is issued twice;
+//! - a clean stop writes the final mark and frees the ID: the successor takes it and issues
+//!   only after the mark;
+//! - a SIGKILLed server keeps its ID until its lease expires by the database's clock (an
+//!   immediate restart gets another ID); once expired, the successor waits out its mark;
+//! - the database stopped under a holder fences it within ⅔ of the lease, and it issues again
+//!   once the database is back;
+//! - an unreachable database fails the start in one line naming it.
+
+use std::collections::HashSet;
+use std::process::Stdio;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use vesta_embed::{Issuer, IssuerConfig, MachineSource};
+use vesta_tests::bin::{ServerChild, http, vesta_fails, vesta_ok};
+
+/// An embedded issuer leasing from `url`: a 6 s lease (fence window 4 s, a renewal every
+/// second), so a slow machine never fences a healthy holder mid-test.
+fn config(url: &str, scope: &str, pool_size: u64) -> IssuerConfig {
+    let mut c = IssuerConfig::default();
+    c.machine.source = MachineSource::Sql;
+    c.machine.db = Some(url.into());
+    c.machine.scope = scope.into();
+    c.machine.server_pool_start = Some(pool_size);
+    c.machine.lease_ms = 6_000;
+    c.machine.db_timeout_ms = 3_000;
+    c.machine.start_guard_max_wait_ms = 3_000;
+    c
+}
+
+fn machine_of(id: u64) -> u64 {
+    vesta_core::IdFields::decode(id).machine
+}
+
+/// Scenario 1: six issuers at once on a pool of four; then a released ID is reused after its
+/// mark.
+fn concurrent_claims_are_distinct(url: &str) {
+    let barrier = Arc::new(Barrier::new(6));
+    let handles: Vec<_> = (0..6)
+        .map(|_| {
+            let (url, barrier) = (url.to_owned(), barrier.clone());
+            thread::spawn(move || {
+                barrier.wait();
+                Issuer::start(config(&url, "concurrent", 4))
+            })
+        })
+        .collect();
+    let mut issuers = Vec::new();
+    let mut refused = 0;
+    for result in handles.into_iter().map(|h| h.join().unwrap()) {
+        match result {
+            Ok(issuer) => issuers.push(issuer),
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains(
+                        "every machine ID of the embed pool 0..=3 in scope \"concurrent\" is held"
+                    ),
+                    "{msg}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((issuers.len(), refused), (4, 2), "a pool of 4 serves 4");
+    let machines: HashSet<u64> = issuers.iter().map(|i| i.status().machine).collect();
+    assert_eq!(machines, HashSet::from([0, 1, 2, 3]));
+    let mut ids = HashSet::new();
+    for issuer in &issuers {
+        for _ in 0..2_000 {
+            let id = issuer.next_id().unwrap();
+            assert_eq!(machine_of(id), issuer.status().machine);
+            assert!(ids.insert(id), "{id} issued twice");
+        }
+    }
+    let listed = vesta_ok(&[
+        "machine",
+        "ls",
+        "--machine-db",
+        url,
+        "--scope",
+        "concurrent",
+        "--json",
+    ]);
+    assert_eq!(listed.lines().count(), 4, "{listed}");
+    assert!(
+        listed
+            .lines()
+            .all(|l| l.contains("\"lease_left_ms\":") && !l.contains("\"holder\":\"\"")),
+        "{listed}"
+    );
+
+    // A clean stop frees the ID at once; the next issuer takes it and starts after its mark.
+    let gone = issuers.pop().unwrap();
+    let gone_machine = gone.status().machine;
+    let last = gone.next_id().unwrap();
+    gone.shutdown().unwrap();
+    let successor = Issuer::start(config(url, "concurrent", 4)).unwrap();
+    assert_eq!(
+        successor.status().machine,
+        gone_machine,
+        "the freed ID is reused"
+    );
+    let first = successor.next_id().unwrap();
+    assert!(
+        first > last,
+        "{first} after {last}: the successor waited out the mark"
+    );
+    assert!(ids.insert(first));
+    for issuer in issuers.iter().chain([&successor]) {
+        issuer.shutdown().unwrap();
+    }
+    let listed = vesta_ok(&[
+        "machine",
+        "ls",
+        "--machine-db",
+        url,
+        "--scope",
+        "concurrent",
+    ]);
+    assert!(listed.contains(": 4 machine IDs, 0 leased"), "{listed}");
+}
+
+/// A `vesta serve rest` leasing from `url`, whose IDs come from `/genid`.
+fn rest_server(url: &str, conf: &std::path::Path) -> ServerChild {
+    ServerChild::start(
+        "rest",
+        &["--config", conf.to_str().unwrap(), "--machine-db", url],
+        &[],
+    )
+}
+
+fn genid(server: &ServerChild) -> u64 {
+    let (status, body) = http(&server.addr, "GET", "/genid");
+    assert_eq!(status, 200, "{body}");
+    body.trim().parse().unwrap()
+}
+
+/// Scenario 2: a SIGKILLed server's ID stays held until the lease expires by the database's
+/// clock; then its successor takes it and issues after the dead holder's mark.
+fn a_killed_holder_keeps_its_id_until_its_lease_expires(url: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("rest.toml");
+    std::fs::write(
+        &conf,
+        "[machine]\nsource = \"sql\"\nscope = \"killed\"\nlease_ms = 5000\n",
+    )
+    .unwrap();
+    let mut first = rest_server(url, &conf);
+    let mut issued = HashSet::new();
+    let mut dead_last = 0;
+    for _ in 0..200 {
+        dead_last = genid(&first);
+        assert!(issued.insert(dead_last));
+    }
+    let dead_machine = machine_of(dead_last);
+    assert_eq!(dead_machine, 924, "the lowest ID of the server pool");
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+
+    // At once: the dead holder's lease has not expired (its last renewal, at most a second
+    // before the kill, holds it 5 s), so the new server takes another ID.
+    let second = rest_server(url, &conf);
+    let id = genid(&second);
+    assert_ne!(
+        machine_of(id),
+        dead_machine,
+        "a live lease is never taken over"
+    );
+    assert!(issued.insert(id));
+
+    // After the lease (5 s by the database's clock): the next server takes the dead one's ID
+    // and issues above everything it issued.
+    thread::sleep(Duration::from_millis(5_500));
+    let third = rest_server(url, &conf);
+    let id = genid(&third);
+    assert_eq!(machine_of(id), dead_machine, "an expired lease is taken");
+    assert!(
+        id > dead_last,
+        "{id} after {dead_last}: the mark was waited out"
+    );
+    assert!(issued.insert(id));
+    for server in [second, third] {
+        let (status, rest) = server.terminate();
+        assert!(status.success(), "{status}: {rest}");
+        assert!(rest.contains("released"), "{rest}");
+    }
+}
+
+/// Scenario 3: the database goes away under a holder: it stops issuing within ⅔ of the lease
+/// (its own monotonic deadline), says why, and issues again once the database is back.
+fn a_lost_database_fences_the_holder(url: &str, stop: &mut dyn FnMut(), restart: &mut dyn FnMut()) {
+    let mut c = config(url, "fenced", 4);
+    c.machine.lease_ms = 3_000;
+    c.machine.db_timeout_ms = 1_000;
+    let issuer = Issuer::start(c).unwrap();
+    let before = issuer.next_id().unwrap();
+    stop();
+    let stopped = Instant::now();
+    let refusal = loop {
+        match issuer.next_id() {
+            Ok(_) => {}
+            Err(e) => break e.to_string(),
+        }
+        // The fence window is ⅔ of 3 s; the margin tells "never" from "late".
+        assert!(
+            stopped.elapsed() < Duration::from_millis(2_000) + Duration::from_secs(5),
+            "still issuing {:?} after the database stopped",
+            stopped.elapsed()
+        );
+        thread::sleep(Duration::from_millis(10));
+    };
+    assert!(
+        refusal.contains("is not confirmed by") && refusal.contains("not issuing until it is"),
+        "{refusal}"
+    );
+    restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let after = loop {
+        if let Ok(id) = issuer.next_id() {
+            break id;
+        }
+        assert!(Instant::now() < deadline, "never issued again");
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert!(after > before);
+    issuer.shutdown().unwrap();
+}
+
+/// Scenario 4: nothing answers: one line naming the database, within the timeout.
+fn unreachable(url: &str) {
+    let started = Instant::now();
+    vesta_fails(&["gen", "--machine-db", url], &["machine.db", "connecting"]);
+    assert!(started.elapsed() < Duration::from_secs(3 + 10));
+}
+
+mod sqlite {
+    use super::*;
+
+    fn url(dir: &std::path::Path) -> String {
+        format!("sqlite://{}", dir.join("machines.db").display())
+    }
+
+    #[test]
+    fn concurrent_claims_are_distinct() {
+        let dir = tempfile::tempdir().unwrap();
+        super::concurrent_claims_are_distinct(&url(dir.path()));
+    }
+
+    #[test]
+    fn a_killed_holder_keeps_its_id_until_its_lease_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        super::a_killed_holder_keeps_its_id_until_its_lease_expires(&url(dir.path()));
+    }
+
+    #[test]
+    fn a_missing_table_or_file_is_named_by_ls() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = url(dir.path());
+        vesta_fails(
+            &["machine", "ls", "--machine-db", &url],
+            &["machines.db does not exist"],
+        );
+        assert!(
+            !dir.path().join("machines.db").exists(),
+            "ls created nothing"
+        );
+        let out = vesta_tests::bin::vesta_cmd(["gen", "-n", "2", "--machine-db", &url])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let listed = vesta_ok(&["machine", "ls", "--machine-db", &url]);
+        assert!(
+            listed.contains("scope default: 1 machine IDs, 0 leased"),
+            "{listed}"
+        );
+    }
+}
+
+mod postgres {
+    use vesta_tests::db::Postgres;
+
+    #[test]
+    fn concurrent_claims_are_distinct() {
+        let pg = Postgres::start();
+        super::concurrent_claims_are_distinct(&pg.create_database("claims"));
+    }
+
+    #[test]
+    fn a_killed_holder_keeps_its_id_until_its_lease_expires() {
+        let pg = Postgres::start();
+        super::a_killed_holder_keeps_its_id_until_its_lease_expires(&pg.create_database("killed"));
+    }
+
+    #[test]
+    fn a_lost_database_fences_the_holder() {
+        let pg = std::cell::RefCell::new(Postgres::start());
+        let url = pg.borrow().create_database("fenced");
+        super::a_lost_database_fences_the_holder(&url, &mut || pg.borrow_mut().stop(), &mut || {
+            pg.borrow_mut().restart()
+        });
+    }
+
+    #[test]
+    fn an_unreachable_database_fails_the_start_in_one_line() {
+        super::unreachable("postgres://vesta@127.0.0.1:1/x");
+    }
+}
+
+mod mariadb {
+    use vesta_tests::db::MariaDb;
+
+    #[test]
+    fn concurrent_claims_are_distinct() {
+        let db = MariaDb::start();
+        super::concurrent_claims_are_distinct(&db.create_database("claims"));
+    }
+
+    #[test]
+    fn a_killed_holder_keeps_its_id_until_its_lease_expires() {
+        let db = MariaDb::start();
+        super::a_killed_holder_keeps_its_id_until_its_lease_expires(&db.create_database("killed"));
+    }
+
+    #[test]
+    fn a_lost_database_fences_the_holder() {
+        let db = std::cell::RefCell::new(MariaDb::start());
+        let url = db.borrow().create_database("fenced");
+        super::a_lost_database_fences_the_holder(&url, &mut || db.borrow_mut().stop(), &mut || {
+            db.borrow_mut().restart()
+        });
+    }
+}

@@ -1,0 +1,231 @@
+//! The SQL source of the lease: claims a machine ID in the `vesta_machine` table
+//! ([`super::sql`]), passes the start guard against the mark earlier holders left, confirms the
+//! lease by writing the mark every beat (which also extends it by `machine.lease_ms` on the
+//! database's clock), re-claims after losing it, and on stop writes the final mark and frees
+//! the row.
+//!
+//! Timing is the lease thread's ([`super::worker`]), as for ZooKeeper: issuing stops ⅔ of
+//! `lease_ms` after the last confirmed renewal, by this host's monotonic clock, so a holder cut
+//! off from the database stops before the database lets anyone else claim its ID.
+
+use std::time::{Duration, Instant};
+
+use vesta_core::{Clock, Epoch};
+
+use super::rules::{Promise, beat_interval, fence_window};
+use super::sql::{Claimed, SqlLease, SqlSettings};
+use super::worker::{Lease, LeaseSource};
+use crate::error::StartError;
+use crate::status::LeaseState;
+
+/// The shortest pause between retries.
+const MIN_RETRY: Duration = Duration::from_millis(100);
+
+/// How often the mark is written at most (more often when ⅔ of the lease is short).
+const RENEW_EVERY: Duration = Duration::from_secs(1);
+
+/// The (window, beat) of a lease of `settings`.
+pub(crate) fn timing(settings: &SqlSettings) -> (Duration, Duration) {
+    let window = fence_window(settings.lease);
+    (window, beat_interval(RENEW_EVERY, window))
+}
+
+/// What a caller is told once a term runs out without a confirmed renewal.
+fn unconfirmed_reason(db: &str, machine: u64, confirmed_ms: u64, window: Duration) -> String {
+    format!(
+        "the lease of machine {machine} is not confirmed by {db} (last confirmed at {}, allowed \
+         {} ms); not issuing until it is",
+        Epoch::rfc3339(confirmed_ms),
+        window.as_millis()
+    )
+}
+
+/// The machine ID leased from an SQL table.
+pub(crate) struct SqlSource {
+    settings: SqlSettings,
+    /// `host:pid:started_ms`: unique per process start.
+    holder: String,
+    db: Option<SqlLease>,
+    /// The machine ID in use (kept after a loss, to prefer it when re-claiming).
+    machine: Option<u64>,
+    /// Another holder took the ID: the next beat claims again.
+    lost: bool,
+}
+
+impl SqlSource {
+    /// The source for `settings`.
+    pub(crate) fn new(settings: SqlSettings, now_ms: u64) -> Self {
+        let holder = format!("{}:{}:{now_ms}", super::host_name(), std::process::id());
+        SqlSource {
+            settings,
+            holder,
+            db: None,
+            machine: None,
+            lost: false,
+        }
+    }
+
+    /// Connects if needed, claims an ID, waits out its mark and writes the first promise.
+    async fn acquire<C: Clock>(&mut self, lease: &mut Lease<C>) -> Result<(), StartError> {
+        if self.db.is_none() {
+            self.db = Some(
+                SqlLease::connect(&self.settings)
+                    .await
+                    .map_err(StartError::Lease)?,
+            );
+        }
+        let db = self.db.as_ref().expect("connected above");
+        let Claimed { machine, mark_ms } = db
+            .claim(&self.holder, self.machine)
+            .await
+            .map_err(StartError::Lease)?;
+        let floor = match lease
+            .guarded_floor(machine, mark_ms, self.settings.start_guard_max_wait)
+            .await
+        {
+            Ok(floor) => floor,
+            Err(e) => {
+                let _ = db.release(&self.holder, machine, mark_ms).await;
+                return Err(e);
+            }
+        };
+        lease
+            .leased
+            .generator
+            .switch_machine(machine, floor.time)
+            .map_err(|e| StartError::Lease(format!("cannot use machine {machine}: {e}")))?;
+        if self.machine != Some(machine) {
+            lease.term.forget_promises();
+            if self.machine.is_some() {
+                lease.leased.with_info(|info| info.machine_changes += 1);
+            }
+        }
+        self.machine = Some(machine);
+        let promise = lease.renewal();
+        match db
+            .renew(
+                &self.holder,
+                machine,
+                promise.mark_ms,
+                self.settings.timeout,
+            )
+            .await
+        {
+            Ok(true) => {
+                lease
+                    .leased
+                    .with_info(|info| info.held_since_ms = Some(promise.sent_ms));
+                self.confirmed(lease, &promise, machine);
+                Ok(())
+            }
+            Ok(false) => Err(StartError::Lease(format!(
+                "machine {machine} was taken by another holder right after this one claimed it"
+            ))),
+            Err(e) => {
+                let _ = db.release(&self.holder, machine, mark_ms).await;
+                Err(StartError::Lease(e))
+            }
+        }
+    }
+
+    fn confirmed<C: Clock>(&self, lease: &mut Lease<C>, promise: &Promise, machine: u64) {
+        lease.leased.with_info(|info| {
+            info.confirmed_ms = Some(promise.sent_ms);
+            info.note = None;
+        });
+        let on_expiry = unconfirmed_reason(
+            self.settings.db.redacted(),
+            machine,
+            promise.sent_ms,
+            lease.term.window(),
+        );
+        lease.renewed(promise, LeaseState::Held, on_expiry);
+    }
+}
+
+impl<C: Clock + 'static> LeaseSource<C> for SqlSource {
+    const THREAD: &'static str = "vesta-sql-lease";
+
+    async fn start(&mut self, lease: &mut Lease<C>) -> Result<(), StartError> {
+        self.acquire(lease).await
+    }
+
+    async fn beat(&mut self, lease: &mut Lease<C>) {
+        let (Some(machine), Some(db)) = (self.machine, &self.db) else {
+            return;
+        };
+        if self.lost {
+            // Lost: claim again (maybe another ID, after its start guard).
+            match self.acquire(lease).await {
+                Ok(()) => {
+                    self.lost = false;
+                    lease.leased.with_info(|info| info.reconnects += 1);
+                    tracing::info!(machine = ?self.machine, "SQL lease re-established");
+                }
+                Err(e) => {
+                    lease.leased.with_info(|info| {
+                        info.note = Some(format!("re-claiming a machine ID failed: {e}"));
+                    });
+                    lease.next_beat = Instant::now() + lease.beat.max(MIN_RETRY);
+                }
+            }
+            return;
+        }
+        let promise = lease.renewal();
+        // Never let a slow call hold the watchdog back.
+        let limit = lease
+            .term
+            .ends_at()
+            .map_or(self.settings.timeout, |end| {
+                end.saturating_duration_since(promise.sent_at)
+            })
+            .max(MIN_RETRY);
+        match db
+            .renew(&self.holder, machine, promise.mark_ms, limit)
+            .await
+        {
+            Ok(true) => self.confirmed(lease, &promise, machine),
+            Ok(false) => {
+                let reason = format!(
+                    "machine {machine} is no longer ours in {} (another holder claimed it); \
+                     re-claiming",
+                    self.settings.db
+                );
+                tracing::warn!(%reason, "lease lost");
+                lease.fence(LeaseState::Fenced, reason);
+                self.lost = true;
+                lease.next_beat = Instant::now();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "renewing the SQL lease failed; retrying");
+                lease.leased.with_info(|info| {
+                    info.note = Some(format!("renewing failed: {e}; retrying"));
+                });
+                lease.retry_soon(MIN_RETRY);
+            }
+        }
+    }
+
+    async fn lost(&mut self) -> String {
+        // A lease is lost only as a beat finds it (no session to end in between).
+        std::future::pending().await
+    }
+
+    fn on_lost(&mut self, _lease: &mut Lease<C>, _reason: String) {}
+
+    async fn finish(&mut self, _lease: &mut Lease<C>, last: Promise) -> Result<(), String> {
+        let (Some(machine), Some(db)) = (self.machine, &self.db) else {
+            return Ok(());
+        };
+        let released = db.release(&self.holder, machine, last.mark_ms).await;
+        db.close().await;
+        match released {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(format!(
+                "machine {machine} was no longer ours in {}; its final mark was not written",
+                self.settings.db
+            )),
+            Err(e) => Err(e),
+        }
+    }
+}
