@@ -9,7 +9,8 @@
 //!   immediate restart gets another ID); once expired, the successor waits out its mark;
 //! - the database stopped under a holder fences it within ⅔ of the lease, and it issues again
 //!   once the database is back;
-//! - an unreachable database fails the start in one line naming it.
+//! - an unreachable database fails the start in one line naming it;
+//! - a static machine ID registered in the table is refused to a second live holder.
 
 use std::collections::HashSet;
 use std::process::Stdio;
@@ -233,6 +234,43 @@ fn a_lost_database_fences_the_holder(url: &str, stop: &mut dyn FnMut(), restart:
     issuer.shutdown().unwrap();
 }
 
+/// Scenario 5: a static machine ID registered in the table (`--machine N --machine-db URL`):
+/// a second server started with the same ID (a copied config) is refused at start, naming the
+/// holder; once the first stops cleanly, the ID starts again after its mark.
+fn a_duplicated_static_id_is_refused(url: &str) {
+    let first = ServerChild::start("rest", &["--machine", "930", "--machine-db", url], &[]);
+    let last = genid(&first);
+    assert_eq!(machine_of(last), 930);
+    let line = vesta_fails(
+        &[
+            "serve",
+            "rest",
+            "--listen",
+            "127.0.0.1:0",
+            "--machine",
+            "930",
+            "--machine-db",
+            url,
+        ],
+        &[
+            "machine 930 is held by",
+            "another issuer runs with this static machine ID",
+        ],
+    );
+    assert!(line.contains("scope \"default\""), "{line}");
+    let other = ServerChild::start("rest", &["--machine", "931", "--machine-db", url], &[]);
+    assert_eq!(machine_of(genid(&other)), 931, "another static ID starts");
+    let (status, rest) = first.terminate();
+    assert!(status.success(), "{status}: {rest}");
+    let again = ServerChild::start("rest", &["--machine", "930", "--machine-db", url], &[]);
+    let id = genid(&again);
+    assert!(id > last, "{id} after {last}: the mark was waited out");
+    for server in [other, again] {
+        let (status, rest) = server.terminate();
+        assert!(status.success(), "{status}: {rest}");
+    }
+}
+
 /// Scenario 4: nothing answers: one line naming the database, within the timeout.
 fn unreachable(url: &str) {
     let started = Instant::now();
@@ -257,6 +295,12 @@ mod sqlite {
     fn a_killed_holder_keeps_its_id_until_its_lease_expires() {
         let dir = tempfile::tempdir().unwrap();
         super::a_killed_holder_keeps_its_id_until_its_lease_expires(&url(dir.path()));
+    }
+
+    #[test]
+    fn a_duplicated_static_id_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        super::a_duplicated_static_id_is_refused(&url(dir.path()));
     }
 
     #[test]
@@ -310,6 +354,12 @@ mod postgres {
         super::a_lost_database_fences_the_holder(&url, &mut || pg.borrow_mut().stop(), &mut || {
             pg.borrow_mut().restart()
         });
+    }
+
+    #[test]
+    fn a_duplicated_static_id_is_refused() {
+        let pg = Postgres::start();
+        super::a_duplicated_static_id_is_refused(&pg.create_database("dup"));
     }
 
     #[test]

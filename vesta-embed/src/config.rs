@@ -181,6 +181,10 @@ impl IssuerConfig {
         }
         let machine = match self.machine.source {
             MachineSource::Static | MachineSource::Ordinal => {
+                if self.machine.db.is_some() {
+                    // Registered in the SQL table: its settings must hold too.
+                    sql_pool_start(self)?;
+                }
                 if self.machine.state_file.is_some() {
                     self.state_file_interval()?;
                 }
@@ -468,7 +472,9 @@ fn sql_pool_start(config: &IssuerConfig) -> Result<u64, ConfigError> {
 #[cfg(not(feature = "sql"))]
 fn sql_pool_start(_: &IssuerConfig) -> Result<u64, ConfigError> {
     Err(ConfigError::Inconsistent(
-        "machine.source = \"sql\" needs vesta-embed built with its feature `sql`".into(),
+        "machine.db (an SQL lease or a registered static ID) needs vesta-embed built with its \
+         feature `sql`"
+            .into(),
     ))
 }
 
@@ -514,7 +520,8 @@ pub struct MachineSection {
     /// or two clusters, can take disjoint ranges of the pool).
     pub ordinal_offset: u64,
     /// `source = "sql"`: the database holding the `vesta_machine` table (`sqlite://PATH`,
-    /// `postgres://...`, `mysql://...`; servers default to `[segment] db`).
+    /// `postgres://...`, `mysql://...`; servers default to `[segment] db`). With a static (or
+    /// ordinal) ID: the ID is registered there, and a second live holder of it is refused.
     pub db: Option<String>,
     /// `source = "sql"`: the leases' namespace in the table (like `zookeeper.root`): one per
     /// environment and epoch; IDs of one scope are unique among its holders.

@@ -64,6 +64,10 @@ impl<C: Clock + 'static> Issuer<C> {
     /// A static machine ID; with `machine.state_file`, a lease thread takes the file's mark as
     /// the floor (after the start guard) and keeps the file's promise ahead of issuing.
     fn start_static(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
+        if config.machine.db.is_some() {
+            // Registered in the SQL lease table, so a second holder of the ID is refused.
+            return Self::start_sql(config, clock);
+        }
         let machine = config.static_machine()?;
         let generator =
             Generator::new(config.generator_config(machine)?, clock).map_err(ConfigError::from)?;
@@ -99,12 +103,16 @@ impl<C: Clock + 'static> Issuer<C> {
     fn start_sql(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
         use crate::lease::sql_source::{self, SqlSource};
         let settings = config.sql_lease()?;
-        let placeholder = *settings.pool.start();
+        let placeholder = settings.fixed.unwrap_or(*settings.pool.start());
         let generator = Generator::new(config.generator_config(placeholder)?, clock)
             .map_err(ConfigError::from)?;
         let timing = sql_source::timing(&settings);
+        let reason = match settings.fixed {
+            Some(id) => format!("registering machine {id} in the SQL database"),
+            None => "claiming a machine ID from the SQL database".to_owned(),
+        };
         let source = SqlSource::new(settings, generator.clock().now_ms());
-        let reason = "claiming a machine ID from the SQL database".to_owned();
+
         Self::start_lease(config, generator, reason, timing, source)
     }
 

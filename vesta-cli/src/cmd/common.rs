@@ -77,9 +77,12 @@ pub fn apply_machine_flags(
         zookeeper.connect = connect.to_owned();
     }
     if let Some(url) = machine_db {
-        // Likewise; the database keeps the mark, so a static ID's state file goes too.
-        section.source = MachineSource::Sql;
-        section.id = None;
+        // The database keeps the mark, so a state file goes. With --machine N the static ID is
+        // registered there (a second live holder is refused); without, one is leased.
+        if machine.is_none() {
+            section.source = MachineSource::Sql;
+            section.id = None;
+        }
         section.state_file = None;
         section.db = Some(url.to_owned());
     }

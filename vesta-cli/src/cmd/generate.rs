@@ -37,8 +37,8 @@ pub struct Args {
     zk: Option<String>,
     /// Lease the machine ID (embed pool) from this SQL database's vesta_machine table instead:
     /// sqlite://PATH, postgres://USER[:PASS]@HOST:PORT/DB or mysql://USER[:PASS]@HOST:PORT/DB;
-    /// released on exit
-    #[arg(long, value_name = "URL", conflicts_with_all = ["machine", "zk"])]
+    /// released on exit. With --machine N: register N there (refused while another holds it)
+    #[arg(long, value_name = "URL", conflicts_with = "zk")]
     machine_db: Option<String>,
     /// Fetch the IDs from central TCP servers instead, in their layout (genMethod server; tried
     /// in order, with failover)

@@ -62,8 +62,9 @@ pub struct ServerArgs {
     #[arg(long, value_name = "CONNECT")]
     pub zk: Option<String>,
     /// Lease the machine ID from this SQL database's vesta_machine table (sqlite://PATH,
-    /// postgres://..., mysql://...)
-    #[arg(long, value_name = "URL", conflicts_with_all = ["machine", "zk"])]
+    /// postgres://..., mysql://...); with --machine N, register N there (refused while another
+    /// live issuer holds it)
+    #[arg(long, value_name = "URL", conflicts_with = "zk")]
     pub machine_db: Option<String>,
     /// Serve segment numbers (Leaf's segment mode) from this database's leaf_alloc table:
     /// sqlite://PATH, postgres://USER[:PASS]@HOST:PORT/DB or mysql://USER[:PASS]@HOST:PORT/DB

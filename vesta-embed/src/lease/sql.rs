@@ -47,16 +47,24 @@ pub struct SqlSettings {
     pub pool_name: &'static str,
     /// The machine IDs this issuer may lease.
     pub pool: RangeInclusive<u64>,
+    /// A static machine ID registered in the table (`source = "static"` with `machine.db`):
+    /// only this ID is claimed, and a live holder of it refuses the start.
+    pub fixed: Option<u64>,
 }
 
 impl SqlSettings {
-    /// Checks the `[machine]` keys of an SQL lease and picks the pool of the genMethod.
+    /// Checks the `[machine]` keys of an SQL lease (`source = "sql"`, or a static ID with
+    /// `machine.db`, which registers it) and picks the pool of the genMethod.
     pub fn from_config(config: &IssuerConfig) -> Result<Self, ConfigError> {
         let m = &config.machine;
         let bad = |msg: String| Err(ConfigError::Inconsistent(msg));
-        if m.source != MachineSource::Sql {
-            return bad("machine.source is not \"sql\"".into());
-        }
+        let fixed = match m.source {
+            MachineSource::Sql => None,
+            MachineSource::Static | MachineSource::Ordinal if m.db.is_some() => {
+                Some(config.static_machine()?)
+            }
+            _ => return bad("machine.source is not \"sql\" and machine.db is not set".into()),
+        };
         let Some(db) = m.db.as_deref() else {
             return bad("machine.source = \"sql\" needs machine.db: sqlite://PATH, \
                  postgres://USER[:PASS]@HOST:PORT/DB or mysql://USER[:PASS]@HOST:PORT/DB"
@@ -88,8 +96,8 @@ impl SqlSettings {
         }
         if let Some(path) = &m.state_file {
             return bad(format!(
-                "machine.state_file {} is set but machine.source is sql, which keeps the mark \
-                 in the database: remove machine.state_file",
+                "machine.state_file {} is set but the machine ID is leased from machine.db, \
+                 which keeps the mark: remove machine.state_file",
                 path.display()
             ));
         }
@@ -105,6 +113,7 @@ impl SqlSettings {
             start_guard_max_wait: config.start_guard_max_wait(),
             pool_name,
             pool,
+            fixed,
         })
     }
 }
@@ -492,9 +501,16 @@ impl SqlLease {
                     .bind(hi)
                     .fetch_all(&mut *tx)
                     .await?;
-                let Some(choice) = choose(&rows, now, lo, hi, preferred.map(to_i64)) else {
-                    tx.rollback().await?;
-                    return Ok(Err(()));
+                let choice = match s.fixed {
+                    Some(id) => choose_fixed(&rows, now, to_i64(id)),
+                    None => choose(&rows, now, lo, hi, preferred.map(to_i64)).ok_or(None),
+                };
+                let choice = match choice {
+                    Ok(choice) => choice,
+                    Err(held_by) => {
+                        tx.rollback().await?;
+                        return Ok(Err(held_by));
+                    }
                 };
                 let expires = now.saturating_add(lease_ms);
                 let written = match choice {
@@ -540,7 +556,15 @@ impl SqlLease {
         };
         match self.bounded("claiming a machine ID", claiming).await? {
             Ok(claimed) => Ok(claimed),
-            Err(()) => Err(format!(
+            Err(Some((holder, left_ms))) => Err(format!(
+                "machine {} is held by {holder} in {} scope {:?} for another {left_ms} ms: \
+                 another issuer runs with this static machine ID; give each its own \
+                 machine.id (vesta machine ls shows the holders)",
+                s.fixed.unwrap_or_default(),
+                s.db,
+                s.scope
+            )),
+            Err(None) => Err(format!(
                 "machine.db {}: every machine ID of the {} pool {}..={} in scope {:?} is held \
                  (vesta machine ls shows by whom)",
                 s.db,
@@ -661,6 +685,22 @@ impl Choice {
                 mark_ms: 0,
             },
         }
+    }
+}
+
+/// A static ID's row: taken when free, else who holds it and for how long (ms).
+fn choose_fixed(
+    rows: &[(i64, String, i64, i64)],
+    now: i64,
+    id: i64,
+) -> Result<Choice, Option<(String, i64)>> {
+    match rows.iter().find(|r| r.0 == id) {
+        Some(r) if r.2 < now => Ok(Choice::Expired {
+            machine: id,
+            mark_ms: r.3,
+        }),
+        Some(r) => Err(Some((r.1.clone(), r.2 - now))),
+        None => Ok(Choice::Unused { machine: id }),
     }
 }
 
