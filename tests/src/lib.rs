@@ -10,6 +10,7 @@ pub mod deploy;
 pub mod leaf;
 pub mod peers;
 pub mod prometheus;
+pub mod proxy;
 pub mod soak;
 pub mod zk;
 

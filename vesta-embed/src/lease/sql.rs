@@ -658,9 +658,11 @@ impl SqlLease {
             .collect())
     }
 
-    /// Closes every connection.
+    /// Closes every connection, waiting at most `machine.db_timeout_ms` (a connection stuck
+    /// in a partition would otherwise hold the close, and a stop, forever).
     pub async fn close(&self) {
-        on_pool!(&self.pool, p => p.close().await)
+        let closing = async { on_pool!(&self.pool, p => p.close().await) };
+        let _ = tokio::time::timeout(self.settings.timeout, closing).await;
     }
 }
 

@@ -559,9 +559,11 @@ impl Database {
         Ok(affected == 1)
     }
 
-    /// Closes every connection.
+    /// Closes every connection, waiting at most `segment.fetch_timeout_ms` (a connection stuck
+    /// in a partition would otherwise hold the close, and a server's stop, forever).
     pub async fn close(&self) {
-        on_pool!(&self.pool, p => p.close().await)
+        let closing = async { on_pool!(&self.pool, p => p.close().await) };
+        let _ = tokio::time::timeout(self.timeout, closing).await;
     }
 }
 
