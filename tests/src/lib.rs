@@ -7,7 +7,9 @@
 pub mod bin;
 pub mod db;
 pub mod deploy;
+pub mod etcd;
 pub mod leaf;
+pub mod lease;
 pub mod peers;
 pub mod prometheus;
 pub mod proxy;

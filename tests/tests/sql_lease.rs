@@ -274,88 +274,6 @@ fn a_duplicated_static_id_is_refused(url: &str) {
     }
 }
 
-/// Scenario 6: a partition between the holder and the database, through a proxy (`blackhole`:
-/// nothing answers; or `cut`: connections closed). The holder stops issuing within ⅔ of the
-/// lease; a successor reaching the database takes the same ID (a pool of one) only once the
-/// lease expired by the database's clock, and issues after the holder's mark; healed, the old
-/// holder finds the ID gone and stays fenced. No ID is issued twice.
-fn a_partitioned_holder_is_fenced_before_its_id_moves(
-    direct: &str,
-    proxied: &str,
-    proxy: &Proxy,
-    blackhole: bool,
-) {
-    let lease = |url: &str| {
-        let mut c = config(url, "partition", 1);
-        c.machine.lease_ms = 3_000;
-        c.machine.db_timeout_ms = 1_000;
-        c
-    };
-    let holder = Issuer::start(lease(proxied)).unwrap();
-    let mut ids = HashSet::new();
-    for _ in 0..1_000 {
-        assert!(ids.insert(holder.next_id().unwrap()));
-    }
-    if blackhole {
-        proxy.blackhole();
-    } else {
-        proxy.cut();
-    }
-    let partitioned = Instant::now();
-    let refusal = loop {
-        match holder.next_id() {
-            Ok(id) => assert!(ids.insert(id), "{id} issued twice"),
-            Err(e) => break e.to_string(),
-        }
-        // The fence window is ⅔ of 3 s; the margin tells "never" from "late".
-        assert!(
-            partitioned.elapsed() < Duration::from_millis(2_000) + Duration::from_secs(5),
-            "still issuing {:?} into the partition",
-            partitioned.elapsed()
-        );
-    };
-    assert!(refusal.contains("is not confirmed by"), "{refusal}");
-    let holder_last = *ids.iter().max().unwrap();
-
-    // The successor: refused while the lease lives, then it takes the same ID.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let successor = loop {
-        match Issuer::start(lease(direct)) {
-            Ok(issuer) => break issuer,
-            Err(e) => {
-                let msg = e.to_string();
-                assert!(msg.contains("is held"), "{msg}");
-                assert!(Instant::now() < deadline, "the lease never expired: {msg}");
-                thread::sleep(Duration::from_millis(100));
-            }
-        }
-    };
-    assert!(
-        partitioned.elapsed() >= Duration::from_millis(2_000),
-        "the ID moved {:?} after the partition, before the holder's fence window",
-        partitioned.elapsed()
-    );
-    assert_eq!(successor.status().machine, 0);
-    for _ in 0..1_000 {
-        let id = successor.next_id().unwrap();
-        assert!(
-            id > holder_last,
-            "{id} not after the holder's mark ({holder_last})"
-        );
-        assert!(ids.insert(id), "{id} issued twice");
-    }
-
-    // Healed: the old holder learns the ID is gone and stays fenced (the pool of one is held).
-    proxy.heal();
-    let healed = Instant::now();
-    while healed.elapsed() < Duration::from_secs(3) {
-        assert!(holder.next_id().is_err(), "the old holder issued again");
-        thread::sleep(Duration::from_millis(20));
-    }
-    successor.shutdown().unwrap();
-    let _ = holder.shutdown();
-}
-
 /// Scenario 4: nothing answers: one line naming the database, within the timeout.
 fn unreachable(url: &str) {
     let started = Instant::now();
@@ -426,8 +344,17 @@ mod postgres {
         let direct = pg.create_database("partition");
         let proxy = Proxy::start(([127, 0, 0, 1], pg.port()).into());
         let proxied = format!("postgres://vesta@127.0.0.1:{}/partition", proxy.port());
-        super::a_partitioned_holder_is_fenced_before_its_id_moves(
-            &direct, &proxied, &proxy, blackhole,
+        let config = |url: &str| {
+            let mut c = super::config(url, "partition", 1);
+            c.machine.lease_ms = 3_000;
+            c.machine.db_timeout_ms = 1_000;
+            c
+        };
+        vesta_tests::lease::a_partitioned_holder_is_fenced_before_its_id_moves(
+            &config(&direct),
+            &config(&proxied),
+            &proxy,
+            blackhole,
         );
     }
 

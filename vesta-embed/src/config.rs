@@ -141,6 +141,8 @@ pub struct IssuerConfig {
     pub clock: ClockSection,
     /// The ZooKeeper lease, used when `machine.source = "zookeeper"`.
     pub zookeeper: ZooKeeperSection,
+    /// The etcd lease, used when `machine.source = "etcd"` (feature `etcd`).
+    pub etcd: EtcdSection,
     /// Recorded in every ID and picks the machine pool; set by the wrapper, not the file.
     #[serde(skip)]
     pub gen_method: GenMethod,
@@ -199,6 +201,15 @@ impl IssuerConfig {
                     )));
                 }
                 *LeaseSettings::from_config(self)?.pool.start()
+            }
+            MachineSource::Etcd => {
+                if let Some(id) = self.machine.id {
+                    return Err(ConfigError::Inconsistent(format!(
+                        "machine.id {id} is set but machine.source is etcd, which leases a \
+                         machine ID from the pool: remove machine.id, or use source = \"static\""
+                    )));
+                }
+                etcd_pool_start(self)?
             }
             MachineSource::Sql => {
                 if let Some(id) = self.machine.id {
@@ -478,6 +489,21 @@ fn sql_pool_start(_: &IssuerConfig) -> Result<u64, ConfigError> {
     ))
 }
 
+/// The first ID of the pool an etcd lease draws from, once its settings are checked.
+#[cfg(feature = "etcd")]
+fn etcd_pool_start(config: &IssuerConfig) -> Result<u64, ConfigError> {
+    Ok(*crate::lease::EtcdSettings::from_config(config)?
+        .pool
+        .start())
+}
+
+#[cfg(not(feature = "etcd"))]
+fn etcd_pool_start(_: &IssuerConfig) -> Result<u64, ConfigError> {
+    Err(ConfigError::Inconsistent(
+        "machine.source = \"etcd\" needs vesta-embed built with its feature `etcd`".into(),
+    ))
+}
+
 /// Where the machine ID comes from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -493,6 +519,8 @@ pub enum MachineSource {
     /// Leased from a table (`vesta_machine`) in the SQL database at `machine.db` (PostgreSQL,
     /// MySQL/MariaDB, SQLite); needs the crate feature `sql`.
     Sql,
+    /// Leased from etcd v3 under `etcd.root`; needs the crate feature `etcd`.
+    Etcd,
 }
 
 /// `[machine]`: the machine ID and the pools.
@@ -640,6 +668,32 @@ impl Default for ZooKeeperSection {
             start_without_zookeeper: false,
             auth: None,
             instance: None,
+        }
+    }
+}
+
+/// `[etcd]`: the lease of a machine ID from etcd v3 (`machine.source = "etcd"`).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EtcdSection {
+    /// Client URLs, tried in order: `http://HOST:PORT`.
+    pub endpoints: Vec<String>,
+    /// Key prefix of this deployment's leases (claims under `<root>/machines/`, marks under
+    /// `<root>/last/`).
+    pub root: String,
+    /// The etcd lease's TTL (whole seconds, rounded up; etcd may raise it to its minimum).
+    pub ttl_ms: u64,
+    /// Bound on each request to etcd.
+    pub timeout_ms: u64,
+}
+
+impl Default for EtcdSection {
+    fn default() -> Self {
+        EtcdSection {
+            endpoints: vec!["http://127.0.0.1:2379".into()],
+            root: "/vesta/default".into(),
+            ttl_ms: 10_000,
+            timeout_ms: 5_000,
         }
     }
 }

@@ -47,6 +47,7 @@ impl<C: Clock + 'static> Issuer<C> {
             MachineSource::Static | MachineSource::Ordinal => Self::start_static(config, clock),
             MachineSource::Zookeeper => Self::start_leased(config, clock),
             MachineSource::Sql => Self::start_sql(config, clock),
+            MachineSource::Etcd => Self::start_etcd(config, clock),
         }?;
         issuer.warn_near_end_of_life();
         Ok(issuer)
@@ -121,6 +122,28 @@ impl<C: Clock + 'static> Issuer<C> {
         config.validate()?;
         Err(StartError::Lease(
             "machine.source = \"sql\" needs vesta-embed built with its feature `sql`".into(),
+        ))
+    }
+
+    /// Leases the machine ID from etcd v3.
+    #[cfg(feature = "etcd")]
+    fn start_etcd(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
+        use crate::lease::etcd_source::{self, EtcdSource};
+        let settings = crate::lease::EtcdSettings::from_config(&config)?;
+        let placeholder = *settings.pool.start();
+        let generator = Generator::new(config.generator_config(placeholder)?, clock)
+            .map_err(ConfigError::from)?;
+        let timing = etcd_source::initial_timing(&settings);
+        let source = EtcdSource::new(settings, generator.clock().now_ms());
+        let reason = "claiming a machine ID from etcd".to_owned();
+        Self::start_lease(config, generator, reason, timing, source)
+    }
+
+    #[cfg(not(feature = "etcd"))]
+    fn start_etcd(config: IssuerConfig, _clock: C) -> Result<Self, StartError> {
+        config.validate()?;
+        Err(StartError::Lease(
+            "machine.source = \"etcd\" needs vesta-embed built with its feature `etcd`".into(),
         ))
     }
 

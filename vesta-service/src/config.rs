@@ -17,7 +17,7 @@ use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, Visitor};
 use vesta_core::{GenMethod, Layout};
 use vesta_embed::IssuerConfig;
 use vesta_embed::config::{
-    ClockSection, IdSection, MachineSection, ZooKeeperSection, load_toml, parse_toml,
+    ClockSection, EtcdSection, IdSection, MachineSection, ZooKeeperSection, load_toml, parse_toml,
 };
 use vesta_segment::SegmentSection;
 
@@ -115,6 +115,8 @@ pub struct ServiceConfig<S: ServerSection> {
     pub clock: ClockSection,
     /// The ZooKeeper lease, used when `machine.source = "zookeeper"`.
     pub zookeeper: ZooKeeperSection,
+    /// The etcd lease, used when `machine.source = "etcd"`.
+    pub etcd: EtcdSection,
     /// The listener and its limits.
     pub server: S,
     /// Segment mode: Leaf-compatible numbers per tag from `leaf_alloc`; off while `db` is unset.
@@ -161,6 +163,7 @@ impl<S: ServerSection> ServiceConfig<S> {
             machine,
             clock: self.clock.clone(),
             zookeeper: self.zookeeper.clone(),
+            etcd: self.etcd.clone(),
             gen_method: S::GEN_METHOD,
         }
     }
@@ -269,8 +272,15 @@ impl<'de, S: ServerSection> Deserialize<'de> for ServiceConfig<S> {
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                const SECTIONS: &[&str] =
-                    &["server", "id", "machine", "clock", "zookeeper", "segment"];
+                const SECTIONS: &[&str] = &[
+                    "server",
+                    "id",
+                    "machine",
+                    "clock",
+                    "zookeeper",
+                    "etcd",
+                    "segment",
+                ];
                 let mut c = ServiceConfig::<S>::default();
                 let mut seen: Vec<&'static str> = Vec::new();
                 while let Some(key) = map.next_key::<String>()? {
@@ -294,6 +304,7 @@ impl<'de, S: ServerSection> Deserialize<'de> for ServiceConfig<S> {
                         "machine" => c.machine = map.next_value()?,
                         "clock" => c.clock = map.next_value()?,
                         "segment" => c.segment = map.next_value()?,
+                        "etcd" => c.etcd = map.next_value()?,
                         _ => c.zookeeper = map.next_value()?,
                     }
                 }

@@ -63,9 +63,10 @@ pub fn apply_machine_flags(
     machine: Option<u64>,
     zk: Option<&str>,
     machine_db: Option<&str>,
-    section: &mut MachineSection,
-    zookeeper: &mut ZooKeeperSection,
+    etcd: Option<&str>,
+    config: &mut MachineConfig<'_>,
 ) {
+    let (section, zookeeper) = (&mut *config.machine, &mut *config.zookeeper);
     if let Some(id) = machine {
         section.source = MachineSource::Static;
         section.id = Some(id);
@@ -86,6 +87,22 @@ pub fn apply_machine_flags(
         section.state_file = None;
         section.db = Some(url.to_owned());
     }
+    if let Some(endpoints) = etcd {
+        section.source = MachineSource::Etcd;
+        section.id = None;
+        section.state_file = None;
+        config.etcd.endpoints = endpoints.split(',').map(|e| e.trim().to_owned()).collect();
+    }
+}
+
+/// The config sections the machine flags write.
+pub struct MachineConfig<'a> {
+    /// `[machine]`.
+    pub machine: &'a mut MachineSection,
+    /// `[zookeeper]`.
+    pub zookeeper: &'a mut ZooKeeperSection,
+    /// `[etcd]`.
+    pub etcd: &'a mut vesta_embed::config::EtcdSection,
 }
 
 /// How a server writes its log lines to stderr.

@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use vesta_core::{Form, IdType};
 use vesta_embed::{Issuer, IssuerConfig};
 
-use super::common::{LayoutArgs, apply_machine_flags};
+use super::common::{LayoutArgs, MachineConfig, apply_machine_flags};
 
 /// Above this many IDs a progress bar is drawn (when stderr is a terminal).
 const PROGRESS_THRESHOLD: u64 = 1_000_000;
@@ -40,12 +40,16 @@ pub struct Args {
     /// released on exit. With --machine N: register N there (refused while another holds it)
     #[arg(long, value_name = "URL", conflicts_with = "zk")]
     machine_db: Option<String>,
+    /// Lease the machine ID (embed pool) from etcd v3 at these client URLs instead
+    /// (http://HOST:PORT[,...]); released on exit
+    #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["machine", "zk", "machine_db"])]
+    etcd: Option<String>,
     /// Fetch the IDs from central TCP servers instead, in their layout (genMethod server; tried
     /// in order, with failover)
     #[arg(
         long,
         value_name = "HOST:PORT[,...]",
-        conflicts_with_all = ["machine", "id_type", "zk", "machine_db", "layout", "epoch", "config"]
+        conflicts_with_all = ["machine", "id_type", "zk", "machine_db", "etcd", "layout", "epoch", "config"]
     )]
     server: Option<String>,
     /// How each ID is written: decimal, base32 (13 characters, sorts), base62 (11, sorts) or
@@ -77,8 +81,12 @@ fn apply_overrides(config: &mut IssuerConfig, args: &Args) {
         args.machine,
         zk,
         args.machine_db.as_deref(),
-        &mut config.machine,
-        &mut config.zookeeper,
+        args.etcd.as_deref(),
+        &mut MachineConfig {
+            machine: &mut config.machine,
+            zookeeper: &mut config.zookeeper,
+            etcd: &mut config.etcd,
+        },
     );
 }
 

@@ -1,26 +1,33 @@
-//! `vesta machine ls --machine-db URL`: the machine-ID leases in an SQL database's
-//! `vesta_machine` table — who holds which ID, how much lease is left by the database's clock,
-//! and each ID's mark — as a table or one JSON object per line. (`vesta zk ls` does the same
-//! for ZooKeeper.)
+//! `vesta machine ls --machine-db URL | --etcd URL`: the machine-ID leases in an SQL
+//! database's `vesta_machine` table (who holds which ID, how much lease is left by the
+//! database's clock, each ID's mark) or under an etcd root (holder, mark), as a table or one
+//! JSON object per line. (`vesta zk ls` does the same for ZooKeeper.)
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
 use vesta_core::Epoch;
-use vesta_embed::lease::{MachineRow, SqlLease};
+use vesta_embed::lease::{EtcdClient, EtcdSettings, MachineRow, SqlLease};
 use vesta_embed::{IssuerConfig, MachineSource};
 
 /// Arguments of `vesta machine`.
 #[derive(clap::Subcommand, Debug)]
 pub enum Args {
-    /// List the SQL leases of a scope: holder, lease left, mark
+    /// List the SQL leases of a scope (holder, lease left, mark), or with --etcd the etcd
+    /// leases under a root
     Ls(LsArgs),
 }
 
 /// Arguments of `vesta machine ls`.
 #[derive(clap::Args, Debug)]
 pub struct LsArgs {
+    /// Read the etcd v3 leases at these client URLs instead (http://HOST:PORT[,...])
+    #[arg(long, value_name = "URL[,URL...]", conflicts_with = "machine_db")]
+    etcd: Option<String>,
+    /// etcd: the root of the leases [default: the config's etcd.root, else /vesta/default]
+    #[arg(long, value_name = "PREFIX", requires = "etcd")]
+    root: Option<String>,
     /// The database holding vesta_machine [default: the config's machine.db]
     #[arg(long, value_name = "URL")]
     machine_db: Option<String>,
@@ -47,6 +54,9 @@ fn list(args: LsArgs) -> anyhow::Result<()> {
         Some(path) => IssuerConfig::from_toml_file(path).context("--config")?,
         None => IssuerConfig::default(),
     };
+    if let Some(endpoints) = &args.etcd {
+        return list_etcd(config, endpoints, args.root, args.json);
+    }
     config.machine.source = MachineSource::Sql;
     config.machine.id = None;
     config.machine.state_file = None;
@@ -77,6 +87,60 @@ fn list(args: LsArgs) -> anyhow::Result<()> {
     } else {
         let title = format!("{} scope {}", settings.db, settings.scope);
         write_table(&mut out, &title, &rows)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn list_etcd(
+    mut config: IssuerConfig,
+    endpoints: &str,
+    root: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
+    config.machine.source = MachineSource::Etcd;
+    config.machine.id = None;
+    config.machine.state_file = None;
+    config.etcd.endpoints = endpoints.split(',').map(|e| e.trim().to_owned()).collect();
+    if let Some(root) = root {
+        config.etcd.root = root;
+    }
+    let settings = EtcdSettings::from_config(&config)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let client = EtcdClient::new(settings.clone());
+    let rows = runtime
+        .block_on(client.rows())
+        .map_err(anyhow::Error::msg)?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    if json {
+        for row in &rows {
+            serde_json::to_writer(&mut out, row)?;
+            writeln!(out)?;
+        }
+    } else {
+        let held = rows.iter().filter(|r| r.holder.is_some()).count();
+        writeln!(
+            out,
+            "etcd {} {}: {} machine IDs, {held} held",
+            settings.shown,
+            settings.root,
+            rows.len()
+        )?;
+        if !rows.is_empty() {
+            writeln!(out, "{:>7}  {:<40}  MARK", "MACHINE", "HOLDER")?;
+        }
+        for r in &rows {
+            let mark = r.mark_ms.map_or_else(|| "-".into(), Epoch::rfc3339);
+            writeln!(
+                out,
+                "{:>7}  {:<40}  {mark}",
+                r.machine,
+                r.holder.as_deref().unwrap_or("-")
+            )?;
+        }
     }
     out.flush()?;
     Ok(())

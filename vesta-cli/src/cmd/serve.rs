@@ -16,7 +16,8 @@ use vesta_server::TcpServer;
 use vesta_service::{Segments, ServeReport, ServerSection, ServiceConfig, shutdown};
 
 use super::common::{
-    LogFormat, apply_layout_flags, apply_machine_flags, run_server, say, set_log_format,
+    LogFormat, MachineConfig, apply_layout_flags, apply_machine_flags, run_server, say,
+    set_log_format,
 };
 use crate::notify::notify;
 
@@ -66,6 +67,9 @@ pub struct ServerArgs {
     /// live issuer holds it)
     #[arg(long, value_name = "URL", conflicts_with = "zk")]
     pub machine_db: Option<String>,
+    /// Lease the machine ID from etcd v3 at these client URLs (http://HOST:PORT[,...])
+    #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["machine", "zk", "machine_db"])]
+    pub etcd: Option<String>,
     /// Serve segment numbers (Leaf's segment mode) from this database's leaf_alloc table:
     /// sqlite://PATH, postgres://USER[:PASS]@HOST:PORT/DB or mysql://USER[:PASS]@HOST:PORT/DB
     /// [default: [segment] db of the config; off when unset]
@@ -98,8 +102,12 @@ impl ServerArgs {
             machine,
             zk,
             machine_db,
-            &mut config.machine,
-            &mut config.zookeeper,
+            self.etcd.as_deref(),
+            &mut MachineConfig {
+                machine: &mut config.machine,
+                zookeeper: &mut config.zookeeper,
+                etcd: &mut config.etcd,
+            },
         );
         if let Some(url) = &self.segment_db {
             config.segment.db = Some(url.clone());
@@ -139,6 +147,7 @@ impl ServerArgs {
             && self.machine.is_none()
             && self.zk.is_none()
             && self.machine_db.is_none()
+            && self.etcd.is_none()
         {
             say!(
                 "warning: no machine ID chosen: using {}, the first of the server pool; a \

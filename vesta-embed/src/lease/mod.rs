@@ -7,11 +7,16 @@
 //!   term, promise marks, watchdog, floor from a mark, start guard, final clean mark.
 //! - `worker`: the one lease thread (start → beats → watchdog → final mark) and its handle.
 //! - Sources: `static_source` (a static ID and its state file), `zk_source` (ZooKeeper),
-//!   `sql_source` (a `vesta_machine` table, feature `sql`; the calls in `sql`).
+//!   `sql_source` (a `vesta_machine` table, feature `sql`; the calls in `sql`), `etcd_source`
+//!   (etcd v3, feature `etcd`; the calls in `etcd`).
 //! - `leased_generator`: the generator with the lease state the issuer reports.
 //! - Around ZooKeeper: [`LeaseSettings`], `zk` (the calls), `znode` (what the znodes hold),
 //!   and [`inspect`] for `vesta zk ls`. `state_file`: the local file both sources write.
 
+#[cfg(feature = "etcd")]
+mod etcd;
+#[cfg(feature = "etcd")]
+pub(crate) mod etcd_source;
 pub(crate) mod leased_generator;
 pub(crate) mod rules;
 mod settings;
@@ -26,6 +31,8 @@ mod zk;
 pub(crate) mod zk_source;
 mod znode;
 
+#[cfg(feature = "etcd")]
+pub use etcd::{EtcdClient, EtcdRow, EtcdSettings};
 pub use settings::LeaseSettings;
 #[cfg(feature = "sql")]
 pub use sql::{MachineRow, SqlLease, SqlSettings};

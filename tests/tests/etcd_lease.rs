@@ -1,0 +1,198 @@
+//! Machine IDs leased from a real etcd v3 (`[machine] source = "etcd"`, Debian's
+//! `etcd-server`, started by each test):
+//!
+//! - issuers starting at once get distinct machine IDs, a full pool is refused naming it, a
+//!   clean stop's ID is reused after its mark, and `vesta machine ls --etcd` shows it all;
+//! - etcd killed under a holder fences it within ⅔ of the TTL; restarted, it issues again;
+//! - a partition through a proxy (blackhole, cut) fences the holder before its ID can move to a
+//!   successor, which starts after the holder's mark; healed, the old holder stays fenced;
+//! - an unreachable etcd fails the start in one line.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use vesta_embed::{Issuer, IssuerConfig, MachineSource};
+use vesta_tests::bin::{vesta_fails, vesta_ok};
+use vesta_tests::etcd::Etcd;
+use vesta_tests::proxy::Proxy;
+
+/// An embedded issuer leasing from etcd at `url` under `root`: a 6 s TTL (fence window 4 s).
+fn config(url: &str, root: &str, pool_size: u64) -> IssuerConfig {
+    let mut c = IssuerConfig::default();
+    c.machine.source = MachineSource::Etcd;
+    c.machine.server_pool_start = Some(pool_size);
+    c.machine.start_guard_max_wait_ms = 3_000;
+    c.etcd.endpoints = vec![url.into()];
+    c.etcd.root = root.into();
+    c.etcd.ttl_ms = 6_000;
+    c.etcd.timeout_ms = 3_000;
+    c
+}
+
+fn machine_of(id: u64) -> u64 {
+    vesta_core::IdFields::decode(id).machine
+}
+
+#[test]
+fn concurrent_claims_are_distinct_and_a_freed_id_is_reused_after_its_mark() {
+    let etcd = Etcd::start();
+    let url = etcd.url();
+    let barrier = Arc::new(Barrier::new(6));
+    let handles: Vec<_> = (0..6)
+        .map(|_| {
+            let (url, barrier) = (url.clone(), barrier.clone());
+            thread::spawn(move || {
+                barrier.wait();
+                Issuer::start(config(&url, "/vesta/concurrent", 4))
+            })
+        })
+        .collect();
+    let mut issuers = Vec::new();
+    let mut refused = 0;
+    for result in handles.into_iter().map(|h| h.join().unwrap()) {
+        match result {
+            Ok(issuer) => issuers.push(issuer),
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains(
+                        "every machine ID of the embed pool 0..=3 under /vesta/concurrent is held"
+                    ),
+                    "{msg}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((issuers.len(), refused), (4, 2), "a pool of 4 serves 4");
+    let machines: HashSet<u64> = issuers.iter().map(|i| i.status().machine).collect();
+    assert_eq!(machines, HashSet::from([0, 1, 2, 3]));
+    let mut ids = HashSet::new();
+    for issuer in &issuers {
+        for _ in 0..2_000 {
+            let id = issuer.next_id().unwrap();
+            assert_eq!(machine_of(id), issuer.status().machine);
+            assert!(ids.insert(id), "{id} issued twice");
+        }
+    }
+    let listed = vesta_ok(&[
+        "machine",
+        "ls",
+        "--etcd",
+        &url,
+        "--root",
+        "/vesta/concurrent",
+    ]);
+    assert!(listed.contains(": 4 machine IDs, 4 held"), "{listed}");
+
+    let gone = issuers.pop().unwrap();
+    let gone_machine = gone.status().machine;
+    let last = gone.next_id().unwrap();
+    gone.shutdown().unwrap();
+    let successor = Issuer::start(config(&url, "/vesta/concurrent", 4)).unwrap();
+    assert_eq!(
+        successor.status().machine,
+        gone_machine,
+        "the freed ID is reused"
+    );
+    let first = successor.next_id().unwrap();
+    assert!(
+        first > last,
+        "{first} after {last}: the successor waited out the mark"
+    );
+    for issuer in issuers.iter().chain([&successor]) {
+        issuer.shutdown().unwrap();
+    }
+    let listed = vesta_ok(&[
+        "machine",
+        "ls",
+        "--etcd",
+        &url,
+        "--root",
+        "/vesta/concurrent",
+        "--json",
+    ]);
+    assert_eq!(listed.lines().count(), 4, "{listed}");
+    assert!(
+        listed
+            .lines()
+            .all(|l| l.contains("\"holder\":null") && l.contains("\"mark_ms\":1")),
+        "every ID released with its mark: {listed}"
+    );
+}
+
+#[test]
+fn a_killed_etcd_fences_the_holder_and_a_restarted_one_lets_it_issue_again() {
+    let mut etcd = Etcd::start();
+    let mut c = config(&etcd.url(), "/vesta/fenced", 4);
+    c.etcd.ttl_ms = 3_000;
+    c.etcd.timeout_ms = 1_000;
+    let issuer = Issuer::start(c).unwrap();
+    let before = issuer.next_id().unwrap();
+    etcd.stop();
+    let stopped = Instant::now();
+    let refusal = loop {
+        match issuer.next_id() {
+            Ok(_) => {}
+            Err(e) => break e.to_string(),
+        }
+        // The fence window is ⅔ of 3 s; the margin tells "never" from "late".
+        assert!(
+            stopped.elapsed() < Duration::from_millis(2_000) + Duration::from_secs(5),
+            "still issuing {:?} after etcd stopped",
+            stopped.elapsed()
+        );
+        thread::sleep(Duration::from_millis(10));
+    };
+    assert!(refusal.contains("is not confirmed by etcd"), "{refusal}");
+    etcd.restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let after = loop {
+        if let Ok(id) = issuer.next_id() {
+            break id;
+        }
+        assert!(Instant::now() < deadline, "never issued again");
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert!(after > before);
+    issuer.shutdown().unwrap();
+}
+
+fn partition(blackhole: bool) {
+    let etcd = Etcd::start();
+    let proxy = Proxy::start(([127, 0, 0, 1], etcd.port()).into());
+    let config = |url: &str| {
+        let mut c = config(url, "/vesta/partition", 1);
+        c.etcd.ttl_ms = 3_000;
+        c.etcd.timeout_ms = 1_000;
+        c
+    };
+    vesta_tests::lease::a_partitioned_holder_is_fenced_before_its_id_moves(
+        &config(&etcd.url()),
+        &config(&format!("http://127.0.0.1:{}", proxy.port())),
+        &proxy,
+        blackhole,
+    );
+}
+
+#[test]
+fn a_blackholed_holder_is_fenced_before_its_id_moves() {
+    partition(true);
+}
+
+#[test]
+fn a_cut_off_holder_is_fenced_before_its_id_moves() {
+    partition(false);
+}
+
+#[test]
+fn an_unreachable_etcd_fails_the_start_in_one_line() {
+    let started = Instant::now();
+    vesta_fails(
+        &["gen", "--etcd", "http://127.0.0.1:1"],
+        &["etcd http://127.0.0.1:1: /v3/lease/grant: connecting to 127.0.0.1:1"],
+    );
+    assert!(started.elapsed() < Duration::from_secs(5 + 10));
+}
