@@ -2,12 +2,88 @@
 //! real store.
 
 use std::collections::HashSet;
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use vesta_embed::{Issuer, IssuerConfig};
 
 use crate::proxy::Proxy;
+
+fn machine_of(id: u64) -> u64 {
+    vesta_core::IdFields::decode(id).machine
+}
+
+/// Six issuers of `config` (a pool of four machine IDs, 0..=3) start at once: four get
+/// distinct IDs, two are refused with `full` in the message; each issues 2,000 IDs, none twice.
+/// Returns the four and every ID they issued.
+pub fn concurrent_claims_are_distinct(
+    config: &IssuerConfig,
+    full: &str,
+) -> (Vec<Issuer>, HashSet<u64>) {
+    let barrier = Arc::new(Barrier::new(6));
+    let handles: Vec<_> = (0..6)
+        .map(|_| {
+            let (config, barrier) = (config.clone(), barrier.clone());
+            thread::spawn(move || {
+                barrier.wait();
+                Issuer::start(config)
+            })
+        })
+        .collect();
+    let mut issuers = Vec::new();
+    let mut refused = 0;
+    for result in handles.into_iter().map(|h| h.join().unwrap()) {
+        match result {
+            Ok(issuer) => issuers.push(issuer),
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(msg.contains(full), "{msg}");
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((issuers.len(), refused), (4, 2), "a pool of 4 serves 4");
+    let machines: HashSet<u64> = issuers.iter().map(|i| i.status().machine).collect();
+    assert_eq!(machines, HashSet::from([0, 1, 2, 3]));
+    let mut ids = HashSet::new();
+    for issuer in &issuers {
+        for _ in 0..2_000 {
+            let id = issuer.next_id().unwrap();
+            assert_eq!(machine_of(id), issuer.status().machine);
+            assert!(ids.insert(id), "{id} issued twice");
+        }
+    }
+    (issuers, ids)
+}
+
+/// A clean stop of one of `issuers` frees its ID at once: the next issuer of `config` takes
+/// it and issues after its mark. Then all stop.
+pub fn a_freed_id_is_reused_after_its_mark(
+    mut issuers: Vec<Issuer>,
+    config: &IssuerConfig,
+    ids: &mut HashSet<u64>,
+) {
+    let gone = issuers.pop().unwrap();
+    let gone_machine = gone.status().machine;
+    let last = gone.next_id().unwrap();
+    gone.shutdown().unwrap();
+    let successor = Issuer::start(config.clone()).unwrap();
+    assert_eq!(
+        successor.status().machine,
+        gone_machine,
+        "the freed ID is reused"
+    );
+    let first = successor.next_id().unwrap();
+    assert!(
+        first > last,
+        "{first} after {last}: the successor waited out the mark"
+    );
+    assert!(ids.insert(first));
+    for issuer in issuers.iter().chain([&successor]) {
+        issuer.shutdown().unwrap();
+    }
+}
 
 /// A partition between a holder and its lease store, through a proxy (`blackhole`:
 /// nothing answers; or `cut`: connections closed). The holder stops issuing within ⅔ of the

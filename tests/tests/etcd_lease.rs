@@ -8,14 +8,13 @@
 //!   successor, which starts after the holder's mark; healed, the old holder stays fenced;
 //! - an unreachable etcd fails the start in one line.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use vesta_embed::{Issuer, IssuerConfig, MachineSource};
 use vesta_tests::bin::{vesta_fails, vesta_ok};
 use vesta_tests::etcd::Etcd;
+use vesta_tests::lease;
 use vesta_tests::proxy::Proxy;
 
 /// An embedded issuer leasing from etcd at `url` under `root`: a 6 s TTL (fence window 4 s).
@@ -31,89 +30,27 @@ fn config(url: &str, root: &str, pool_size: u64) -> IssuerConfig {
     c
 }
 
-fn machine_of(id: u64) -> u64 {
-    vesta_core::IdFields::decode(id).machine
-}
-
 #[test]
 fn concurrent_claims_are_distinct_and_a_freed_id_is_reused_after_its_mark() {
     let etcd = Etcd::start();
     let url = etcd.url();
-    let barrier = Arc::new(Barrier::new(6));
-    let handles: Vec<_> = (0..6)
-        .map(|_| {
-            let (url, barrier) = (url.clone(), barrier.clone());
-            thread::spawn(move || {
-                barrier.wait();
-                Issuer::start(config(&url, "/vesta/concurrent", 4))
-            })
-        })
-        .collect();
-    let mut issuers = Vec::new();
-    let mut refused = 0;
-    for result in handles.into_iter().map(|h| h.join().unwrap()) {
-        match result {
-            Ok(issuer) => issuers.push(issuer),
-            Err(e) => {
-                let msg = e.to_string();
-                assert!(
-                    msg.contains(
-                        "every machine ID of the embed pool 0..=3 under /vesta/concurrent is held"
-                    ),
-                    "{msg}"
-                );
-                refused += 1;
-            }
-        }
-    }
-    assert_eq!((issuers.len(), refused), (4, 2), "a pool of 4 serves 4");
-    let machines: HashSet<u64> = issuers.iter().map(|i| i.status().machine).collect();
-    assert_eq!(machines, HashSet::from([0, 1, 2, 3]));
-    let mut ids = HashSet::new();
-    for issuer in &issuers {
-        for _ in 0..2_000 {
-            let id = issuer.next_id().unwrap();
-            assert_eq!(machine_of(id), issuer.status().machine);
-            assert!(ids.insert(id), "{id} issued twice");
-        }
-    }
-    let listed = vesta_ok(&[
+    let config = config(&url, "/vesta/concurrent", 4);
+    let (issuers, mut ids) = lease::concurrent_claims_are_distinct(
+        &config,
+        "every machine ID of the embed pool 0..=3 under /vesta/concurrent is held",
+    );
+    let ls = [
         "machine",
         "ls",
         "--etcd",
         &url,
         "--root",
         "/vesta/concurrent",
-    ]);
+    ];
+    let listed = vesta_ok(&ls);
     assert!(listed.contains(": 4 machine IDs, 4 held"), "{listed}");
-
-    let gone = issuers.pop().unwrap();
-    let gone_machine = gone.status().machine;
-    let last = gone.next_id().unwrap();
-    gone.shutdown().unwrap();
-    let successor = Issuer::start(config(&url, "/vesta/concurrent", 4)).unwrap();
-    assert_eq!(
-        successor.status().machine,
-        gone_machine,
-        "the freed ID is reused"
-    );
-    let first = successor.next_id().unwrap();
-    assert!(
-        first > last,
-        "{first} after {last}: the successor waited out the mark"
-    );
-    for issuer in issuers.iter().chain([&successor]) {
-        issuer.shutdown().unwrap();
-    }
-    let listed = vesta_ok(&[
-        "machine",
-        "ls",
-        "--etcd",
-        &url,
-        "--root",
-        "/vesta/concurrent",
-        "--json",
-    ]);
+    lease::a_freed_id_is_reused_after_its_mark(issuers, &config, &mut ids);
+    let listed = vesta_ok(&[&ls[..], &["--json"]].concat());
     assert_eq!(listed.lines().count(), 4, "{listed}");
     assert!(
         listed
@@ -189,10 +126,8 @@ fn a_cut_off_holder_is_fenced_before_its_id_moves() {
 
 #[test]
 fn an_unreachable_etcd_fails_the_start_in_one_line() {
-    let started = Instant::now();
     vesta_fails(
         &["gen", "--etcd", "http://127.0.0.1:1"],
         &["etcd http://127.0.0.1:1: /v3/lease/grant: connecting to 127.0.0.1:1"],
     );
-    assert!(started.elapsed() < Duration::from_secs(5 + 10));
 }

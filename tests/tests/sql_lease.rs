@@ -16,12 +16,12 @@
 
 use std::collections::HashSet;
 use std::process::Stdio;
-use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use vesta_embed::{Issuer, IssuerConfig, MachineSource};
 use vesta_tests::bin::{ServerChild, http, vesta_fails, vesta_ok};
+use vesta_tests::lease;
 use vesta_tests::proxy::Proxy;
 
 /// An embedded issuer leasing from `url`: a 6 s lease (fence window 4 s, a renewal every
@@ -43,55 +43,22 @@ fn machine_of(id: u64) -> u64 {
 }
 
 /// Scenario 1: six issuers at once on a pool of four; then a released ID is reused after its
-/// mark.
+/// mark; `vesta machine ls` shows the leases and then their release.
 fn concurrent_claims_are_distinct(url: &str) {
-    let barrier = Arc::new(Barrier::new(6));
-    let handles: Vec<_> = (0..6)
-        .map(|_| {
-            let (url, barrier) = (url.to_owned(), barrier.clone());
-            thread::spawn(move || {
-                barrier.wait();
-                Issuer::start(config(&url, "concurrent", 4))
-            })
-        })
-        .collect();
-    let mut issuers = Vec::new();
-    let mut refused = 0;
-    for result in handles.into_iter().map(|h| h.join().unwrap()) {
-        match result {
-            Ok(issuer) => issuers.push(issuer),
-            Err(e) => {
-                let msg = e.to_string();
-                assert!(
-                    msg.contains(
-                        "every machine ID of the embed pool 0..=3 in scope \"concurrent\" is held"
-                    ),
-                    "{msg}"
-                );
-                refused += 1;
-            }
-        }
-    }
-    assert_eq!((issuers.len(), refused), (4, 2), "a pool of 4 serves 4");
-    let machines: HashSet<u64> = issuers.iter().map(|i| i.status().machine).collect();
-    assert_eq!(machines, HashSet::from([0, 1, 2, 3]));
-    let mut ids = HashSet::new();
-    for issuer in &issuers {
-        for _ in 0..2_000 {
-            let id = issuer.next_id().unwrap();
-            assert_eq!(machine_of(id), issuer.status().machine);
-            assert!(ids.insert(id), "{id} issued twice");
-        }
-    }
-    let listed = vesta_ok(&[
+    let config = config(url, "concurrent", 4);
+    let (issuers, mut ids) = lease::concurrent_claims_are_distinct(
+        &config,
+        "every machine ID of the embed pool 0..=3 in scope \"concurrent\" is held",
+    );
+    let ls = [
         "machine",
         "ls",
         "--machine-db",
         url,
         "--scope",
         "concurrent",
-        "--json",
-    ]);
+    ];
+    let listed = vesta_ok(&[&ls[..], &["--json"]].concat());
     assert_eq!(listed.lines().count(), 4, "{listed}");
     assert!(
         listed
@@ -99,35 +66,8 @@ fn concurrent_claims_are_distinct(url: &str) {
             .all(|l| l.contains("\"lease_left_ms\":") && !l.contains("\"holder\":\"\"")),
         "{listed}"
     );
-
-    // A clean stop frees the ID at once; the next issuer takes it and starts after its mark.
-    let gone = issuers.pop().unwrap();
-    let gone_machine = gone.status().machine;
-    let last = gone.next_id().unwrap();
-    gone.shutdown().unwrap();
-    let successor = Issuer::start(config(url, "concurrent", 4)).unwrap();
-    assert_eq!(
-        successor.status().machine,
-        gone_machine,
-        "the freed ID is reused"
-    );
-    let first = successor.next_id().unwrap();
-    assert!(
-        first > last,
-        "{first} after {last}: the successor waited out the mark"
-    );
-    assert!(ids.insert(first));
-    for issuer in issuers.iter().chain([&successor]) {
-        issuer.shutdown().unwrap();
-    }
-    let listed = vesta_ok(&[
-        "machine",
-        "ls",
-        "--machine-db",
-        url,
-        "--scope",
-        "concurrent",
-    ]);
+    lease::a_freed_id_is_reused_after_its_mark(issuers, &config, &mut ids);
+    let listed = vesta_ok(&ls);
     assert!(listed.contains(": 4 machine IDs, 0 leased"), "{listed}");
 }
 
@@ -274,11 +214,10 @@ fn a_duplicated_static_id_is_refused(url: &str) {
     }
 }
 
-/// Scenario 4: nothing answers: one line naming the database, within the timeout.
+/// Scenario 4: nothing answers: one line naming the database (a refused connection fails at
+/// once; the bound of a silent one is the partition scenario's).
 fn unreachable(url: &str) {
-    let started = Instant::now();
     vesta_fails(&["gen", "--machine-db", url], &["machine.db", "connecting"]);
-    assert!(started.elapsed() < Duration::from_secs(3 + 10));
 }
 
 mod sqlite {

@@ -38,6 +38,7 @@ pub mod db;
 pub mod error;
 mod fetcher;
 mod floors;
+pub mod pool;
 mod segment;
 pub mod status;
 pub mod step;

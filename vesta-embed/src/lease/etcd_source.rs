@@ -139,17 +139,7 @@ impl EtcdSource {
                 return Err(e);
             }
         };
-        lease
-            .leased
-            .generator
-            .switch_machine(machine, floor.time)
-            .map_err(|e| StartError::Lease(format!("cannot use machine {machine}: {e}")))?;
-        if self.machine != Some(machine) {
-            lease.term.forget_promises();
-            if self.machine.is_some() {
-                lease.leased.with_info(|info| info.machine_changes += 1);
-            }
-        }
+        lease.take_machine(machine, &floor, self.machine)?;
         self.machine = Some(machine);
         let promise = lease.renewal();
         match self.write_mark(machine, &promise).await {

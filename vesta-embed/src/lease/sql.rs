@@ -16,11 +16,9 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlSslMode};
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgSslMode};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
-use sqlx::{AssertSqlSafe, Connection};
-use vesta_segment::url::{DbKind, DbTarget, DbUrl};
+use sqlx::AssertSqlSafe;
+use vesta_segment::pool::{self, AnyPool, OpenError, PoolSettings};
+use vesta_segment::url::{DbKind, DbUrl};
 
 use crate::config::{ConfigError, IssuerConfig, MachineSource};
 
@@ -133,20 +131,10 @@ pub struct MachineRow {
     pub updated_ms: u64,
 }
 
-enum Pool {
-    Sqlite(SqlitePool),
-    Postgres(PgPool),
-    MySql(MySqlPool),
-}
-
 /// Runs the same body against whichever pool this is.
 macro_rules! on_pool {
     ($pool:expr, $p:ident => $body:expr) => {
-        match $pool {
-            Pool::Sqlite($p) => $body,
-            Pool::Postgres($p) => $body,
-            Pool::MySql($p) => $body,
-        }
+        vesta_segment::on_any_pool!($pool, $p => $body)
     };
 }
 
@@ -262,7 +250,7 @@ pub(crate) struct Claimed {
 
 /// A connection pool to the lease table of one scope.
 pub struct SqlLease {
-    pool: Pool,
+    pool: AnyPool,
     sql: Statements,
     settings: SqlSettings,
 }
@@ -275,13 +263,6 @@ impl std::fmt::Debug for SqlLease {
             self.settings.db, self.settings.scope
         )
     }
-}
-
-/// Two connections: a beat and a claim or a list at most at once.
-fn pool_options<DB: sqlx::Database>(timeout: Duration) -> sqlx::pool::PoolOptions<DB> {
-    sqlx::pool::PoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(timeout)
 }
 
 /// The driver's error as one line.
@@ -331,61 +312,28 @@ impl SqlLease {
     }
 
     async fn open(settings: &SqlSettings, create: bool) -> Result<SqlLease, String> {
-        let timeout = settings.timeout;
-        let db = &settings.db;
-        let connecting = async {
-            Ok::<Pool, sqlx::Error>(match db.target() {
-                DbTarget::Sqlite(path) => {
-                    if !create && !path.exists() {
-                        return Err(sqlx::Error::Configuration(
-                            format!("the file {} does not exist", path.display()).into(),
-                        ));
-                    }
-                    let opts = SqliteConnectOptions::new()
-                        .filename(path)
-                        .create_if_missing(create)
-                        .busy_timeout(timeout);
-                    SqliteConnection::connect_with(&opts).await?.close().await?;
-                    Pool::Sqlite(pool_options(timeout).connect_lazy_with(opts))
-                }
-                DbTarget::Postgres(a) => {
-                    let mut opts = PgConnectOptions::new_without_pgpass()
-                        .host(&a.host)
-                        .port(a.port)
-                        .username(&a.user)
-                        .database(&a.database)
-                        .ssl_mode(PgSslMode::Disable)
-                        .application_name("vesta-lease");
-                    if let Some(pw) = &a.password {
-                        opts = opts.password(pw);
-                    }
-                    PgConnection::connect_with(&opts).await?.close().await?;
-                    Pool::Postgres(pool_options(timeout).connect_lazy_with(opts))
-                }
-                DbTarget::MySql(a) => {
-                    let mut opts = MySqlConnectOptions::new()
-                        .host(&a.host)
-                        .port(a.port)
-                        .username(&a.user)
-                        .database(&a.database)
-                        .ssl_mode(MySqlSslMode::Disabled);
-                    if let Some(pw) = &a.password {
-                        opts = opts.password(pw);
-                    }
-                    MySqlConnection::connect_with(&opts).await?.close().await?;
-                    Pool::MySql(pool_options(timeout).connect_lazy_with(opts))
-                }
-            })
+        let (timeout, db) = (settings.timeout, &settings.db);
+        let opening = PoolSettings {
+            timeout,
+            max_connections: 2,
+            create,
+            application: "vesta-lease",
         };
-        let pool = match tokio::time::timeout(timeout, connecting).await {
-            Ok(Ok(pool)) => pool,
-            Ok(Err(e)) => {
+        let pool = match pool::open(db, opening).await {
+            Ok(pool) => pool,
+            Err(OpenError::NoFile(path)) => {
+                return Err(format!(
+                    "machine.db {db}: connecting: the file {} does not exist",
+                    path.display()
+                ));
+            }
+            Err(OpenError::Driver(e)) => {
                 return Err(format!(
                     "machine.db {db}: connecting: {}",
                     driver_message(&e)
                 ));
             }
-            Err(_) => {
+            Err(OpenError::Timeout) => {
                 return Err(format!(
                     "machine.db {db}: connecting: no answer within {} ms (machine.db_timeout_ms)",
                     timeout.as_millis()
@@ -661,8 +609,7 @@ impl SqlLease {
     /// Closes every connection, waiting at most `machine.db_timeout_ms` (a connection stuck
     /// in a partition would otherwise hold the close, and a stop, forever).
     pub async fn close(&self) {
-        let closing = async { on_pool!(&self.pool, p => p.close().await) };
-        let _ = tokio::time::timeout(self.settings.timeout, closing).await;
+        self.pool.close_within(self.settings.timeout).await;
     }
 }
 

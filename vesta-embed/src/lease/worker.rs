@@ -130,6 +130,29 @@ impl<C: Clock + 'static> Lease<C> {
         Ok(floor)
     }
 
+    /// Moves the generator to `machine` from `floor` (the start guard passed) and, when it is
+    /// not the machine `previous` held, forgets the old machine's promises and counts the
+    /// change (for `VestaMachineIdChanged`). Every leasing source calls it once it holds a
+    /// claim and before its first promise.
+    pub(crate) fn take_machine(
+        &mut self,
+        machine: u64,
+        floor: &Floor,
+        previous: Option<u64>,
+    ) -> Result<(), StartError> {
+        self.leased
+            .generator
+            .switch_machine(machine, floor.time)
+            .map_err(|e| StartError::Lease(format!("cannot use machine {machine}: {e}")))?;
+        if previous != Some(machine) {
+            self.term.forget_promises();
+            if previous.is_some() {
+                self.leased.with_info(|info| info.machine_changes += 1);
+            }
+        }
+        Ok(())
+    }
+
     /// The watchdog fired (if the term is really over): fence with the promised reason.
     fn check_lapse(&mut self) {
         if self.term.lapsed(Instant::now()) {

@@ -10,14 +10,10 @@ mod sql;
 use std::ops::Range;
 use std::time::Duration;
 
-use sqlx::Connection;
-use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlSslMode};
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgSslMode};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
-
 use crate::error::{SegmentError, shown_tag};
+use crate::pool::{self, AnyPool, OpenError, PoolSettings};
 use crate::tag::validate_tag;
-use crate::url::{DbKind, DbTarget, DbUrl};
+use crate::url::DbUrl;
 
 use self::sql::{Dialect, dialect};
 
@@ -28,30 +24,13 @@ const MAX_CONNECTIONS: u32 = 4;
 /// The longest description (Leaf's `varchar(256)`), in characters.
 pub const MAX_DESCRIPTION_LEN: usize = 256;
 
-/// The pool settings: a few connections, each acquisition bounded by the timeout.
-fn pool_options<DB: sqlx::Database>(timeout: Duration) -> sqlx::pool::PoolOptions<DB> {
-    sqlx::pool::PoolOptions::new()
-        .max_connections(MAX_CONNECTIONS)
-        .acquire_timeout(timeout)
-}
-
 /// Probe that fails with "no such table" when `leaf_alloc` is missing (same in every dialect).
 const TABLE_PROBE: &str = "SELECT 1 FROM leaf_alloc LIMIT 1";
-
-enum Pool {
-    Sqlite(SqlitePool),
-    Postgres(PgPool),
-    MySql(MySqlPool),
-}
 
 /// Runs the same body against whichever pool this is; `$p` is `&Pool<DB>` in each arm.
 macro_rules! on_pool {
     ($pool:expr, $p:ident => $body:expr) => {
-        match $pool {
-            Pool::Sqlite($p) => $body,
-            Pool::Postgres($p) => $body,
-            Pool::MySql($p) => $body,
-        }
+        $crate::on_any_pool!($pool, $p => $body)
     };
 }
 
@@ -132,7 +111,7 @@ pub struct Raised {
 
 /// A pool of connections to the database holding `leaf_alloc`.
 pub struct Database {
-    pool: Pool,
+    pool: AnyPool,
     url: DbUrl,
     timeout: Duration,
 }
@@ -160,72 +139,29 @@ impl Database {
     }
 
     async fn open(url: &DbUrl, timeout: Duration, create: bool) -> Result<Database, SegmentError> {
-        let connect_failed = |e: String| SegmentError::Database {
-            db: url.to_string(),
-            action: "connecting".into(),
-            cause: e,
+        let settings = PoolSettings {
+            timeout,
+            max_connections: MAX_CONNECTIONS,
+            create,
+            application: "vesta-segment",
         };
-        // One direct connection first, so an unreachable server or bad credentials fail at
-        // once with the driver's own reason (the pool would retry a refused connection until
-        // its timeout); the pool then connects on demand.
-        let connecting = async {
-            Ok::<Pool, sqlx::Error>(match url.target() {
-                DbTarget::Sqlite(path) => {
-                    if !create && !path.exists() {
-                        return Err(sqlx::Error::Configuration("missing file".into()));
-                    }
-                    let opts = SqliteConnectOptions::new()
-                        .filename(path)
-                        .create_if_missing(create)
-                        .busy_timeout(timeout);
-                    SqliteConnection::connect_with(&opts).await?.close().await?;
-                    Pool::Sqlite(pool_options(timeout).connect_lazy_with(opts))
-                }
-                DbTarget::Postgres(a) => {
-                    let mut opts = PgConnectOptions::new_without_pgpass()
-                        .host(&a.host)
-                        .port(a.port)
-                        .username(&a.user)
-                        .database(&a.database)
-                        .ssl_mode(PgSslMode::Disable)
-                        .application_name("vesta-segment");
-                    if let Some(pw) = &a.password {
-                        opts = opts.password(pw);
-                    }
-                    PgConnection::connect_with(&opts).await?.close().await?;
-                    Pool::Postgres(pool_options(timeout).connect_lazy_with(opts))
-                }
-                DbTarget::MySql(a) => {
-                    let mut opts = MySqlConnectOptions::new()
-                        .host(&a.host)
-                        .port(a.port)
-                        .username(&a.user)
-                        .database(&a.database)
-                        .ssl_mode(MySqlSslMode::Disabled);
-                    if let Some(pw) = &a.password {
-                        opts = opts.password(pw);
-                    }
-                    MySqlConnection::connect_with(&opts).await?.close().await?;
-                    Pool::MySql(pool_options(timeout).connect_lazy_with(opts))
-                }
-            })
-        };
-        let pool = match tokio::time::timeout(timeout, connecting).await {
-            Ok(Ok(pool)) => pool,
-            Ok(Err(sqlx::Error::Configuration(_))) if url.kind() == DbKind::Sqlite => {
-                let path = url.sqlite_path().unwrap_or(std::path::Path::new(""));
-                return Err(SegmentError::NoDatabaseFile {
-                    path: path.to_owned(),
-                });
-            }
-            Ok(Err(e)) if is_unreachable(&e) => {
+        let pool = match pool::open(url, settings).await {
+            Ok(pool) => pool,
+            Err(OpenError::NoFile(path)) => return Err(SegmentError::NoDatabaseFile { path }),
+            Err(OpenError::Driver(e)) if is_unreachable(&e) => {
                 return Err(SegmentError::Unreachable {
                     db: url.to_string(),
                     cause: driver_message(&e),
                 });
             }
-            Ok(Err(e)) => return Err(connect_failed(driver_message(&e))),
-            Err(_) => {
+            Err(OpenError::Driver(e)) => {
+                return Err(SegmentError::Database {
+                    db: url.to_string(),
+                    action: "connecting".into(),
+                    cause: driver_message(&e),
+                });
+            }
+            Err(OpenError::Timeout) => {
                 return Err(SegmentError::Unreachable {
                     db: url.to_string(),
                     cause: no_answer(timeout),
@@ -562,8 +498,7 @@ impl Database {
     /// Closes every connection, waiting at most `segment.fetch_timeout_ms` (a connection stuck
     /// in a partition would otherwise hold the close, and a server's stop, forever).
     pub async fn close(&self) {
-        let closing = async { on_pool!(&self.pool, p => p.close().await) };
-        let _ = tokio::time::timeout(self.timeout, closing).await;
+        self.pool.close_within(self.timeout).await;
     }
 }
 

@@ -1,0 +1,142 @@
+//! A connection pool to whichever database a [`DbUrl`] names, opened the same way for every
+//! user of a database (segment mode here, the SQL machine-ID lease in vesta-embed): one direct
+//! connection first, so an unreachable server or bad credentials fail at once with the
+//! driver's own reason (a pool would retry a refused connection until its timeout), then a
+//! lazy pool whose every acquisition is bounded by the timeout.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sqlx::Connection;
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlSslMode};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgSslMode};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
+
+use crate::url::{DbTarget, DbUrl};
+
+/// A pool on one of the three databases.
+#[derive(Clone, Debug)]
+pub enum AnyPool {
+    /// SQLite.
+    Sqlite(SqlitePool),
+    /// PostgreSQL.
+    Postgres(PgPool),
+    /// MySQL or MariaDB.
+    MySql(MySqlPool),
+}
+
+/// Runs the same body against whichever pool this is; `$p` is `&Pool<DB>` in each arm.
+#[macro_export]
+macro_rules! on_any_pool {
+    ($pool:expr, $p:ident => $body:expr) => {
+        match $pool {
+            $crate::pool::AnyPool::Sqlite($p) => $body,
+            $crate::pool::AnyPool::Postgres($p) => $body,
+            $crate::pool::AnyPool::MySql($p) => $body,
+        }
+    };
+}
+
+/// Why a pool could not be opened.
+#[derive(Debug)]
+pub enum OpenError {
+    /// An `sqlite://` file that does not exist (and `create` was false).
+    NoFile(PathBuf),
+    /// The driver's error on the first connection.
+    Driver(sqlx::Error),
+    /// No answer within the timeout.
+    Timeout,
+}
+
+/// How a pool is opened.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolSettings<'a> {
+    /// Bound on the first connection and on every later acquisition.
+    pub timeout: Duration,
+    /// Connections at most.
+    pub max_connections: u32,
+    /// Create a missing SQLite file.
+    pub create: bool,
+    /// PostgreSQL's `application_name`.
+    pub application: &'a str,
+}
+
+fn pool_options<DB: sqlx::Database>(s: &PoolSettings<'_>) -> sqlx::pool::PoolOptions<DB> {
+    sqlx::pool::PoolOptions::new()
+        .max_connections(s.max_connections)
+        .acquire_timeout(s.timeout)
+}
+
+/// Opens a pool on `url` (no TLS: as the rest of the database layer).
+pub async fn open(url: &DbUrl, settings: PoolSettings<'_>) -> Result<AnyPool, OpenError> {
+    let connecting = async {
+        Ok::<AnyPool, OpenError>(match url.target() {
+            DbTarget::Sqlite(path) => {
+                if !settings.create && !path.exists() {
+                    return Err(OpenError::NoFile(path.clone()));
+                }
+                let opts = SqliteConnectOptions::new()
+                    .filename(path)
+                    .create_if_missing(settings.create)
+                    .busy_timeout(settings.timeout);
+                let first = SqliteConnection::connect_with(&opts).await;
+                first
+                    .map_err(OpenError::Driver)?
+                    .close()
+                    .await
+                    .map_err(OpenError::Driver)?;
+                AnyPool::Sqlite(pool_options(&settings).connect_lazy_with(opts))
+            }
+            DbTarget::Postgres(a) => {
+                let mut opts = PgConnectOptions::new_without_pgpass()
+                    .host(&a.host)
+                    .port(a.port)
+                    .username(&a.user)
+                    .database(&a.database)
+                    .ssl_mode(PgSslMode::Disable)
+                    .application_name(settings.application);
+                if let Some(pw) = &a.password {
+                    opts = opts.password(pw);
+                }
+                let first = PgConnection::connect_with(&opts).await;
+                first
+                    .map_err(OpenError::Driver)?
+                    .close()
+                    .await
+                    .map_err(OpenError::Driver)?;
+                AnyPool::Postgres(pool_options(&settings).connect_lazy_with(opts))
+            }
+            DbTarget::MySql(a) => {
+                let mut opts = MySqlConnectOptions::new()
+                    .host(&a.host)
+                    .port(a.port)
+                    .username(&a.user)
+                    .database(&a.database)
+                    .ssl_mode(MySqlSslMode::Disabled);
+                if let Some(pw) = &a.password {
+                    opts = opts.password(pw);
+                }
+                let first = MySqlConnection::connect_with(&opts).await;
+                first
+                    .map_err(OpenError::Driver)?
+                    .close()
+                    .await
+                    .map_err(OpenError::Driver)?;
+                AnyPool::MySql(pool_options(&settings).connect_lazy_with(opts))
+            }
+        })
+    };
+    match tokio::time::timeout(settings.timeout, connecting).await {
+        Ok(result) => result,
+        Err(_) => Err(OpenError::Timeout),
+    }
+}
+
+impl AnyPool {
+    /// Closes every connection, waiting at most `timeout` (a connection stuck in a partition
+    /// would otherwise hold the close, and a server's stop, forever).
+    pub async fn close_within(&self, timeout: Duration) {
+        let closing = async { on_any_pool!(self, p => p.close().await) };
+        let _ = tokio::time::timeout(timeout, closing).await;
+    }
+}
