@@ -161,3 +161,46 @@ pub fn a_partitioned_holder_is_fenced_before_its_id_moves(
     successor.shutdown().unwrap();
     let _ = holder.shutdown();
 }
+
+/// The store goes away under a holder of `config` (a 3 s lease): it stops issuing within ⅔ of
+/// the lease (its own monotonic deadline), says why (`reason` in the refusal), and issues
+/// again once `restart` brings the store back.
+pub fn a_lost_store_fences_the_holder(
+    config: IssuerConfig,
+    reason: &str,
+    stop: &mut dyn FnMut(),
+    restart: &mut dyn FnMut(),
+) {
+    let issuer = Issuer::start(config).unwrap();
+    let before = issuer.next_id().unwrap();
+    stop();
+    let stopped = Instant::now();
+    let refusal = loop {
+        match issuer.next_id() {
+            Ok(_) => {}
+            Err(e) => break e.to_string(),
+        }
+        // The fence window is ⅔ of 3 s; the margin tells "never" from "late".
+        assert!(
+            stopped.elapsed() < Duration::from_millis(2_000) + Duration::from_secs(5),
+            "still issuing {:?} after the store stopped",
+            stopped.elapsed()
+        );
+        thread::sleep(Duration::from_millis(10));
+    };
+    assert!(
+        refusal.contains(reason) && refusal.contains("not issuing until it is"),
+        "{refusal}"
+    );
+    restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let after = loop {
+        if let Ok(id) = issuer.next_id() {
+            break id;
+        }
+        assert!(Instant::now() < deadline, "never issued again");
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert!(after > before);
+    issuer.shutdown().unwrap();
+}

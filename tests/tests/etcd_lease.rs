@@ -8,10 +8,7 @@
 //!   successor, which starts after the holder's mark; healed, the old holder stays fenced;
 //! - an unreachable etcd fails the start in one line.
 
-use std::thread;
-use std::time::{Duration, Instant};
-
-use vesta_embed::{Issuer, IssuerConfig, MachineSource};
+use vesta_embed::{IssuerConfig, MachineSource};
 use vesta_tests::bin::{vesta_fails, vesta_ok};
 use vesta_tests::etcd::Etcd;
 use vesta_tests::lease;
@@ -62,39 +59,16 @@ fn concurrent_claims_are_distinct_and_a_freed_id_is_reused_after_its_mark() {
 
 #[test]
 fn a_killed_etcd_fences_the_holder_and_a_restarted_one_lets_it_issue_again() {
-    let mut etcd = Etcd::start();
-    let mut c = config(&etcd.url(), "/vesta/fenced", 4);
+    let etcd = std::cell::RefCell::new(Etcd::start());
+    let mut c = config(&etcd.borrow().url(), "/vesta/fenced", 4);
     c.etcd.ttl_ms = 3_000;
     c.etcd.timeout_ms = 1_000;
-    let issuer = Issuer::start(c).unwrap();
-    let before = issuer.next_id().unwrap();
-    etcd.stop();
-    let stopped = Instant::now();
-    let refusal = loop {
-        match issuer.next_id() {
-            Ok(_) => {}
-            Err(e) => break e.to_string(),
-        }
-        // The fence window is ⅔ of 3 s; the margin tells "never" from "late".
-        assert!(
-            stopped.elapsed() < Duration::from_millis(2_000) + Duration::from_secs(5),
-            "still issuing {:?} after etcd stopped",
-            stopped.elapsed()
-        );
-        thread::sleep(Duration::from_millis(10));
-    };
-    assert!(refusal.contains("is not confirmed by etcd"), "{refusal}");
-    etcd.restart();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let after = loop {
-        if let Ok(id) = issuer.next_id() {
-            break id;
-        }
-        assert!(Instant::now() < deadline, "never issued again");
-        thread::sleep(Duration::from_millis(50));
-    };
-    assert!(after > before);
-    issuer.shutdown().unwrap();
+    lease::a_lost_store_fences_the_holder(
+        c,
+        "is not confirmed by etcd",
+        &mut || etcd.borrow_mut().stop(),
+        &mut || etcd.borrow_mut().restart(),
+    );
 }
 
 fn partition(blackhole: bool) {

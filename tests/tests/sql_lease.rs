@@ -17,9 +17,9 @@
 use std::collections::HashSet;
 use std::process::Stdio;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use vesta_embed::{Issuer, IssuerConfig, MachineSource};
+use vesta_embed::{IssuerConfig, MachineSource};
 use vesta_tests::bin::{ServerChild, http, vesta_fails, vesta_ok};
 use vesta_tests::lease;
 use vesta_tests::proxy::Proxy;
@@ -143,38 +143,7 @@ fn a_lost_database_fences_the_holder(url: &str, stop: &mut dyn FnMut(), restart:
     let mut c = config(url, "fenced", 4);
     c.machine.lease_ms = 3_000;
     c.machine.db_timeout_ms = 1_000;
-    let issuer = Issuer::start(c).unwrap();
-    let before = issuer.next_id().unwrap();
-    stop();
-    let stopped = Instant::now();
-    let refusal = loop {
-        match issuer.next_id() {
-            Ok(_) => {}
-            Err(e) => break e.to_string(),
-        }
-        // The fence window is ⅔ of 3 s; the margin tells "never" from "late".
-        assert!(
-            stopped.elapsed() < Duration::from_millis(2_000) + Duration::from_secs(5),
-            "still issuing {:?} after the database stopped",
-            stopped.elapsed()
-        );
-        thread::sleep(Duration::from_millis(10));
-    };
-    assert!(
-        refusal.contains("is not confirmed by") && refusal.contains("not issuing until it is"),
-        "{refusal}"
-    );
-    restart();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let after = loop {
-        if let Ok(id) = issuer.next_id() {
-            break id;
-        }
-        assert!(Instant::now() < deadline, "never issued again");
-        thread::sleep(Duration::from_millis(50));
-    };
-    assert!(after > before);
-    issuer.shutdown().unwrap();
+    lease::a_lost_store_fences_the_holder(c, "is not confirmed by", stop, restart);
 }
 
 /// Scenario 5: a static machine ID registered in the table (`--machine N --machine-db URL`):

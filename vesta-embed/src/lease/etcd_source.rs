@@ -204,30 +204,17 @@ impl<C: Clock + 'static> LeaseSource<C> for EtcdSource {
 
     async fn beat(&mut self, lease: &mut Lease<C>) {
         if self.lost {
-            match self.acquire(lease).await {
-                Ok(()) => {
-                    self.lost = false;
-                    lease.leased.with_info(|info| info.reconnects += 1);
-                    tracing::info!(machine = ?self.machine, "etcd lease re-established");
-                }
-                Err(e) => {
-                    lease.leased.with_info(|info| {
-                        info.note = Some(format!("re-claiming a machine ID failed: {e}"));
-                    });
-                    lease.next_beat = Instant::now() + lease.beat.max(MIN_RETRY);
-                }
+            // Lost: a new lease and claim (maybe another ID, after its start guard).
+            let result = self.acquire(lease).await;
+            if lease.reclaimed(result, MIN_RETRY) {
+                self.lost = false;
+                tracing::info!(machine = ?self.machine, "etcd lease re-established");
             }
             return;
         }
         let Some(machine) = self.machine else { return };
         let promise = lease.renewal();
-        let limit = lease
-            .term
-            .ends_at()
-            .map_or(self.settings().timeout, |end| {
-                end.saturating_duration_since(promise.sent_at)
-            })
-            .max(MIN_RETRY);
+        let limit = lease.write_limit(&promise, self.settings().timeout, MIN_RETRY);
         match tokio::time::timeout(limit, self.write_mark(machine, &promise)).await {
             Ok(Ok(true)) => self.confirmed(lease, &promise, machine),
             Ok(Ok(false)) => {

@@ -146,30 +146,15 @@ impl<C: Clock + 'static> LeaseSource<C> for SqlSource {
         };
         if self.lost {
             // Lost: claim again (maybe another ID, after its start guard).
-            match self.acquire(lease).await {
-                Ok(()) => {
-                    self.lost = false;
-                    lease.leased.with_info(|info| info.reconnects += 1);
-                    tracing::info!(machine = ?self.machine, "SQL lease re-established");
-                }
-                Err(e) => {
-                    lease.leased.with_info(|info| {
-                        info.note = Some(format!("re-claiming a machine ID failed: {e}"));
-                    });
-                    lease.next_beat = Instant::now() + lease.beat.max(MIN_RETRY);
-                }
+            let result = self.acquire(lease).await;
+            if lease.reclaimed(result, MIN_RETRY) {
+                self.lost = false;
+                tracing::info!(machine = ?self.machine, "SQL lease re-established");
             }
             return;
         }
         let promise = lease.renewal();
-        // Never let a slow call hold the watchdog back.
-        let limit = lease
-            .term
-            .ends_at()
-            .map_or(self.settings.timeout, |end| {
-                end.saturating_duration_since(promise.sent_at)
-            })
-            .max(MIN_RETRY);
+        let limit = lease.write_limit(&promise, self.settings.timeout, MIN_RETRY);
         match db
             .renew(&self.holder, machine, promise.mark_ms, limit)
             .await

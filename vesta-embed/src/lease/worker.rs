@@ -153,6 +153,44 @@ impl<C: Clock + 'static> Lease<C> {
         Ok(())
     }
 
+    /// After a lost lease, the claim was tried again with `result`: counted when it worked, else
+    /// the reason noted for the status and the next try a beat later. Returns whether it did.
+    pub(crate) fn reclaimed(
+        &mut self,
+        result: Result<(), StartError>,
+        min_retry: Duration,
+    ) -> bool {
+        match result {
+            Ok(()) => {
+                self.leased.with_info(|info| info.reconnects += 1);
+                true
+            }
+            Err(e) => {
+                self.leased.with_info(|info| {
+                    info.note = Some(format!("re-claiming a machine ID failed: {e}"));
+                });
+                self.next_beat = Instant::now() + self.beat.max(min_retry);
+                false
+            }
+        }
+    }
+
+    /// How long the write of `promise` may take: until the term ends, so a slow store never
+    /// holds the watchdog back (`fallback` when no term runs), and at least `min`.
+    pub(crate) fn write_limit(
+        &self,
+        promise: &Promise,
+        fallback: Duration,
+        min: Duration,
+    ) -> Duration {
+        self.term
+            .ends_at()
+            .map_or(fallback, |end| {
+                end.saturating_duration_since(promise.sent_at)
+            })
+            .max(min)
+    }
+
     /// The watchdog fired (if the term is really over): fence with the promised reason.
     fn check_lapse(&mut self) {
         if self.term.lapsed(Instant::now()) {

@@ -224,14 +224,7 @@ impl ZkSource {
         let Some(h) = &self.held else { return };
         let (zk, machine, claim_version, mark_version) =
             (h.zk.clone(), h.machine, h.claim_version, h.mark_version);
-        // Never let a slow call hold the watchdog back.
-        let limit = lease
-            .term
-            .ends_at()
-            .map_or(zk.session_timeout(), |end| {
-                end.saturating_duration_since(promise.sent_at)
-            })
-            .max(MIN_RETRY);
+        let limit = lease.write_limit(&promise, zk.session_timeout(), MIN_RETRY);
         let write = zk.write_mark(machine, claim_version, Some(mark_version), &mark);
         let Ok(result) = tokio::time::timeout(limit, write).await else {
             lease.retry_soon(MIN_RETRY);
