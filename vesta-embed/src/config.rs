@@ -200,6 +200,13 @@ impl IssuerConfig {
                          \"static\""
                     )));
                 }
+                if cfg!(not(feature = "zookeeper")) {
+                    return Err(ConfigError::Inconsistent(
+                        "machine.source = \"zookeeper\" needs vesta-embed built with its \
+                         feature `zookeeper`"
+                            .into(),
+                    ));
+                }
                 *LeaseSettings::from_config(self)?.pool.start()
             }
             MachineSource::Etcd => {

@@ -3,6 +3,7 @@
 use vesta_core::GenError;
 
 use crate::config::ConfigError;
+#[cfg(feature = "zookeeper")]
 use crate::lease::LeaseError;
 
 /// Why an issuer did not start.
@@ -49,6 +50,7 @@ pub enum StartError {
     #[error("{0}")]
     Lease(String),
     /// ZooKeeper refused or could not be reached (pool exhausted, unreachable, no auth...).
+    #[cfg(feature = "zookeeper")]
     #[error(transparent)]
     ZooKeeper(#[from] LeaseError),
     /// A thread the issuer needs (the async issuer's unit clock) could not be started, or an

@@ -14,10 +14,12 @@ use vesta_core::{
 use crate::clock::SystemClock;
 use crate::config::{ConfigError, IssuerConfig, MachineSource, RequireSync};
 use crate::error::{IssueError, ShutdownError, StartError};
+#[cfg(feature = "zookeeper")]
 use crate::lease::LeaseSettings;
 use crate::lease::leased_generator::LeasedGenerator;
 use crate::lease::static_source::StaticSource;
 use crate::lease::worker::{Lease, LeaseSource, LeaseThread};
+#[cfg(feature = "zookeeper")]
 use crate::lease::zk_source::{self, ZkSource};
 use crate::status::{LeaseInfo, LeaseState, Status};
 
@@ -88,6 +90,7 @@ impl<C: Clock + 'static> Issuer<C> {
 
     /// Leases the machine ID from ZooKeeper: the generator starts on a placeholder ID and the
     /// lease thread switches it to the claimed one once the start guard has passed.
+    #[cfg(feature = "zookeeper")]
     fn start_leased(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
         let settings = LeaseSettings::from_config(&config)?;
         let placeholder = *settings.pool.start();
@@ -122,6 +125,16 @@ impl<C: Clock + 'static> Issuer<C> {
         config.validate()?;
         Err(StartError::Lease(
             "machine.source = \"sql\" needs vesta-embed built with its feature `sql`".into(),
+        ))
+    }
+
+    #[cfg(not(feature = "zookeeper"))]
+    fn start_leased(config: IssuerConfig, _clock: C) -> Result<Self, StartError> {
+        config.validate()?;
+        Err(StartError::Lease(
+            "machine.source = \"zookeeper\" needs vesta-embed built with its feature \
+             `zookeeper`"
+                .into(),
         ))
     }
 

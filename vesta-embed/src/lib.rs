@@ -29,6 +29,7 @@ pub use clock::{ShiftedClock, SystemClock, kernel_sync};
 pub use config::{IssuerConfig, MachineSource, RequireSync};
 pub use error::{IssueError, ShutdownError, StartError};
 pub use issuer::Issuer;
+#[cfg(feature = "zookeeper")]
 pub use lease::LeaseError;
 pub use status::{LeaseInfo, LeaseState, Status};
 pub use vesta_core;
