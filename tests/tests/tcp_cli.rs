@@ -11,7 +11,7 @@ use std::thread;
 use std::time::Duration;
 
 use vesta_core::{GenMethod, IdFields};
-use vesta_tests::bin::{vesta_cmd, vesta_command};
+use vesta_tests::bin::{vesta_cmd, vesta_command, vesta_fails, vesta_ok};
 use vesta_tests::zk::ZkServer;
 
 /// A `vesta serve tcp` child process, killed on drop if still running.
@@ -243,6 +243,43 @@ fn a_server_leases_its_machine_id_from_zookeeper_and_gives_it_back() {
             .unwrap_or_else(|| panic!("{what}: machine {machine} not listed"))
     };
     assert_eq!(ls("while serving")["held"], true);
+    // `vesta machine ls --zk` is the same list (one command for every leasing source).
+    let zk_ls = vesta_ok(&[
+        "zk",
+        "ls",
+        "--zk",
+        &zk.connect(),
+        "--root",
+        "/vesta/tcp-test",
+        "--json",
+    ]);
+    let machine_ls = vesta_ok(&[
+        "machine",
+        "ls",
+        "--zk",
+        &zk.connect(),
+        "--root",
+        "/vesta/tcp-test",
+        "--json",
+    ]);
+    let held = |text: &str| -> Vec<(u64, bool)> {
+        text.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|r| (r["machine"].as_u64().unwrap(), r["held"].as_bool().unwrap()))
+            .collect()
+    };
+    assert_eq!(held(&machine_ls), held(&zk_ls));
+    vesta_fails(
+        &[
+            "machine",
+            "ls",
+            "--machine-db",
+            "sqlite://x.db",
+            "--root",
+            "/v",
+        ],
+        &["--root applies to --etcd or --zk leases"],
+    );
     let (status, rest) = server.terminate();
     assert!(status.success(), "{status:?}: {rest}");
     assert_eq!(

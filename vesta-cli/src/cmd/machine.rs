@@ -1,7 +1,7 @@
-//! `vesta machine ls --machine-db URL | --etcd URL`: the machine-ID leases in an SQL
-//! database's `vesta_machine` table (who holds which ID, how much lease is left by the
-//! database's clock, each ID's mark) or under an etcd root (holder, mark), as a table or one
-//! JSON object per line. (`vesta zk ls` does the same for ZooKeeper.)
+//! `vesta machine ls --machine-db URL | --etcd URL | --zk CONNECT`: the machine-ID leases of
+//! every leasing source — an SQL database's `vesta_machine` table (who holds which ID, how much
+//! lease is left by the database's clock, each ID's mark), an etcd root (holder, mark), or a
+//! ZooKeeper root (as `vesta zk ls`) — as a table or one JSON object per line.
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -23,10 +23,13 @@ pub enum Args {
 #[derive(clap::Args, Debug)]
 pub struct LsArgs {
     /// Read the etcd v3 leases at these client URLs instead (http://HOST:PORT[,...])
-    #[arg(long, value_name = "URL[,URL...]", conflicts_with = "machine_db")]
+    #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["machine_db", "zk"])]
     etcd: Option<String>,
-    /// etcd: the root of the leases [default: the config's etcd.root, else /vesta/default]
-    #[arg(long, value_name = "PREFIX", requires = "etcd")]
+    /// Read the ZooKeeper leases instead (as `vesta zk ls`)
+    #[arg(long, value_name = "HOST:PORT[,...]", conflicts_with = "machine_db")]
+    zk: Option<String>,
+    /// etcd or ZooKeeper: the root of the leases [default: the config's, else /vesta/default]
+    #[arg(long, value_name = "PREFIX")]
     root: Option<String>,
     /// The database holding vesta_machine [default: the config's machine.db]
     #[arg(long, value_name = "URL")]
@@ -54,8 +57,20 @@ fn list(args: LsArgs) -> anyhow::Result<()> {
         Some(path) => IssuerConfig::from_toml_file(path).context("--config")?,
         None => IssuerConfig::default(),
     };
+    let other = args.etcd.is_some() || args.zk.is_some();
+    if args.root.is_some() && !other {
+        anyhow::bail!("--root applies to --etcd or --zk leases (SQL leases have --scope)");
+    }
+    if args.scope.is_some() && other {
+        anyhow::bail!(
+            "--scope applies to SQL leases (--machine-db); etcd and ZooKeeper have --root"
+        );
+    }
     if let Some(endpoints) = &args.etcd {
         return list_etcd(config, endpoints, args.root, args.json);
+    }
+    if args.zk.is_some() {
+        return super::zk::list_leases(config, args.zk, args.root, None, args.json);
     }
     config.machine.source = MachineSource::Sql;
     config.machine.id = None;

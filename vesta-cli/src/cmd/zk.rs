@@ -44,25 +44,37 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn list(args: LsArgs) -> anyhow::Result<()> {
-    let mut config = match &args.config {
+    let config = match &args.config {
         Some(path) => IssuerConfig::from_toml_file(path).context("--config")?,
         None => IssuerConfig::default(),
     };
-    if let Some(zk) = args.zk {
+    list_leases(config, args.zk, args.root, args.auth, args.json)
+}
+
+/// The ZooKeeper leases of `config` (with the flags' connect string, root and auth) on stdout;
+/// also `vesta machine ls --zk`.
+pub fn list_leases(
+    mut config: IssuerConfig,
+    zk: Option<String>,
+    root: Option<String>,
+    auth: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
+    if let Some(zk) = zk {
         config.zookeeper.connect = zk;
     }
-    if let Some(root) = args.root {
+    if let Some(root) = root {
         config.zookeeper.root = root;
     }
-    if args.auth.is_some() {
-        config.zookeeper.auth = args.auth;
+    if auth.is_some() {
+        config.zookeeper.auth = auth;
     }
     let settings = LeaseSettings::from_config(&config)?;
     let rows = inspect(&settings)?;
     let now = vesta_embed::SystemClock::precise();
     let now = vesta_core::Clock::now_ms(&now);
     let mut out = BufWriter::new(io::stdout().lock());
-    if args.json {
+    if json {
         for row in &rows {
             serde_json::to_writer(&mut out, &json_row(row))?;
             writeln!(out)?;
