@@ -124,7 +124,16 @@ impl IssuerConfigBuilder {
     }
 
     /// The config, if every value is valid; else an error naming the key and what is allowed.
+    /// A static source needs [`machine`](Self::machine): a builder never picks a machine ID by
+    /// itself (two issuers built alike would issue the same IDs).
     pub fn build(self) -> Result<IssuerConfig, ConfigError> {
+        if self.config.machine.source == MachineSource::Static && self.config.machine.id.is_none() {
+            return Err(ConfigError::Inconsistent(
+                "no machine ID chosen: call .machine(N) with an ID unique among the issuers of \
+                 this epoch, or lease one (.zookeeper(..))"
+                    .into(),
+            ));
+        }
         self.config.validate()?;
         Ok(self.config)
     }
@@ -135,10 +144,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_builds_the_default() {
+    fn a_static_id_must_be_chosen_and_then_builds_the_default_otherwise() {
+        let err = IssuerConfig::builder().build().unwrap_err().to_string();
+        assert!(
+            err.contains("no machine ID chosen: call .machine(N)"),
+            "{err}"
+        );
+        let mut expected = IssuerConfig::default();
+        expected.machine.id = Some(0);
         assert_eq!(
-            IssuerConfig::builder().build().unwrap(),
-            IssuerConfig::default()
+            IssuerConfig::builder().machine(0).build().unwrap(),
+            expected
         );
     }
 
@@ -150,7 +166,7 @@ mod tests {
                 "machine 924 is outside the embed pool 0..=923",
             ),
             (
-                IssuerConfig::builder().version(2),
+                IssuerConfig::builder().machine(1).version(2),
                 "version 2 is out of range: allowed 0..=1",
             ),
             (
