@@ -152,6 +152,25 @@ struct Statements {
     list: Arc<str>,
 }
 
+/// `sql` with its `?` placeholders in the database's style: PostgreSQL numbers them (`$1`...).
+fn placeholders(kind: DbKind, sql: &str) -> String {
+    if kind != DbKind::Postgres {
+        return sql.to_owned();
+    }
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut n = 0;
+    for c in sql.chars() {
+        if c == '?' {
+            n += 1;
+            out.push('$');
+            out.push_str(&n.to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A statement of [`Statements`] for sqlx.
 fn safe(sql: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
     AssertSqlSafe(Arc::clone(sql))
@@ -188,25 +207,7 @@ impl Statements {
                 "BEGIN IMMEDIATE",
             ),
         };
-        let numbered = |sql: String| -> Arc<str> { numbered_for(kind, sql).into() };
-        fn numbered_for(kind: DbKind, sql: String) -> String {
-            match kind {
-                DbKind::Postgres => {
-                    let mut out = String::with_capacity(sql.len() + 8);
-                    let mut n = 0;
-                    for c in sql.chars() {
-                        if c == '?' {
-                            n += 1;
-                            out.push_str(&format!("${n}"));
-                        } else {
-                            out.push(c);
-                        }
-                    }
-                    out
-                }
-                _ => sql,
-            }
-        }
+        let numbered = |sql: String| -> Arc<str> { placeholders(kind, &sql).into() };
         Statements {
             begin,
             now: format!("SELECT {now}").into(),
