@@ -4,7 +4,8 @@
 //! temporary state file). Every series the alert rules and the dashboard read must be in
 //! Prometheus with the labels they match on, every dashboard query must evaluate, every rule
 //! must evaluate without error, and healthy servers must raise no alert. The REST server also
-//! serves segment numbers from a SQLite `leaf_alloc`, so the segment-mode series are checked too.
+//! serves segment numbers from a SQLite `leaf_alloc` and leases its machine ID from the same
+//! database, so the segment-mode and lease-pace series are checked too.
 //! Bounded: 1 s scrapes, about ten seconds in all; skipped with a note without Prometheus.
 
 use std::collections::BTreeSet;
@@ -51,7 +52,8 @@ fn replace(text: &str, from: &str, to: &str) -> String {
 /// Runs `vesta serve KIND` with the shipped config `deploy/etc/vesta/FILE`, its addresses
 /// moved to `ports` on loopback, its suggested machine ID chosen and its state file moved to a
 /// temporary directory.
-/// `segment_db`, when given, turns segment mode on (the shipped `[segment]` section, uncommented).
+/// `segment_db`, when given, turns segment mode on (the shipped `[segment]` section, uncommented)
+/// and leases the machine ID from it (`source = "sql"`) instead of the static ID.
 fn serve(kind: &str, file: &str, swaps: &[(&str, String)], segment_db: Option<&str>) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let mut text = deploy::read(&format!("deploy/etc/vesta/{file}"));
@@ -66,11 +68,17 @@ fn serve(kind: &str, file: &str, swaps: &[(&str, String)], segment_db: Option<&s
             &format!("db = \"{db}\""),
         );
     }
-    // The shipped files carry no machine ID (each host chooses one): take the suggested one.
-    text = replace(&text, "\n# id = ", "\nid = ");
     let state = format!("/var/lib/vesta-{kind}/machine.state");
-    let state_here = dir.path().join("machine.state");
-    text = replace(&text, &state, state_here.to_str().unwrap());
+    if segment_db.is_some() {
+        // Leased from the segment database instead, for the lease's pace series.
+        text = replace(&text, "source = \"static\"", "source = \"sql\"");
+        text = replace(&text, &format!("state_file = \"{state}\""), "");
+    } else {
+        // The shipped files carry no machine ID (each host chooses one): take the suggested one.
+        text = replace(&text, "\n# id = ", "\nid = ");
+        let state_here = dir.path().join("machine.state");
+        text = replace(&text, &state, state_here.to_str().unwrap());
+    }
     let config = dir.path().join(file);
     std::fs::write(&config, text).unwrap();
     let mut child = vesta_cmd(["serve", kind, "--config", config.to_str().unwrap()])

@@ -66,6 +66,13 @@ pub struct LeaseInfo {
     /// Something unusual while issuing (e.g. issuing from the state file while ZooKeeper is
     /// unreachable, not yet registered).
     pub note: Option<String>,
+    /// How long the last confirmed renewal took, from sending the mark to its confirmation
+    /// (ms): the store's latency as the lease sees it. A renewal slower than the fence window
+    /// fences the issuer.
+    pub renew_latency_ms: Option<u64>,
+    /// The fence window: issuing stops this long after the last confirmed renewal was sent
+    /// (ms, by the monotonic clock). `None` for a static machine ID.
+    pub fence_window_ms: Option<u64>,
 }
 
 impl LeaseInfo {
@@ -80,6 +87,8 @@ impl LeaseInfo {
             fence_events: 0,
             machine_changes: 0,
             note: None,
+            renew_latency_ms: None,
+            fence_window_ms: None,
         }
     }
 

@@ -39,6 +39,9 @@ impl Health {
             "endOfLife": vesta_core::Epoch::rfc3339(s.end_of_life_ms),
             "endOfLifeSecondsLeft": vesta_core::time_left_ms(s.end_of_life_ms, now_ms) / 1000,
         });
+        if let Some(ms) = s.lease.renew_latency_ms {
+            body["leaseRenewLatencyMs"] = ms.into();
+        }
         if let Some(t) = s.layout.id_type() {
             body["type"] = t.code().into();
         }

@@ -157,6 +157,34 @@ impl<C: Clock + 'static> Collector for IssuerCollector<C> {
             "Times the lease was re-acquired under a different machine ID than the one held before",
             s.lease.machine_changes,
         )?;
+        // The lease's pace (leasing sources only): the last renewal's round trip, the fence
+        // window it must stay well inside, and how long ago the lease was last confirmed.
+        let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        if let Some(v) = s.lease.renew_latency_ms {
+            gauge(
+                &mut encoder,
+                "lease_renew_latency_milliseconds",
+                "How long the last confirmed renewal of the machine-ID lease took (mark sent to \
+                 confirmed): the lease store's latency as the lease sees it",
+                ms(v),
+            )?;
+        }
+        if let Some(v) = s.lease.fence_window_ms {
+            gauge(
+                &mut encoder,
+                "lease_fence_window_milliseconds",
+                "Issuing stops this long after the last confirmed renewal was sent",
+                ms(v),
+            )?;
+        }
+        if let Some(t) = s.lease.confirmed_ms {
+            gauge(
+                &mut encoder,
+                "lease_confirmed_age_milliseconds",
+                "Time since the machine-ID lease was last confirmed by its store",
+                ms(now_ms.saturating_sub(t)),
+            )?;
+        }
         gauge(
             &mut encoder,
             "machine_id",

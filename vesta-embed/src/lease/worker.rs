@@ -92,6 +92,11 @@ impl<C: Clock + 'static> Lease<C> {
     /// callers are told `on_expiry` (the same words the watchdog fences with).
     pub(crate) fn renewed(&mut self, promise: &Promise, state: LeaseState, on_expiry: String) {
         self.term.renewed(promise);
+        let (latency, window) = (promise.sent_at.elapsed(), self.term.window());
+        self.leased.with_info(|info| {
+            info.renew_latency_ms = Some(latency.as_millis() as u64);
+            info.fence_window_ms = Some(window.as_millis() as u64);
+        });
         self.next_beat = promise.sent_at + self.beat;
         self.leased.resume(state, promise.deadline_ms, on_expiry);
     }
