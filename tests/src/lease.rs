@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use vesta_embed::{Issuer, IssuerConfig};
 
+use crate::bin::{ServerChild, http, vesta_ok};
 use crate::proxy::Proxy;
 
 fn machine_of(id: u64) -> u64 {
@@ -203,4 +204,90 @@ pub fn a_lost_store_fences_the_holder(
     };
     assert!(after > before);
     issuer.shutdown().unwrap();
+}
+
+/// An ID from `/genid` of a REST server.
+pub fn genid(server: &ServerChild) -> u64 {
+    let (status, body) = http(&server.addr, "GET", "/genid");
+    assert_eq!(status, 200, "{body}");
+    body.trim().parse().unwrap()
+}
+
+/// True if `vesta machine ls LS --json` shows `machine` free: no row, no holder, or a lease
+/// with nothing left.
+fn free_in_listing(ls: &[&str], machine: u64) -> bool {
+    let listed = vesta_ok(&[&["machine", "ls"], ls, &["--json"]].concat());
+    let row = format!("\"machine\":{machine},");
+    listed.lines().filter(|l| l.contains(&row)).all(|l| {
+        l.contains("\"holder\":null")
+            || l.contains("\"holder\":\"\"")
+            || l.contains("\"lease_left_ms\":0,")
+    })
+}
+
+/// A `vesta serve rest` leasing with `conf` (a config file's text) and `args`, SIGKILLed: its
+/// ID stays held while its lease lives (an immediate restart gets another ID), and frees up
+/// once the lease (`lease`, by the store's clock) expired, at least half of it after the kill
+/// (the last renewal was at most a beat before); the next server takes it and issues above
+/// everything the dead one issued. `ls` are the `vesta machine ls` arguments of the store.
+pub fn a_killed_server_keeps_its_id_until_its_lease_expires(
+    conf: &str,
+    args: &[&str],
+    ls: &[&str],
+    lease: Duration,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rest.toml");
+    std::fs::write(&path, conf).unwrap();
+    let args = [&["--config", path.to_str().unwrap()], args].concat();
+    let server = || ServerChild::start("rest", &args, &[]);
+    let mut first = server();
+    let mut issued = HashSet::new();
+    let mut dead_last = 0;
+    for _ in 0..200 {
+        dead_last = genid(&first);
+        assert!(issued.insert(dead_last));
+    }
+    let dead_machine = machine_of(dead_last);
+    assert_eq!(dead_machine, 924, "the lowest ID of the server pool");
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    let killed = Instant::now();
+
+    // At once: the dead holder's lease lives, so the new server takes another ID.
+    let second = server();
+    let id = genid(&second);
+    assert_ne!(
+        machine_of(id),
+        dead_machine,
+        "a live lease is never taken over"
+    );
+    assert!(issued.insert(id));
+
+    // Once the lease expired by the store's clock, the dead one's ID is free again.
+    while !free_in_listing(ls, dead_machine) {
+        assert!(
+            killed.elapsed() < lease + Duration::from_secs(10),
+            "the dead holder's lease of {lease:?} never expired"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        killed.elapsed() >= lease / 2,
+        "machine {dead_machine} was free {:?} after the kill, inside its lease of {lease:?}",
+        killed.elapsed()
+    );
+    let third = server();
+    let id = genid(&third);
+    assert_eq!(machine_of(id), dead_machine, "an expired lease is taken");
+    assert!(
+        id > dead_last,
+        "{id} after {dead_last}: the mark was waited out"
+    );
+    assert!(issued.insert(id));
+    for server in [second, third] {
+        let (status, rest) = server.terminate();
+        assert!(status.success(), "{status}: {rest}");
+        assert!(rest.contains("released"), "{rest}");
+    }
 }

@@ -3,10 +3,14 @@
 //!
 //! - issuers starting at once get distinct machine IDs, a full pool is refused naming it, a
 //!   clean stop's ID is reused after its mark, and `vesta machine ls --etcd` shows it all;
+//! - a SIGKILLed server keeps its ID until its TTL runs out (an immediate restart gets another
+//!   ID); then the successor takes it and issues after the dead holder's mark;
 //! - etcd killed under a holder fences it within ⅔ of the TTL; restarted, it issues again;
 //! - a partition through a proxy (blackhole, cut) fences the holder before its ID can move to a
 //!   successor, which starts after the holder's mark; healed, the old holder stays fenced;
 //! - an unreachable etcd fails the start in one line.
+
+use std::time::Duration;
 
 use vesta_embed::{IssuerConfig, MachineSource};
 use vesta_tests::bin::{vesta_fails, vesta_ok};
@@ -54,6 +58,18 @@ fn concurrent_claims_are_distinct_and_a_freed_id_is_reused_after_its_mark() {
             .lines()
             .all(|l| l.contains("\"holder\":null") && l.contains("\"mark_ms\":1")),
         "every ID released with its mark: {listed}"
+    );
+}
+
+#[test]
+fn a_killed_holder_keeps_its_id_until_its_lease_expires() {
+    let etcd = Etcd::start();
+    let url = etcd.url();
+    lease::a_killed_server_keeps_its_id_until_its_lease_expires(
+        "[machine]\nsource = \"etcd\"\n[etcd]\nroot = \"/vesta/killed\"\nttl_ms = 5000\n",
+        &["--etcd", &url],
+        &["--etcd", &url, "--root", "/vesta/killed"],
+        Duration::from_millis(5_000),
     );
 }
 

@@ -11,16 +11,15 @@
 //!   once the database is back;
 //! - an unreachable database fails the start in one line naming it;
 //! - a static machine ID registered in the table is refused to a second live holder;
-//! - a partition through a proxy (blackhole, cut) fences the holder before its ID can move to a
+//! - a partition through a proxy (blackhole, cut; PostgreSQL and MariaDB) fences the holder
+//!   before its ID can move to a
 //!   successor, which starts after the holder's mark; healed, the old holder stays fenced.
 
-use std::collections::HashSet;
 use std::process::Stdio;
-use std::thread;
 use std::time::Duration;
 
 use vesta_embed::{IssuerConfig, MachineSource};
-use vesta_tests::bin::{ServerChild, http, vesta_fails, vesta_ok};
+use vesta_tests::bin::{ServerChild, vesta_fails, vesta_ok};
 use vesta_tests::lease;
 use vesta_tests::proxy::Proxy;
 
@@ -71,70 +70,19 @@ fn concurrent_claims_are_distinct(url: &str) {
     assert!(listed.contains(": 4 machine IDs, 0 leased"), "{listed}");
 }
 
-/// A `vesta serve rest` leasing from `url`, whose IDs come from `/genid`.
-fn rest_server(url: &str, conf: &std::path::Path) -> ServerChild {
-    ServerChild::start(
-        "rest",
-        &["--config", conf.to_str().unwrap(), "--machine-db", url],
-        &[],
-    )
-}
-
-fn genid(server: &ServerChild) -> u64 {
-    let (status, body) = http(&server.addr, "GET", "/genid");
-    assert_eq!(status, 200, "{body}");
-    body.trim().parse().unwrap()
-}
-
 /// Scenario 2: a SIGKILLed server's ID stays held until the lease expires by the database's
 /// clock; then its successor takes it and issues after the dead holder's mark.
 fn a_killed_holder_keeps_its_id_until_its_lease_expires(url: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("rest.toml");
-    std::fs::write(
-        &conf,
+    lease::a_killed_server_keeps_its_id_until_its_lease_expires(
         "[machine]\nsource = \"sql\"\nscope = \"killed\"\nlease_ms = 5000\n",
-    )
-    .unwrap();
-    let mut first = rest_server(url, &conf);
-    let mut issued = HashSet::new();
-    let mut dead_last = 0;
-    for _ in 0..200 {
-        dead_last = genid(&first);
-        assert!(issued.insert(dead_last));
-    }
-    let dead_machine = machine_of(dead_last);
-    assert_eq!(dead_machine, 924, "the lowest ID of the server pool");
-    first.child.kill().unwrap();
-    first.child.wait().unwrap();
-
-    // At once: the dead holder's lease has not expired (its last renewal, at most a second
-    // before the kill, holds it 5 s), so the new server takes another ID.
-    let second = rest_server(url, &conf);
-    let id = genid(&second);
-    assert_ne!(
-        machine_of(id),
-        dead_machine,
-        "a live lease is never taken over"
+        &["--machine-db", url],
+        &["--machine-db", url, "--scope", "killed"],
+        Duration::from_millis(5_000),
     );
-    assert!(issued.insert(id));
+}
 
-    // After the lease (5 s by the database's clock): the next server takes the dead one's ID
-    // and issues above everything it issued.
-    thread::sleep(Duration::from_millis(5_500));
-    let third = rest_server(url, &conf);
-    let id = genid(&third);
-    assert_eq!(machine_of(id), dead_machine, "an expired lease is taken");
-    assert!(
-        id > dead_last,
-        "{id} after {dead_last}: the mark was waited out"
-    );
-    assert!(issued.insert(id));
-    for server in [second, third] {
-        let (status, rest) = server.terminate();
-        assert!(status.success(), "{status}: {rest}");
-        assert!(rest.contains("released"), "{rest}");
-    }
+fn genid(server: &ServerChild) -> u64 {
+    lease::genid(server)
 }
 
 /// Scenario 3: the database goes away under a holder: it stops issuing within ⅔ of the lease
@@ -187,6 +135,26 @@ fn a_duplicated_static_id_is_refused(url: &str) {
 /// once; the bound of a silent one is the partition scenario's).
 fn unreachable(url: &str) {
     vesta_fails(&["gen", "--machine-db", url], &["machine.db", "connecting"]);
+}
+
+/// Scenario 6: a partition between a holder and the database, through a proxy in front of the
+/// server at `port` (`url` reaches it directly).
+fn partition(url: &str, port: u16, blackhole: bool) {
+    let proxy = Proxy::start(([127, 0, 0, 1], port).into());
+    let proxied = url.replacen(&format!(":{port}/"), &format!(":{}/", proxy.port()), 1);
+    assert_ne!(proxied, url, "{url} names port {port}");
+    let config = |url: &str| {
+        let mut c = config(url, "partition", 1);
+        c.machine.lease_ms = 3_000;
+        c.machine.db_timeout_ms = 1_000;
+        c
+    };
+    lease::a_partitioned_holder_is_fenced_before_its_id_moves(
+        &config(url),
+        &config(&proxied),
+        &proxy,
+        blackhole,
+    );
 }
 
 mod sqlite {
@@ -244,26 +212,12 @@ mod sqlite {
 }
 
 mod postgres {
-    use super::Proxy;
     use vesta_tests::db::Postgres;
 
     fn partition(blackhole: bool) {
         let pg = Postgres::start();
         let direct = pg.create_database("partition");
-        let proxy = Proxy::start(([127, 0, 0, 1], pg.port()).into());
-        let proxied = format!("postgres://vesta@127.0.0.1:{}/partition", proxy.port());
-        let config = |url: &str| {
-            let mut c = super::config(url, "partition", 1);
-            c.machine.lease_ms = 3_000;
-            c.machine.db_timeout_ms = 1_000;
-            c
-        };
-        vesta_tests::lease::a_partitioned_holder_is_fenced_before_its_id_moves(
-            &config(&direct),
-            &config(&proxied),
-            &proxy,
-            blackhole,
-        );
+        super::partition(&direct, pg.port(), blackhole);
     }
 
     #[test]
@@ -311,6 +265,22 @@ mod postgres {
 
 mod mariadb {
     use vesta_tests::db::MariaDb;
+
+    fn partition(blackhole: bool) {
+        let db = MariaDb::start();
+        let direct = db.create_database("cut_off");
+        super::partition(&direct, db.port(), blackhole);
+    }
+
+    #[test]
+    fn a_blackholed_holder_is_fenced_before_its_id_moves() {
+        partition(true);
+    }
+
+    #[test]
+    fn a_cut_off_holder_is_fenced_before_its_id_moves() {
+        partition(false);
+    }
 
     #[test]
     fn concurrent_claims_are_distinct() {
