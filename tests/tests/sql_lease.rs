@@ -12,8 +12,8 @@
 //! - an unreachable database fails the start in one line naming it;
 //! - a static machine ID registered in the table is refused to a second live holder;
 //! - a partition through a proxy (blackhole, cut; PostgreSQL and MariaDB) fences the holder
-//!   before its ID can move to a
-//!   successor, which starts after the holder's mark; healed, the old holder stays fenced.
+//!   before its ID can move to a successor, which starts after the holder's mark; healed, the
+//!   old holder stays fenced.
 
 use std::process::Stdio;
 use std::time::Duration;
