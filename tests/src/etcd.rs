@@ -106,6 +106,11 @@ impl Etcd {
         self.client
     }
 
+    /// The member's PID while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Kills the member (SIGKILL: no goodbye to clients).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -60,7 +60,7 @@ impl ClassStats {
 pub struct Checked {
     /// The duplicate count and per-file reading stats.
     pub outcome: Outcome,
-    /// Per class (`embed`, `tcp`, `rest`).
+    /// Per class (`embed`, `embed-sql`, `embed-etcd`, `tcp`, `rest`).
     pub classes: BTreeMap<&'static str, ClassStats>,
 }
 
@@ -78,10 +78,10 @@ pub fn check(outputs: &[Output], tmp: &Path, run_len: usize, start_ms: u64) -> i
         let method = role.gen_method();
         let pool_ok = (method == GenMethod::Embed) == (f.machine < server_start);
         let type_ok = match role {
-            Role::Embed(t) => f.id_type == *t,
+            Role::Embed(t, _) => f.id_type == *t,
             _ => f.id_type == IdType::MaxPeak,
         };
-        if f.gen_method != method || !pool_ok || !type_ok || f.version != 0 {
+        if f.gen_method != method || !pool_ok || !type_ok || f.version != role.version() {
             c.wrong += 1;
         }
         let ms = f.unix_ms(Epoch::VESTA);

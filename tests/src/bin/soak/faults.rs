@@ -13,7 +13,7 @@ const GIVE_UP: Duration = Duration::from_secs(20);
 /// One kind of fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Fault {
-    /// SIGKILL an embedded worker process (it holds a ZooKeeper lease).
+    /// SIGKILL an embedded worker process (it holds a ZooKeeper, SQL or etcd lease).
     KillEmbedWorker,
     /// SIGKILL a `vesta gen --server` process.
     KillTcpClient,
@@ -36,11 +36,16 @@ pub enum Fault {
     /// Step an embedded worker's clock back 1 h, restart its issuer while it is behind, then
     /// step it forward again.
     ClockBack1h,
+    /// Stop PostgreSQL like a crash (immediate shutdown), start it again 5 s later: the
+    /// SQL-leased workers fence, then lease again.
+    CrashPostgres,
+    /// SIGKILL etcd, start it again 5 s later: the etcd-leased workers fence, then lease again.
+    KillEtcd,
 }
 
 impl Fault {
     /// Every kind.
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 13] = [
         Fault::KillEmbedWorker,
         Fault::KillTcpClient,
         Fault::KillRestClient,
@@ -52,6 +57,8 @@ impl Fault {
         Fault::ClockBack5ms,
         Fault::ClockBack1s,
         Fault::ClockBack1h,
+        Fault::CrashPostgres,
+        Fault::KillEtcd,
     ];
 
     /// The name in the report.
@@ -68,6 +75,8 @@ impl Fault {
             Fault::ClockBack5ms => "clock step back 5 ms",
             Fault::ClockBack1s => "clock step back 1 s",
             Fault::ClockBack1h => "clock step back 1 h",
+            Fault::CrashPostgres => "crash PostgreSQL (SQL leases)",
+            Fault::KillEtcd => "SIGKILL etcd (etcd leases)",
         }
     }
 }

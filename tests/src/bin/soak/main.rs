@@ -1,12 +1,14 @@
 //! `soak`: the long-running proof of "no duplicate ID, ever; every wait bounded" (docs/soak.md).
 //! Run it with `scripts/soak`.
 //!
-//! It starts a 3-node ZooKeeper ensemble, a pair of `vesta serve tcp` and one `vesta serve
-//! rest` (all leasing machine IDs), then keeps producers busy — embedded workers
-//! (`soak_worker embed`), `vesta gen --server A,B` runs and REST clients (`soak_worker rest`),
-//! each appending the IDs it was handed to a file — while it injects faults: SIGKILLs of every
-//! kind of process, SIGTERM restarts of servers, the ZooKeeper leader killed, and in-process
-//! clock steps of 5 ms, 1 s and 1 h back. Once the files hold `--ids` IDs (or the time limit
+//! It starts a 3-node ZooKeeper ensemble, a PostgreSQL server, an etcd member, a pair of `vesta
+//! serve tcp` and one `vesta serve rest` (all leasing machine IDs from ZooKeeper), then keeps
+//! producers busy — embedded workers (`soak_worker embed`) leasing from ZooKeeper, from
+//! PostgreSQL (`source = "sql"`) and from etcd, `vesta gen --server A,B` runs and REST clients
+//! (`soak_worker rest`), each appending the IDs it was handed to a file — while it injects
+//! faults: SIGKILLs of every kind of process, SIGTERM restarts of servers, the ZooKeeper leader
+//! killed, PostgreSQL and etcd crashed for 5 s, and in-process clock steps of 5 ms, 1 s and 1 h
+//! back. Once the files hold `--ids` IDs (or the time limit
 //! passes) it stops everything it started, by PID, checks every ID for duplicates on disk and
 //! prints IDs, faults by kind and duplicates. Exit status: 0 clean, 1 findings (hangs,
 //! unexpected exits, malformed IDs), 2 duplicates.
@@ -15,6 +17,7 @@ mod check;
 mod faults;
 mod producers;
 mod servers;
+mod stores;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -37,10 +40,12 @@ use vesta_tests::soak::rng::Rng;
 use vesta_tests::zk::{ZkEnsemble, free_ports};
 
 use faults::{Fault, Schedule};
-use producers::{Output, Role, Slot};
+use producers::{Output, Role, Slot, Store};
 use servers::{Kind, Server};
+use stores::{Stores, Which};
 
-/// The znode under which every process of the soak leases its machine ID.
+/// The znode under which every process of the soak leases its machine ID (also the etcd key
+/// prefix and the SQL scope of the workers leasing there).
 pub const ZK_ROOT: &str = "/vesta/soak";
 /// Session timeout every issuer asks for, ms: short, so a killed holder's ID frees up soon.
 pub const SESSION_MS: u64 = 5_000;
@@ -80,6 +85,12 @@ struct Args {
     /// REST client processes
     #[arg(long, default_value_t = 2)]
     rest_clients: usize,
+    /// Embedded workers leasing from PostgreSQL (`source = "sql"`); 0: no PostgreSQL
+    #[arg(long, default_value_t = 2)]
+    sql_workers: usize,
+    /// Embedded workers leasing from etcd; 0: no etcd
+    #[arg(long, default_value_t = 2)]
+    etcd_workers: usize,
     /// Work dir [default: a new vesta-soak-* dir in the temp dir]
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -113,6 +124,10 @@ pub struct Ctx {
     pub worker: PathBuf,
     /// The ensemble's connect string.
     pub zk_connect: String,
+    /// The PostgreSQL database's URL.
+    pub sql_url: String,
+    /// The etcd member's URL.
+    pub etcd_url: String,
     start: Instant,
     events: File,
     findings: Vec<String>,
@@ -156,6 +171,7 @@ struct Soak {
     rng: Rng,
     zk: Arc<Mutex<ZkEnsemble>>,
     zk_restart: Option<(usize, JoinHandle<Result<(), String>>)>,
+    stores: Stores,
     tcp: Vec<Server>,
     rest: Server,
     slots: Vec<Slot>,
@@ -214,6 +230,8 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         vesta,
         worker,
         zk_connect: String::new(),
+        sql_url: String::new(),
+        etcd_url: String::new(),
         start: Instant::now(),
         events,
         findings: Vec::new(),
@@ -234,8 +252,9 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     ctx.event(format!("ZooKeeper ensemble up: {}", ctx.zk_connect));
+    let stores = Stores::start(args.sql_workers > 0, args.etcd_workers > 0, &mut ctx);
 
-    let mut soak = Soak::start(ctx, args, seed, zk)?;
+    let mut soak = Soak::start(ctx, args, seed, zk, stores)?;
     let issuing = soak.issue(&stop);
     soak.finish();
     let took = soak.ctx.start.elapsed();
@@ -264,7 +283,13 @@ fn unix_ms() -> u64 {
 
 impl Soak {
     /// Starts the servers, waits until they serve, and sets up the producer slots.
-    fn start(mut ctx: Ctx, args: Args, seed: u64, zk: ZkEnsemble) -> anyhow::Result<Soak> {
+    fn start(
+        mut ctx: Ctx,
+        args: Args,
+        seed: u64,
+        zk: ZkEnsemble,
+        stores: Stores,
+    ) -> anyhow::Result<Soak> {
         let ports = free_ports(3);
         let tcp = vec![
             Server::start("tcp-a", Kind::Tcp, ports[0], &mut ctx)?,
@@ -283,9 +308,22 @@ impl Soak {
             };
             slots.push(Slot::new(
                 format!("embed-{}", i + 1),
-                Role::Embed(t),
+                Role::Embed(t, Store::Zk),
                 rng.next_u64(),
             ));
+        }
+        // One type per store beside ZooKeeper's version bit 0 (see `Store::version`).
+        for (store, t, n, name) in [
+            (Store::Sql, IdType::MaxPeak, args.sql_workers, "embed-sql"),
+            (Store::Etcd, IdType::MinGranularity, args.etcd_workers, "embed-etcd"),
+        ] {
+            for i in 0..n {
+                slots.push(Slot::new(
+                    format!("{name}-{}", i + 1),
+                    Role::Embed(t, store),
+                    rng.next_u64(),
+                ));
+            }
         }
         for i in 0..args.tcp_clients {
             let servers = if i % 2 == 0 {
@@ -315,6 +353,7 @@ impl Soak {
             rng,
             zk: Arc::new(Mutex::new(zk)),
             zk_restart: None,
+            stores,
             tcp,
             rest,
             slots,
@@ -370,6 +409,7 @@ impl Soak {
             }
             self.tick_servers();
             self.tick_zk();
+            self.stores.tick(&mut self.ctx);
             self.run_follow_ups();
             self.tick_producers(true, written);
             self.inject();
@@ -500,10 +540,17 @@ impl Soak {
     }
 
     /// The chunk and rate of the next process of slot `i`: the IDs still missing, shared by
-    /// class (embed 55 %, tcp 27 %, rest 18 %) over the planned time still left.
+    /// class (embedded 55 %: ZooKeeper-leased 45 %, SQL- and etcd-leased 5 % each; tcp 27 %,
+    /// rest 18 %) over the planned time still left.
     fn plan(&self, i: usize, written: u64) -> (u64, f64) {
         let class = self.slots[i].role.class();
-        let shares = [("embed", 0.55), ("tcp", 0.27), ("rest", 0.18)];
+        let shares = [
+            ("embed", 0.45),
+            ("embed-sql", 0.05),
+            ("embed-etcd", 0.05),
+            ("tcp", 0.27),
+            ("rest", 0.18),
+        ];
         let present: f64 = shares
             .iter()
             .filter(|(c, _)| self.slots.iter().any(|s| s.role.class() == *c))
@@ -525,7 +572,7 @@ impl Soak {
         let rate = (missing / left_s).max(self.target_rate * 0.25) * share / peers;
         let slot_total = self.args.ids as f64 * share / peers;
         let count = match self.slots[i].role {
-            Role::Embed(_) => slot_total / 4.0,
+            Role::Embed(..) => slot_total / 4.0,
             Role::Rest { .. } => slot_total / 3.0,
             Role::TcpGen { .. } => (slot_total / 25.0).min(2e6),
         };
@@ -588,10 +635,15 @@ impl Soak {
         }
     }
 
-    /// A random running slot of a class.
+    /// A random slot of a class (`embed`: every embedded worker, whatever its store) that runs
+    /// (or not).
     fn pick(&mut self, class: &str, running: bool) -> Option<usize> {
         let candidates: Vec<usize> = (0..self.slots.len())
-            .filter(|&i| self.slots[i].role.class() == class && self.slots[i].running() == running)
+            .filter(|&i| {
+                let role = &self.slots[i].role;
+                let of_class = role.class() == class || (class == "embed" && role.is_embed());
+                of_class && self.slots[i].running() == running
+            })
             .collect();
         (!candidates.is_empty()).then(|| candidates[self.rng.index(candidates.len())])
     }
@@ -672,6 +724,8 @@ impl Soak {
                     .push((now + ZK_DOWN_FOR, FollowUp::RestartZk(leader)));
                 true
             }
+            Fault::CrashPostgres => self.stores.crash(Which::Postgres, &mut self.ctx),
+            Fault::KillEtcd => self.stores.crash(Which::Etcd, &mut self.ctx),
             Fault::ClockBack5ms | Fault::ClockBack1s | Fault::ClockBack1h => {
                 let Some(i) = self.pick("embed", true) else {
                     return false;
@@ -720,8 +774,10 @@ impl Soak {
             .any(|(_, f)| matches!(f, FollowUp::RestartZk(_)))
     }
 
-    /// Stops the producers (bounded), then the servers, then ZooKeeper.
+    /// Stops the producers (bounded), then the servers, then ZooKeeper and the other stores.
     fn finish(&mut self) {
+        // A store that is down comes back first, so the workers leasing there stop cleanly.
+        self.stores.settle(&mut self.ctx);
         self.ctx.event("stopping the producers");
         for s in &mut self.slots {
             s.stop();
@@ -765,6 +821,7 @@ impl Soak {
             zk.kill(i);
         }
         drop(zk);
+        self.stores.stop();
         self.ctx.event("every process stopped");
     }
 
@@ -917,7 +974,8 @@ fn machine() -> String {
     )
 }
 
-fn pid_text(pid: Option<u32>) -> String {
+/// A PID for the event log.
+pub fn pid_text(pid: Option<u32>) -> String {
     pid.map_or_else(|| "unknown".into(), |p| p.to_string())
 }
 

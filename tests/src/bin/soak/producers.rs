@@ -17,11 +17,34 @@ use crate::Ctx;
 /// A producer that writes nothing for this long is reported as stalled.
 const STALL: Duration = Duration::from_secs(30);
 
+/// Where an embedded worker leases its machine ID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Store {
+    /// The ZooKeeper ensemble.
+    Zk,
+    /// The PostgreSQL database (`[machine] source = "sql"`).
+    Sql,
+    /// The etcd member (`[machine] source = "etcd"`).
+    Etcd,
+}
+
+impl Store {
+    /// Vesta's version bit of its workers' IDs: each store hands out machine IDs from the same
+    /// pool, so stores whose workers share a type use different version bits (ZooKeeper 0, SQL
+    /// and etcd 1) and their ID spaces never meet, as two deployments with their own epochs.
+    pub fn version(self) -> u8 {
+        match self {
+            Store::Zk => 0,
+            Store::Sql | Store::Etcd => 1,
+        }
+    }
+}
+
 /// What a slot runs.
 #[derive(Clone, Debug)]
 pub enum Role {
-    /// `soak_worker embed` with this layout.
-    Embed(IdType),
+    /// `soak_worker embed` with this layout, leasing from this store.
+    Embed(IdType, Store),
     /// `vesta gen --server LIST`.
     TcpGen {
         /// The server list, in this slot's order of preference.
@@ -35,21 +58,37 @@ pub enum Role {
 }
 
 impl Role {
-    /// The class in the report: `embed`, `tcp` or `rest`.
+    /// The class in the report: `embed` (ZooKeeper), `embed-sql`, `embed-etcd`, `tcp` or
+    /// `rest`.
     pub fn class(&self) -> &'static str {
         match self {
-            Role::Embed(_) => "embed",
+            Role::Embed(_, Store::Zk) => "embed",
+            Role::Embed(_, Store::Sql) => "embed-sql",
+            Role::Embed(_, Store::Etcd) => "embed-etcd",
             Role::TcpGen { .. } => "tcp",
             Role::Rest { .. } => "rest",
         }
     }
 
+    /// True for embedded workers (of any store).
+    pub fn is_embed(&self) -> bool {
+        matches!(self, Role::Embed(..))
+    }
+
     /// The genMethod its IDs must carry.
     pub fn gen_method(&self) -> GenMethod {
         match self {
-            Role::Embed(_) => GenMethod::Embed,
+            Role::Embed(..) => GenMethod::Embed,
             Role::TcpGen { .. } => GenMethod::Server,
             Role::Rest { .. } => GenMethod::Rest,
+        }
+    }
+
+    /// The version bit its IDs must carry.
+    pub fn version(&self) -> u8 {
+        match self {
+            Role::Embed(_, store) => store.version(),
+            _ => 0,
         }
     }
 }
@@ -153,20 +192,30 @@ impl Slot {
             c
         };
         let (cmd, stdout, summary) = match &self.role {
-            Role::Embed(t) => {
+            Role::Embed(t, store) => {
                 let t = t.to_string();
+                let version = store.version().to_string();
+                let session = crate::SESSION_MS.to_string();
+                let report = crate::REPORT_MS.to_string();
+                let (flag, at) = match store {
+                    Store::Zk => ("--zk", ctx.zk_connect.as_str()),
+                    Store::Sql => ("--machine-db", ctx.sql_url.as_str()),
+                    Store::Etcd => ("--etcd", ctx.etcd_url.as_str()),
+                };
                 let mode = [
                     "embed",
-                    "--zk",
-                    &ctx.zk_connect,
+                    flag,
+                    at,
                     "--root",
                     crate::ZK_ROOT,
                     "--type",
                     &t,
+                    "--id-version",
+                    &version,
                     "--session-ms",
-                    &crate::SESSION_MS.to_string(),
+                    &session,
                     "--report-ms",
-                    &crate::REPORT_MS.to_string(),
+                    &report,
                     "--instance",
                     &label,
                 ];

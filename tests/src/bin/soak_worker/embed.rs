@@ -1,4 +1,5 @@
-//! `soak_worker embed`: an embedded issuer leasing its machine ID from ZooKeeper, on a
+//! `soak_worker embed`: an embedded issuer leasing its machine ID from ZooKeeper, an SQL
+//! database or etcd, on a
 //! [`ShiftedClock`] the orchestrator steps. It keeps issuing through every fault: a refused call
 //! is counted and retried a moment later, an issuer that cannot start is started again, and one
 //! that gave no ID for [`SUPERVISOR_RESTART`] is replaced, as a supervisor would.
@@ -24,24 +25,64 @@ const START_PAUSE: Duration = Duration::from_millis(200);
 /// Arguments of `soak_worker embed`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// ZooKeeper connect string
+    /// Lease from ZooKeeper (connect string)
+    #[arg(long, conflicts_with_all = ["machine_db", "etcd"], required_unless_present_any = ["machine_db", "etcd"])]
+    zk: Option<String>,
+    /// Lease from this SQL database instead (`[machine] source = "sql"`)
+    #[arg(long, conflicts_with = "etcd")]
+    machine_db: Option<String>,
+    /// Lease from this etcd instead (`[machine] source = "etcd"`)
     #[arg(long)]
-    zk: String,
-    /// Root znode of the leases
+    etcd: Option<String>,
+    /// Root znode, etcd key prefix or SQL scope of the leases
     #[arg(long, default_value = "/vesta/soak")]
     root: String,
     /// max-peak or min-granularity
     #[arg(long = "type", default_value = "max-peak")]
     id_type: IdType,
-    /// Session timeout asked of ZooKeeper, ms
+    /// Vesta's version bit (0 or 1): workers of different lease stores use different bits,
+    /// so their ID spaces cannot meet
+    #[arg(long = "id-version", default_value_t = 0)]
+    version: u8,
+    /// Session timeout asked of ZooKeeper, or the SQL lease / etcd TTL, ms
     #[arg(long, default_value_t = 5000)]
     session_ms: u64,
-    /// How often the mark is written, ms
+    /// How often the mark is written (ZooKeeper), ms
     #[arg(long, default_value_t = 1000)]
     report_ms: u64,
     /// Name shown in the claim node
     #[arg(long)]
     instance: String,
+}
+
+/// The issuer's config: the layout and the lease store named by the arguments.
+fn config(args: &Args) -> IssuerConfig {
+    let mut config = IssuerConfig::default();
+    config.id.id_type = Some(args.id_type);
+    config.id.version = Some(args.version);
+    if let Some(db) = &args.machine_db {
+        config.machine.source = MachineSource::Sql;
+        config.machine.db = Some(db.clone());
+        config.machine.scope = args.root.clone();
+        config.machine.lease_ms = args.session_ms;
+        config.machine.db_timeout_ms = 2_000;
+    } else if let Some(url) = &args.etcd {
+        config.machine.source = MachineSource::Etcd;
+        config.etcd.endpoints = vec![url.clone()];
+        config.etcd.root = args.root.clone();
+        config.etcd.ttl_ms = args.session_ms;
+        config.etcd.timeout_ms = 2_000;
+    } else {
+        config.machine.source = MachineSource::Zookeeper;
+        let z = &mut config.zookeeper;
+        z.connect = args.zk.clone().unwrap_or_default();
+        z.root = args.root.clone();
+        z.session_timeout_ms = args.session_ms;
+        z.report_interval_ms = args.report_ms;
+        z.connect_timeout_ms = 5_000;
+        z.instance = Some(args.instance.clone());
+    }
+    config
 }
 
 type SoakIssuer = Issuer<Arc<ShiftedClock>>;
@@ -55,17 +96,7 @@ struct Streak {
 
 /// Issues until the job is done or stopped; returns what it saw.
 pub fn run(args: &Args, job: Job<'_>, sink: &mut Sink) -> anyhow::Result<Stats> {
-    let mut config = IssuerConfig::default();
-    config.id.id_type = Some(args.id_type);
-    config.machine.source = MachineSource::Zookeeper;
-    let z = &mut config.zookeeper;
-    z.connect = args.zk.clone();
-    z.root = args.root.clone();
-    z.session_timeout_ms = args.session_ms;
-    z.report_interval_ms = args.report_ms;
-    z.connect_timeout_ms = 5_000;
-    z.instance = Some(args.instance.clone());
-
+    let config = config(args);
     let clock = Arc::new(ShiftedClock::new(SystemClock::for_layout(
         args.id_type.layout(),
     )));
