@@ -166,7 +166,11 @@ impl ServerChild {
             .unwrap_or_else(|_| panic!("no startup line from vesta serve {kind}"));
         let addr = line
             .split_once(" listening on ")
-            .map(|(_, rest)| rest.trim_start_matches("http://"))
+            .map(|(_, rest)| {
+                ["http://", "https://", "tls://"]
+                    .iter()
+                    .fold(rest, |r, p| r.trim_start_matches(p))
+            })
             .and_then(|rest| rest.split_whitespace().next())
             .unwrap_or_else(|| panic!("unexpected startup line: {line}"))
             .to_owned();

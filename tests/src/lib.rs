@@ -14,6 +14,7 @@ pub mod peers;
 pub mod prometheus;
 pub mod proxy;
 pub mod soak;
+pub mod tls;
 pub mod zk;
 
 /// The README's Rust snippets ("Use it as a library"), compiled and run as doctests so that

@@ -56,6 +56,11 @@ pub struct RestSection {
     /// TOKEN`), except `/healthz` and `/metrics`; unset: no token. A file (or a systemd
     /// credential, `$CREDENTIALS_DIRECTORY/NAME`), never the token inline in the config.
     pub auth_token_file: Option<std::path::PathBuf>,
+    /// PEM certificate chain (leaf first): with `tls_key`, the server speaks TLS only. Read
+    /// again on SIGHUP.
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key of `tls_cert` (PKCS#8, PKCS#1 or SEC1). Read again on SIGHUP.
+    pub tls_key: Option<std::path::PathBuf>,
 }
 
 impl RestSection {
@@ -119,6 +124,8 @@ impl Default for RestSection {
             max_unsent_bytes: 64 << 20,
             make: true,
             auth_token_file: None,
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }

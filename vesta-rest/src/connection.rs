@@ -31,6 +31,7 @@ use tokio::time::{Instant, sleep, timeout, timeout_at};
 use vesta_core::Clock;
 use vesta_embed::Flow;
 use vesta_service::shutdown::Shutdown;
+use vesta_service::tls::{ServerTls, Stream};
 
 use crate::app::App;
 use crate::config::RestSection;
@@ -121,11 +122,18 @@ pub enum CloseReason {
     Stalled,
     /// Older than `max_connection_age_ms`.
     Aged,
+    /// The TLS handshake failed or did not finish within `header_read_timeout_ms`.
+    Handshake,
 }
 
 impl CloseReason {
     /// All reasons, in metrics order.
-    pub const ALL: [CloseReason; 3] = [CloseReason::Idle, CloseReason::Stalled, CloseReason::Aged];
+    pub const ALL: [CloseReason; 4] = [
+        CloseReason::Idle,
+        CloseReason::Stalled,
+        CloseReason::Aged,
+        CloseReason::Handshake,
+    ];
 
     /// The metrics label.
     pub const fn label(self) -> &'static str {
@@ -133,6 +141,7 @@ impl CloseReason {
             CloseReason::Idle => "idle",
             CloseReason::Stalled => "stalled",
             CloseReason::Aged => "aged",
+            CloseReason::Handshake => "handshake",
         }
     }
 }
@@ -202,7 +211,8 @@ where
 }
 
 /// Serves one accepted connection until it ends, is closed by the watcher, or the server shuts
-/// down (then gracefully; the server's drain bounds that).
+/// down (then gracefully; the server's drain bounds that). With `tls`, the handshake comes
+/// first (bounded by the header read timeout) and ALPN picks the HTTP version.
 pub async fn serve<C: Clock + 'static>(
     stream: TcpStream,
     peer: SocketAddr,
@@ -210,12 +220,33 @@ pub async fn serve<C: Clock + 'static>(
     builders: Arc<Builders>,
     limits: ConnLimits,
     shutdown: Shutdown,
+    tls: Option<ServerTls>,
 ) {
     let accepted = Instant::now();
-    let Some(version) = wait_for_request_start(&stream, limits.idle).await else {
-        tracing::debug!(%peer, "closed: no request within the header read timeout");
-        app.metrics.closed(CloseReason::Idle);
-        return;
+    let (stream, version) = match tls {
+        None => match wait_for_request_start(&stream, limits.idle).await {
+            Some(version) => (Stream::Plain(stream), version),
+            None => {
+                tracing::debug!(%peer, "closed: no request within the header read timeout");
+                app.metrics.closed(CloseReason::Idle);
+                return;
+            }
+        },
+        Some(tls) => match tls.accept(stream, limits.idle).await {
+            Ok(stream) => {
+                let version = if stream.alpn() == Some(b"h2") {
+                    Version::Http2
+                } else {
+                    Version::Http1
+                };
+                (stream, version)
+            }
+            Err(e) => {
+                tracing::debug!(%peer, "closed: TLS handshake: {e}");
+                app.metrics.closed(CloseReason::Handshake);
+                return;
+            }
+        },
     };
     let ctx = ConnContext {
         flow: app.ids.flow(),

@@ -17,9 +17,10 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use vesta_core::{Clock, GenMethod};
 use vesta_embed::{Issuer, SystemClock};
-use vesta_service::config::validate_section;
+use vesta_service::config::{server_tls, validate_section};
 use vesta_service::lifecycle::{self, Prepared};
 use vesta_service::shutdown::Trigger;
+use vesta_service::tls::ServerTls;
 use vesta_service::{Segments, ServeError, ServeReport, ServerSection};
 
 use crate::app::App;
@@ -34,6 +35,7 @@ pub struct RestServer<C: Clock + 'static = SystemClock> {
     addr: SocketAddr,
     app: Arc<App<C>>,
     limits: RestSection,
+    tls: Option<ServerTls>,
 }
 
 impl RestServer<SystemClock> {
@@ -45,8 +47,10 @@ impl RestServer<SystemClock> {
     /// issuer starts (see [`vesta_service::segments`] for what a missing table or an
     /// unreachable database does).
     pub async fn start(config: RestConfig) -> Result<Self, ServeError> {
+        // The certificate loads before anything binds or leases: a bad file costs nothing.
+        let tls = server_tls(&config.server, ALPN)?;
         let prepared = lifecycle::start(&config).await?;
-        Self::from_prepared(prepared, config.server)
+        Self::from_prepared(prepared, config.server, tls)
     }
 }
 
@@ -70,13 +74,18 @@ impl<C: Clock + 'static> RestServer<C> {
         segments: Option<Arc<Segments>>,
     ) -> Result<Self, ServeError> {
         validate_section(&limits, issuer.layout())?;
+        let tls = server_tls(&limits, ALPN)?;
         let mut prepared =
             lifecycle::start_with_issuer(issuer, GenMethod::Rest, &limits.common()).await?;
         prepared.segments = segments;
-        Self::from_prepared(prepared, limits)
+        Self::from_prepared(prepared, limits, tls)
     }
 
-    fn from_prepared(p: Prepared<C>, mut limits: RestSection) -> Result<Self, ServeError> {
+    fn from_prepared(
+        p: Prepared<C>,
+        mut limits: RestSection,
+        tls: Option<ServerTls>,
+    ) -> Result<Self, ServeError> {
         limits.cap_max_batch(p.issuer.issuer().layout().capacity_per_second());
         let token = limits.auth_token()?;
         let mut app = App::new(p.issuer, p.segments, &limits);
@@ -86,12 +95,18 @@ impl<C: Clock + 'static> RestServer<C> {
             addr: p.addr,
             app: Arc::new(app),
             limits,
+            tls,
         })
     }
 
     /// The address actually bound (the real port when the config asked for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// True if it speaks HTTPS (`[server] tls_cert` and `tls_key` set).
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     /// The issuer; tests fence it, or hold a `Weak` to see it released after shutdown.
@@ -113,7 +128,9 @@ impl<C: Clock + 'static> RestServer<C> {
             app,
             limits,
             addr,
+            tls,
         } = self;
+        let reload = tls.as_ref().map(ServerTls::reload_on_sighup);
         let builders = Arc::new(http_builders(&limits));
         let slots = usize::try_from(limits.max_connections).unwrap_or(usize::MAX);
         let slots = Arc::new(Semaphore::new(slots));
@@ -154,6 +171,7 @@ impl<C: Clock + 'static> RestServer<C> {
                 Arc::clone(&builders),
                 conn_limits,
                 trigger.subscribe(),
+                tls.clone(),
             );
             let open = app.metrics.connections.open();
             tasks.spawn(async move {
@@ -164,6 +182,9 @@ impl<C: Clock + 'static> RestServer<C> {
         }
         drop(listener);
         end_of_life.abort();
+        if let Some(task) = reload {
+            task.abort();
+        }
         tracing::info!("shutting down: finishing requests in flight");
         trigger.fire();
         let forced_closed = lifecycle::drain(&mut tasks, limits.common().shutdown_grace()).await;
@@ -180,6 +201,9 @@ impl<C: Clock + 'static> RestServer<C> {
         }
     }
 }
+
+/// The protocols offered by ALPN, preferred first.
+const ALPN: &[&[u8]] = &[b"h2", b"http/1.1"];
 
 /// Room for a request head besides its target: hyper's HTTP/1 read buffer and the HTTP/2
 /// header list are capped at `max_uri_bytes` plus this.

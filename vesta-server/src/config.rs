@@ -43,6 +43,11 @@ pub struct TcpSection {
     pub metrics_listen: Option<SocketAddr>,
     /// `MAKE` answers; `false` refuses it (`INVALID_ARGUMENT`), so no client manufactures IDs.
     pub make: bool,
+    /// PEM certificate chain (leaf first): with `tls_key`, the server speaks TLS only. Read
+    /// again on SIGHUP.
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key of `tls_cert` (PKCS#8, PKCS#1 or SEC1). Read again on SIGHUP.
+    pub tls_key: Option<std::path::PathBuf>,
 }
 
 impl Default for TcpSection {
@@ -58,6 +63,8 @@ impl Default for TcpSection {
             max_pending_per_connection: 1024,
             metrics_listen: None,
             make: true,
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! A server-side connection: a TCP stream with a read buffer that frames are cut from and a write
+//! A server-side connection: a TCP stream (plain or TLS) with a read buffer that frames are cut from and a write
 //! buffer that answers are appended to. Answers to a whole read's worth of pipelined requests go
 //! out in one write, which is what makes pipelining cheap.
 
@@ -6,7 +6,7 @@ use std::io;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use vesta_service::tls::Stream;
 
 use crate::frame::{self, Frame, FrameError};
 
@@ -20,7 +20,7 @@ const LINGER_MAX_BYTES: usize = 1 << 20;
 /// A framed TCP connection.
 #[derive(Debug)]
 pub struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     rbuf: BytesMut,
     wbuf: BytesMut,
     max_frame_bytes: u32,
@@ -28,7 +28,7 @@ pub struct Connection {
 
 impl Connection {
     /// Wraps an accepted stream; frames longer than `max_frame_bytes` are refused.
-    pub fn new(stream: TcpStream, max_frame_bytes: u32) -> Self {
+    pub fn new(stream: Stream, max_frame_bytes: u32) -> Self {
         Connection {
             stream,
             rbuf: BytesMut::with_capacity(READ_CHUNK),

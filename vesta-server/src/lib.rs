@@ -22,7 +22,7 @@ mod metrics;
 pub mod proto;
 mod server;
 
-pub use client::{Client, ClientConfig, ClientStats};
+pub use client::{Client, ClientConfig, ClientStats, ClientTls};
 pub use config::{TcpConfig, TcpSection};
 pub use error::ClientError;
 pub use proto::{ErrorCode, ServerInfo};

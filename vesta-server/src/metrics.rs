@@ -55,6 +55,7 @@ pub(crate) struct TcpMetrics {
     pub connections: Connections,
     requests: Vec<Counter>,
     errors: Family<Labels, Counter>,
+    tls_handshake_failures: Counter,
 }
 
 impl TcpMetrics {
@@ -99,12 +100,20 @@ impl TcpMetrics {
         for code in SERVER_ERRORS {
             let _ = errors.get_or_create(&[("code", code.name())]);
         }
+        let tls_handshake_failures = Counter::default();
+        registry.register(
+            "tcp_tls_handshake_failures",
+            "Connections closed because their TLS handshake failed or did not finish within \
+             idle_timeout_ms",
+            tls_handshake_failures.clone(),
+        );
         TcpMetrics {
             registry,
             ids_issued,
             connections,
             requests,
             errors,
+            tls_handshake_failures,
         }
     }
 
@@ -120,6 +129,11 @@ impl TcpMetrics {
     #[inline]
     pub(crate) fn issued(&self, n: u64) {
         self.ids_issued.inc_by(n);
+    }
+
+    /// Counts a connection whose TLS handshake failed.
+    pub(crate) fn tls_handshake_failed(&self) {
+        self.tls_handshake_failures.inc();
     }
 
     /// Counts an `ERROR` answer.

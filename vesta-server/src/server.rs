@@ -22,10 +22,11 @@ use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tracing::{debug, info, warn};
 use vesta_core::{Clock, GenMethod};
 use vesta_embed::{Flow as IdFlow, Issuer, SystemClock};
-use vesta_service::config::validate_section;
+use vesta_service::config::{server_tls, validate_section};
 use vesta_service::lifecycle::{self, Prepared};
 use vesta_service::metrics_http;
 use vesta_service::shutdown::{Shutdown, Trigger};
+use vesta_service::tls::{ServerTls, Stream};
 use vesta_service::{Segments, ServeError, ServeReport, ServerSection};
 
 use crate::config::{TcpConfig, TcpSection};
@@ -45,6 +46,8 @@ pub struct TcpServer<C: Clock + 'static = SystemClock> {
     /// The HTTP listener for `/metrics` and `/healthz`, when `server.metrics_listen` is set.
     metrics_listener: Option<TcpListener>,
     ctx: Arc<ServerContext<C>>,
+    /// TLS, when `server.tls_cert` and `tls_key` are set.
+    tls: Option<ServerTls>,
 }
 
 impl TcpServer<SystemClock> {
@@ -54,8 +57,10 @@ impl TcpServer<SystemClock> {
     /// the segment ops too; the store opens before the issuer starts (see
     /// [`vesta_service::segments`] for a missing table or an unreachable database).
     pub async fn start(config: TcpConfig) -> Result<Self, ServeError> {
+        // The certificate loads before anything binds or leases: a bad file costs nothing.
+        let tls = server_tls(&config.server, &[])?;
         let prepared = lifecycle::start(&config).await?;
-        Self::from_prepared(prepared, config.server).await
+        Self::from_prepared(prepared, config.server, tls).await
     }
 }
 
@@ -77,13 +82,18 @@ impl<C: Clock + 'static> TcpServer<C> {
         segments: Option<Arc<Segments>>,
     ) -> Result<Self, ServeError> {
         validate_section(&limits, issuer.layout())?;
+        let tls = server_tls(&limits, &[])?;
         let mut prepared =
             lifecycle::start_with_issuer(issuer, GenMethod::Server, &limits.common()).await?;
         prepared.segments = segments;
-        Self::from_prepared(prepared, limits).await
+        Self::from_prepared(prepared, limits, tls).await
     }
 
-    async fn from_prepared(p: Prepared<C>, mut limits: TcpSection) -> Result<Self, ServeError> {
+    async fn from_prepared(
+        p: Prepared<C>,
+        mut limits: TcpSection,
+        tls: Option<ServerTls>,
+    ) -> Result<Self, ServeError> {
         limits.cap_max_batch(p.issuer.issuer().layout().capacity_per_second());
         let metrics_listener = match limits.metrics_listen {
             Some(addr) => Some(
@@ -109,7 +119,13 @@ impl<C: Clock + 'static> TcpServer<C> {
                 metrics,
                 segments: p.segments,
             }),
+            tls,
         })
+    }
+
+    /// True if it speaks TLS (`[server] tls_cert` and `tls_key` set).
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     /// The address of the metrics listener, if `server.metrics_listen` is set.
@@ -147,8 +163,10 @@ impl<C: Clock + 'static> TcpServer<C> {
             listener,
             metrics_listener,
             ctx,
+            tls,
             ..
         } = self;
+        let reload = tls.as_ref().map(ServerTls::reload_on_sighup);
         let exposition = Arc::new(TcpExposition {
             metrics: Arc::clone(&ctx.metrics),
             ids: ctx.ids.clone(),
@@ -177,15 +195,16 @@ impl<C: Clock + 'static> TcpServer<C> {
                             Ok(permit) => {
                                 let ctx = ctx.clone();
                                 let shutdown = trigger.subscribe();
+                                let tls = tls.clone();
                                 tasks.spawn(async move {
                                     let _permit = permit;
-                                    handle(stream, peer, ctx, shutdown).await;
+                                    handle(stream, peer, ctx, shutdown, tls).await;
                                 });
                             }
                             Err(_) => {
                                 ctx.metrics.error(ErrorCode::TooManyConnections);
                                 let limit = ctx.limits.max_connections;
-                                tasks.spawn(refuse(stream, peer, limit));
+                                tasks.spawn(refuse(stream, peer, limit, tls.clone()));
                             }
                         }
                     }
@@ -201,6 +220,9 @@ impl<C: Clock + 'static> TcpServer<C> {
         }
         drop(listener);
         end_of_life.abort();
+        if let Some(task) = reload {
+            task.abort();
+        }
         if let Some(task) = metrics_http {
             task.abort();
         }
@@ -224,13 +246,23 @@ impl<C: Clock + 'static> TcpServer<C> {
     }
 }
 
+/// How long a connection beyond the limit gets for its TLS handshake and the refusal.
+const REFUSAL_TIME: Duration = Duration::from_secs(1);
+
 /// Tells a connection beyond the limit why it is closed, without waiting long on it.
-async fn refuse(stream: TcpStream, peer: SocketAddr, limit: u64) {
+async fn refuse(stream: TcpStream, peer: SocketAddr, limit: u64, tls: Option<ServerTls>) {
     debug!(%peer, "refused: max_connections reached");
+    let stream = match tls {
+        None => Stream::Plain(stream),
+        Some(tls) => match tls.accept(stream, REFUSAL_TIME).await {
+            Ok(s) => s,
+            Err(_) => return,
+        },
+    };
     let mut conn = Connection::new(stream, crate::frame::MIN_MAX_FRAME_BYTES);
     let msg = format!("the server has reached max_connections {limit}: try another server");
     Response::encode_error(0, ErrorCode::TooManyConnections, &msg, conn.out());
-    let _ = timeout(Duration::from_secs(1), conn.close()).await;
+    let _ = timeout(REFUSAL_TIME, conn.close()).await;
 }
 
 async fn handle<C: Clock + 'static>(
@@ -238,9 +270,22 @@ async fn handle<C: Clock + 'static>(
     peer: SocketAddr,
     ctx: Arc<ServerContext<C>>,
     shutdown: Shutdown,
+    tls: Option<ServerTls>,
 ) {
     // Counted (in `INFO` and the metrics) while it lives.
     let _open = ctx.metrics.connections.open();
+    // The handshake is bounded like a frame: a client that says nothing gives its slot back.
+    let stream = match tls {
+        None => Stream::Plain(stream),
+        Some(tls) => match tls.accept(stream, ctx.limits.idle_timeout()).await {
+            Ok(s) => s,
+            Err(e) => {
+                debug!(%peer, error = %e, "closed: TLS handshake");
+                ctx.metrics.tls_handshake_failed();
+                return;
+            }
+        },
+    };
     let mut h = Handler {
         conn: Connection::new(stream, ctx.limits.max_frame_bytes),
         flow: ctx.ids.flow(),

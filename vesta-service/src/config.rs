@@ -9,7 +9,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -22,6 +22,7 @@ use vesta_embed::config::{
 use vesta_segment::SegmentSection;
 
 use crate::error::ConfigError;
+use crate::tls::{ServerTls, TlsFiles};
 
 /// The `[server]` section of one server: the shared limits plus its own keys.
 pub trait ServerSection:
@@ -47,10 +48,17 @@ pub trait ServerSection:
 
     /// Checks the server's own keys (the common ones are checked for it).
     fn validate_own(&self, layout: &Layout) -> Result<(), ConfigError>;
+
+    /// `tls_cert` and `tls_key`, as set.
+    fn tls_paths(&self) -> (Option<&Path>, Option<&Path>);
+
+    /// Sets `tls_cert` and `tls_key` (the `--tls-cert`, `--tls-key` flags).
+    fn set_tls(&mut self, cert: Option<PathBuf>, key: Option<PathBuf>);
 }
 
-/// Writes the shared half of a [`ServerSection`] impl (`common` and `set_listen`) for a section
-/// whose fields are named like [`CommonLimits`]'s, so the mapping exists once.
+/// Writes the shared half of a [`ServerSection`] impl (`common`, `set_listen`, the TLS files)
+/// for a section whose fields are named like [`CommonLimits`]'s plus `tls_cert` and `tls_key`,
+/// so the mapping exists once.
 #[macro_export]
 macro_rules! common_limits {
     () => {
@@ -70,6 +78,23 @@ macro_rules! common_limits {
 
         fn cap_max_batch(&mut self, cap: u64) {
             self.max_batch = self.max_batch.min(cap);
+        }
+
+        fn tls_paths(&self) -> (Option<&::std::path::Path>, Option<&::std::path::Path>) {
+            (self.tls_cert.as_deref(), self.tls_key.as_deref())
+        }
+
+        fn set_tls(
+            &mut self,
+            cert: Option<::std::path::PathBuf>,
+            key: Option<::std::path::PathBuf>,
+        ) {
+            if cert.is_some() {
+                self.tls_cert = cert;
+            }
+            if key.is_some() {
+                self.tls_key = key;
+            }
         }
     };
 }
@@ -209,7 +234,37 @@ pub fn validate_section<S: ServerSection>(section: &S, layout: &Layout) -> Resul
         600_000,
     )?;
     check("server.shutdown_grace_ms", c.shutdown_grace_ms, 0, 600_000)?;
+    tls_files(section)?;
     section.validate_own(layout)
+}
+
+/// `[server] tls_cert` and `tls_key`: both (TLS on) or neither (plain TCP); one alone is an
+/// error naming the other.
+pub fn tls_files<S: ServerSection>(section: &S) -> Result<Option<TlsFiles>, ConfigError> {
+    match section.tls_paths() {
+        (Some(cert), Some(key)) => Ok(Some(TlsFiles {
+            cert: cert.to_owned(),
+            key: key.to_owned(),
+        })),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(ConfigError::Inconsistent(
+            "server.tls_cert is set but server.tls_key is not: TLS needs both".into(),
+        )),
+        (None, Some(_)) => Err(ConfigError::Inconsistent(
+            "server.tls_key is set but server.tls_cert is not: TLS needs both".into(),
+        )),
+    }
+}
+
+/// The server's TLS, loaded from `[server] tls_cert` and `tls_key` when set, offering `alpn`.
+pub fn server_tls<S: ServerSection>(
+    section: &S,
+    alpn: &[&[u8]],
+) -> Result<Option<ServerTls>, ConfigError> {
+    tls_files(section)?
+        .map(|files| ServerTls::load(files, alpn))
+        .transpose()
+        .map_err(|e| ConfigError::Inconsistent(e.to_string()))
 }
 
 /// `value` within `min..=max`, or an error naming `field` and the range.
@@ -366,6 +421,12 @@ mod tests {
         fn validate_own(&self, _: &Layout) -> Result<(), ConfigError> {
             check("server.extra", self.extra, 1, 5)
         }
+
+        fn tls_paths(&self) -> (Option<&Path>, Option<&Path>) {
+            (None, None)
+        }
+
+        fn set_tls(&mut self, _: Option<PathBuf>, _: Option<PathBuf>) {}
     }
 
     type Config = ServiceConfig<TestSection>;

@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod metrics_http;
 pub mod segments;
 pub mod shutdown;
+pub mod tls;
 
 pub use config::{CommonLimits, ServerSection, ServiceConfig};
 pub use error::{ConfigError, ServeError};

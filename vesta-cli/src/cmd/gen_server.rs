@@ -21,8 +21,17 @@ const CHUNK: u64 = 1 << 16;
 const QUEUED: usize = 16;
 
 /// Fetches `count` IDs from `servers` and prints them.
-pub fn run(servers: &str, count: u64, form: Form) -> anyhow::Result<()> {
+/// With `tls_ca`, over TLS trusting that CA.
+pub fn run(
+    servers: &str,
+    tls_ca: Option<&std::path::Path>,
+    count: u64,
+    form: Form,
+) -> anyhow::Result<()> {
     let mut config = ClientConfig::from_list(servers).context("--server")?;
+    if let Some(ca) = tls_ca {
+        config.tls = Some(vesta_server::ClientTls::with_ca("--tls-ca", ca)?);
+    }
     // A command line should fail fast when no server answers.
     config.retry_budget = Duration::from_secs(3);
     let runtime = tokio::runtime::Builder::new_current_thread()

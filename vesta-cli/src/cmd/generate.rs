@@ -52,6 +52,10 @@ pub struct Args {
         conflicts_with_all = ["machine", "id_type", "zk", "machine_db", "etcd", "layout", "epoch", "config"]
     )]
     server: Option<String>,
+    /// With --server: speak TLS, trusting the CA certificate(s) in this PEM file (each
+    /// server's certificate must name its host)
+    #[arg(long, value_name = "FILE", requires = "server")]
+    tls_ca: Option<std::path::PathBuf>,
     /// How each ID is written: decimal, base32 (13 characters, sorts), base62 (11, sorts) or
     /// hex (0x and 16 digits, sorts)
     #[arg(long, value_name = "FORM", default_value = "decimal")]
@@ -63,7 +67,7 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(servers) = &args.server {
-        return super::gen_server::run(servers, args.count, args.format);
+        return super::gen_server::run(servers, args.tls_ca.as_deref(), args.count, args.format);
     }
     let mut config = args.layout.issuer_config()?;
     apply_overrides(&mut config, &args);

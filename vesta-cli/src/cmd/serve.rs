@@ -78,6 +78,13 @@ pub struct ServerArgs {
     /// Log lines as text (colours only on a terminal) or one JSON object per line
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t)]
     pub log_format: LogFormat,
+    /// Speak TLS with this PEM certificate chain (with --tls-key; read again on SIGHUP)
+    /// [default: [server] tls_cert]
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert [default: [server] tls_key]
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
 }
 
 impl ServerArgs {
@@ -112,6 +119,9 @@ impl ServerArgs {
         if let Some(url) = &self.segment_db {
             config.segment.db = Some(url.clone());
         }
+        config
+            .server
+            .set_tls(self.tls_cert.clone(), self.tls_key.clone());
         config.validate()?;
         // A config file is copied from host to host: one without an ID would make every copy
         // issue the same IDs, silently. Refuse it. (Without a file: the quickstart's default,
@@ -170,7 +180,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 let stop = stop_signal();
                 let server = TcpServer::start(config).await?;
                 let status = server.issuer().status();
-                announce("vesta-tcp", &server.local_addr().to_string(), &status);
+                let scheme = if server.is_tls() { "tls://" } else { "" };
+                announce(
+                    "vesta-tcp",
+                    &format!("{scheme}{}", server.local_addr()),
+                    &status,
+                );
                 announce_segments("vesta-tcp", server.segments().map(|s| &**s));
                 a.warn_default_machine(&status);
                 stopped("vesta-tcp", server.serve(stop).await, &status)
@@ -183,9 +198,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 let stop = stop_signal();
                 let server = RestServer::start(config).await?;
                 let status = server.issuer().status();
+                let scheme = if server.is_tls() { "https" } else { "http" };
                 announce(
                     "vesta-rest",
-                    &format!("http://{}", server.local_addr()),
+                    &format!("{scheme}://{}", server.local_addr()),
                     &status,
                 );
                 announce_segments("vesta-rest", server.segments().map(|s| &**s));

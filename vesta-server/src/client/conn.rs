@@ -12,12 +12,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{Notify, Semaphore, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
+use vesta_service::tls::{ClientTls, Stream};
 
 use vesta_core::Layout;
 
@@ -151,13 +151,21 @@ impl Conn {
         addr: &str,
         connect_timeout: Duration,
         max_in_flight: usize,
+        tls: Option<&ClientTls>,
         pin: &LayoutPin,
     ) -> Result<Conn, AttemptError> {
         let fut = async {
-            let mut stream = TcpStream::connect(addr)
+            let tcp = TcpStream::connect(addr)
                 .await
                 .map_err(|e| AttemptError::Connect(format!("{addr}: {e}")))?;
-            let _ = stream.set_nodelay(true);
+            let _ = tcp.set_nodelay(true);
+            let mut stream = match tls {
+                None => Stream::Plain(tcp),
+                Some(tls) => tls
+                    .connect(host_of(addr), tcp)
+                    .await
+                    .map_err(|e| AttemptError::Connect(format!("{addr}: TLS: {e}")))?,
+            };
             let hello = handshake(&mut stream)
                 .await
                 .map_err(|e| AttemptError::Connect(format!("{addr}: {e}")))?;
@@ -170,7 +178,7 @@ impl Conn {
                 connect_timeout.as_millis()
             ))
         })??;
-        let (r, w) = stream.into_split();
+        let (r, w) = tokio::io::split(stream);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 inflight: HashMap::new(),
@@ -269,8 +277,15 @@ impl Conn {
     }
 }
 
+/// The host of `host:port` (an IPv6 address without its brackets), which a TLS server's
+/// certificate must name.
+fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
 /// Sends `HELLO` and reads `HELLO_OK` (the only frame the server sends first).
-async fn handshake(stream: &mut TcpStream) -> Result<Hello, String> {
+async fn handshake(stream: &mut Stream) -> Result<Hello, String> {
     let mut out = BytesMut::new();
     Request::Hello {
         min_version: MIN_VERSION,
@@ -311,7 +326,7 @@ async fn handshake(stream: &mut TcpStream) -> Result<Hello, String> {
     }
 }
 
-async fn write_loop(mut w: OwnedWriteHalf, shared: Arc<Shared>) {
+async fn write_loop(mut w: WriteHalf<Stream>, shared: Arc<Shared>) {
     let mut spare = BytesMut::with_capacity(16 << 10);
     loop {
         shared.wake_writer.notified().await;
@@ -336,7 +351,7 @@ async fn write_loop(mut w: OwnedWriteHalf, shared: Arc<Shared>) {
 }
 
 async fn read_loop(
-    mut r: OwnedReadHalf,
+    mut r: ReadHalf<Stream>,
     shared: Arc<Shared>,
     max_frame_bytes: u32,
     dialect: Dialect,

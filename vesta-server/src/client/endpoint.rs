@@ -92,6 +92,7 @@ impl Endpoint {
             &self.addr,
             config.connect_timeout,
             config.max_in_flight_per_connection,
+            config.tls.as_ref(),
             pin,
         )
         .await
@@ -116,6 +117,7 @@ impl Endpoint {
             &self.addr,
             config.connect_timeout,
             config.max_in_flight_per_connection,
+            config.tls.as_ref(),
             pin,
         )
         .await

@@ -28,6 +28,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep};
 use vesta_core::{Explanation, FieldValues, IdBatch, IdRun, Layout};
 use vesta_embed::IssuerConfig;
+pub use vesta_service::tls::ClientTls;
 
 use crate::error::{AttemptError, ClientError};
 use crate::proto::{DEFAULT_MAX_BATCH, Request, Response, ServerInfo};
@@ -63,6 +64,10 @@ pub struct ClientConfig {
     /// An embedded issuer used when every server is down (genMethod embed, a machine ID from the
     /// embed pool, which must be unique among embedded issuers). `None`: no fallback.
     pub fallback: Option<IssuerConfig>,
+    /// TLS to every endpoint, trusting the CA it was made with
+    /// ([`ClientTls::with_ca`]); each endpoint's host must be named by its certificate.
+    /// `None` (the default): plain TCP.
+    pub tls: Option<ClientTls>,
 }
 
 impl ClientConfig {
@@ -81,6 +86,7 @@ impl ClientConfig {
             health_check_interval: Duration::from_millis(500),
             prefetch: 0,
             fallback: None,
+            tls: None,
         }
     }
 

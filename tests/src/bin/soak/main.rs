@@ -315,7 +315,12 @@ impl Soak {
         // One type per store beside ZooKeeper's version bit 0 (see `Store::version`).
         for (store, t, n, name) in [
             (Store::Sql, IdType::MaxPeak, args.sql_workers, "embed-sql"),
-            (Store::Etcd, IdType::MinGranularity, args.etcd_workers, "embed-etcd"),
+            (
+                Store::Etcd,
+                IdType::MinGranularity,
+                args.etcd_workers,
+                "embed-etcd",
+            ),
         ] {
             for i in 0..n {
                 slots.push(Slot::new(
