@@ -7,7 +7,8 @@
 //!   at all, is refused in one line;
 //! - SIGHUP reloads the certificate for new connections; a file that does not load keeps the
 //!   pair in use and says so in the log;
-//! - a half-configured or unreadable pair fails the start in one line naming the key.
+//! - a half-configured or unreadable pair fails the start in one line naming the key;
+//! - without TLS, SIGHUP (`systemctl reload`) is ignored, never a stop.
 
 use std::time::{Duration, Instant};
 
@@ -268,5 +269,27 @@ fn a_half_or_unreadable_pair_fails_the_start_in_one_line() {
             &other.key.display().to_string(),
         ],
         &["server.tls_key", "does not match the certificate"],
+    );
+}
+
+#[test]
+fn a_sighup_without_tls_is_ignored() {
+    let server = ServerChild::start("rest", &["--machine", "931"], &[]);
+    let pid = server.child.id().to_string();
+    for _ in 0..3 {
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-HUP", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let (status, body) = vesta_tests::bin::http(&server.addr, "GET", "/healthz");
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, rest) = server.terminate();
+    assert!(
+        status.success(),
+        "SIGHUP stopped the server: {status}: {rest}"
     );
 }

@@ -20,7 +20,7 @@ use vesta_embed::{Issuer, SystemClock};
 use vesta_service::config::{server_tls, validate_section};
 use vesta_service::lifecycle::{self, Prepared};
 use vesta_service::shutdown::Trigger;
-use vesta_service::tls::ServerTls;
+use vesta_service::tls::{ServerTls, watch_sighup};
 use vesta_service::{Segments, ServeError, ServeReport, ServerSection};
 
 use crate::app::App;
@@ -36,6 +36,8 @@ pub struct RestServer<C: Clock + 'static = SystemClock> {
     app: Arc<App<C>>,
     limits: RestSection,
     tls: Option<ServerTls>,
+    /// The SIGHUP watcher (TLS reload), from the start on.
+    sighup: tokio::task::JoinHandle<()>,
 }
 
 impl RestServer<SystemClock> {
@@ -95,6 +97,7 @@ impl<C: Clock + 'static> RestServer<C> {
             addr: p.addr,
             app: Arc::new(app),
             limits,
+            sighup: watch_sighup(tls.clone()),
             tls,
         })
     }
@@ -129,8 +132,8 @@ impl<C: Clock + 'static> RestServer<C> {
             limits,
             addr,
             tls,
+            sighup,
         } = self;
-        let reload = tls.as_ref().map(ServerTls::reload_on_sighup);
         let builders = Arc::new(http_builders(&limits));
         let slots = usize::try_from(limits.max_connections).unwrap_or(usize::MAX);
         let slots = Arc::new(Semaphore::new(slots));
@@ -182,9 +185,7 @@ impl<C: Clock + 'static> RestServer<C> {
         }
         drop(listener);
         end_of_life.abort();
-        if let Some(task) = reload {
-            task.abort();
-        }
+        sighup.abort();
         tracing::info!("shutting down: finishing requests in flight");
         trigger.fire();
         let forced_closed = lifecycle::drain(&mut tasks, limits.common().shutdown_grace()).await;

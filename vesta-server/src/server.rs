@@ -26,7 +26,7 @@ use vesta_service::config::{server_tls, validate_section};
 use vesta_service::lifecycle::{self, Prepared};
 use vesta_service::metrics_http;
 use vesta_service::shutdown::{Shutdown, Trigger};
-use vesta_service::tls::{ServerTls, Stream};
+use vesta_service::tls::{ServerTls, Stream, watch_sighup};
 use vesta_service::{Segments, ServeError, ServeReport, ServerSection};
 
 use crate::config::{TcpConfig, TcpSection};
@@ -48,6 +48,8 @@ pub struct TcpServer<C: Clock + 'static = SystemClock> {
     ctx: Arc<ServerContext<C>>,
     /// TLS, when `server.tls_cert` and `tls_key` are set.
     tls: Option<ServerTls>,
+    /// The SIGHUP watcher (TLS reload), from the start on.
+    sighup: tokio::task::JoinHandle<()>,
 }
 
 impl TcpServer<SystemClock> {
@@ -119,6 +121,7 @@ impl<C: Clock + 'static> TcpServer<C> {
                 metrics,
                 segments: p.segments,
             }),
+            sighup: watch_sighup(tls.clone()),
             tls,
         })
     }
@@ -164,9 +167,9 @@ impl<C: Clock + 'static> TcpServer<C> {
             metrics_listener,
             ctx,
             tls,
+            sighup,
             ..
         } = self;
-        let reload = tls.as_ref().map(ServerTls::reload_on_sighup);
         let exposition = Arc::new(TcpExposition {
             metrics: Arc::clone(&ctx.metrics),
             ids: ctx.ids.clone(),
@@ -220,9 +223,7 @@ impl<C: Clock + 'static> TcpServer<C> {
         }
         drop(listener);
         end_of_life.abort();
-        if let Some(task) = reload {
-            task.abort();
-        }
+        sighup.abort();
         if let Some(task) = metrics_http {
             task.abort();
         }

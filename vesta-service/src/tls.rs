@@ -141,29 +141,6 @@ impl ServerTls {
         Ok(())
     }
 
-    /// Reloads on every SIGHUP until the task is aborted, logging the outcome.
-    pub fn reload_on_sighup(&self) -> tokio::task::JoinHandle<()> {
-        let tls = self.clone();
-        tokio::spawn(async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            let Ok(mut hup) = signal(SignalKind::hangup()) else {
-                tracing::warn!("cannot watch SIGHUP: the TLS certificate is not reloaded");
-                return;
-            };
-            while hup.recv().await.is_some() {
-                match tls.reload() {
-                    Ok(()) => tracing::info!(
-                        cert = %tls.pair.files.cert.display(),
-                        "SIGHUP: TLS certificate and key reloaded"
-                    ),
-                    Err(e) => {
-                        tracing::error!("SIGHUP: TLS reload failed, keeping the old pair: {e}")
-                    }
-                }
-            }
-        })
-    }
-
     /// The server side of a handshake on `stream`, bounded by `timeout` (a client that
     /// connects and says nothing gives its slot back).
     pub async fn accept(&self, stream: TcpStream, timeout: Duration) -> io::Result<Stream> {
@@ -176,6 +153,37 @@ impl ServerTls {
             )),
         }
     }
+}
+
+/// Watches SIGHUP until the task is aborted: with `tls`, each one reloads the certificate and
+/// key (the outcome logged); without, it is logged and ignored. Either way a SIGHUP (`systemctl
+/// reload`, a closed terminal) never stops the server. The handler is installed before this
+/// returns.
+pub fn watch_sighup(tls: Option<ServerTls>) -> tokio::task::JoinHandle<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let hup = signal(SignalKind::hangup());
+    tokio::spawn(async move {
+        let mut hup = match hup {
+            Ok(hup) => hup,
+            Err(e) => {
+                tracing::warn!("cannot watch SIGHUP ({e}): the TLS certificate is not reloaded");
+                return;
+            }
+        };
+        while hup.recv().await.is_some() {
+            let Some(tls) = &tls else {
+                tracing::info!("SIGHUP: nothing to reload (no TLS)");
+                continue;
+            };
+            match tls.reload() {
+                Ok(()) => tracing::info!(
+                    cert = %tls.pair.files.cert.display(),
+                    "SIGHUP: TLS certificate and key reloaded"
+                ),
+                Err(e) => tracing::error!("SIGHUP: TLS reload failed, keeping the old pair: {e}"),
+            }
+        }
+    })
 }
 
 /// A client's TLS: the CA that signs the servers' certificates.
