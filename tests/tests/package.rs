@@ -44,7 +44,11 @@ fn the_deb_installs_runs_verifies_and_removes_cleanly() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let built = run(Command::new(root.join("scripts/deb")).arg("--dev"));
     let deb = PathBuf::from(text(&built).lines().last().unwrap().trim());
-    let deb = if deb.is_absolute() { deb } else { root.join(deb) };
+    let deb = if deb.is_absolute() {
+        deb
+    } else {
+        root.join(deb)
+    };
     assert!(deb.exists(), "{}", deb.display());
 
     purge();
@@ -79,7 +83,10 @@ fn the_deb_installs_runs_verifies_and_removes_cleanly() {
         "vesta",
     ])));
     for conf in ["/etc/vesta/rest.toml", "/etc/vesta/tcp.toml"] {
-        assert!(conffiles.contains(conf), "{conf} is a conffile: {conffiles}");
+        assert!(
+            conffiles.contains(conf),
+            "{conf} is a conffile: {conffiles}"
+        );
     }
     let files = text(&run(Command::new("dpkg").args(["-L", "vesta"])));
     for f in [
@@ -95,8 +102,14 @@ fn the_deb_installs_runs_verifies_and_removes_cleanly() {
     run(Command::new("dpkg").args(["--remove", "vesta"]));
     assert!(!Path::new("/usr/bin/vesta").exists());
     assert!(!Path::new("/usr/lib/systemd/system/vesta-rest.service").exists());
-    assert!(Path::new("/etc/vesta/rest.toml").exists(), "remove keeps conffiles");
+    assert!(
+        Path::new("/etc/vesta/rest.toml").exists(),
+        "remove keeps conffiles"
+    );
     run(Command::new("dpkg").args(["--purge", "vesta"]));
     assert!(!installed());
-    assert!(!Path::new("/etc/vesta/rest.toml").exists(), "purge removes conffiles");
+    assert!(
+        !Path::new("/etc/vesta/rest.toml").exists(),
+        "purge removes conffiles"
+    );
 }

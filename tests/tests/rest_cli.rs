@@ -160,3 +160,35 @@ fn serve_notifies_the_service_manager_and_logs_json() {
         "ANSI escapes off a terminal: {rest:?}"
     );
 }
+
+/// With `WatchdogSec=` (`WATCHDOG_USEC`), the server pings `WATCHDOG=1` after `READY=1`, at
+/// half the timeout.
+#[test]
+fn serve_pings_the_watchdog_when_asked() {
+    use std::os::unix::net::UnixDatagram;
+    use vesta_tests::bin::ServerChild;
+
+    let dir = tempfile::tempdir().unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let server = ServerChild::start(
+        "rest",
+        &["--machine", "1002"],
+        &[
+            ("NOTIFY_SOCKET", socket_path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "400000"),
+        ],
+    );
+    let mut buf = [0u8; 256];
+    let n = socket.recv(&mut buf).expect("READY=1 within 30 s");
+    assert!(buf[..n].starts_with(b"READY=1"));
+    for _ in 0..2 {
+        let n = socket.recv(&mut buf).expect("WATCHDOG=1 within 30 s");
+        assert_eq!(&buf[..n], b"WATCHDOG=1");
+    }
+    let (status, rest) = server.terminate();
+    assert!(status.success(), "{status}: {rest}");
+}

@@ -1,6 +1,7 @@
 //! systemd's readiness protocol (`sd_notify`): with `Type=notify` the service manager waits for
 //! `READY=1` (sent once the listener is bound and the machine ID held) before it counts the unit
-//! as started, and learns of a stop under way from `STOPPING=1`. A datagram to the socket named
+//! as started, learns of a stop under way from `STOPPING=1`, and with `WatchdogSec=` gets
+//! `WATCHDOG=1` pings while the server's runtime runs. A datagram to the socket named
 //! in `$NOTIFY_SOCKET`; nothing at all when it is unset (not under systemd). Ten lines, so no
 //! crate.
 
@@ -16,6 +17,34 @@ pub fn notify(state: &str) {
             state.lines().next().unwrap_or_default()
         ));
     }
+}
+
+/// The watchdog's ping interval when the service manager asked for one (`WatchdogSec=` sets
+/// `$WATCHDOG_USEC`, and `$WATCHDOG_PID` names this process): half the timeout, as systemd
+/// advises.
+pub fn watchdog_interval() -> Option<std::time::Duration> {
+    let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
+    if let Ok(pid) = std::env::var("WATCHDOG_PID")
+        && pid.parse::<u32>().ok() != Some(std::process::id())
+    {
+        return None;
+    }
+    (usec > 0).then(|| std::time::Duration::from_micros(usec / 2))
+}
+
+/// Pings the watchdog (`WATCHDOG=1`) every `interval` from a task on the server's runtime, so
+/// the pings stop, and the service manager restarts the server, if that runtime stops making
+/// progress. A fenced or starting issuer still pings: it recovers by itself, and its state is
+/// what health, metrics and alerts are for.
+pub fn spawn_watchdog(interval: std::time::Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            notify("WATCHDOG=1");
+        }
+    })
 }
 
 #[cfg(target_os = "linux")]

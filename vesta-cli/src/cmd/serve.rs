@@ -19,7 +19,7 @@ use super::common::{
     LogFormat, MachineConfig, apply_layout_flags, apply_machine_flags, run_server, say,
     set_log_format,
 };
-use crate::notify::notify;
+use crate::notify::{notify, spawn_watchdog, watchdog_interval};
 
 /// `eprintln!` in the log format (`--log-format`).
 macro_rules! say {
@@ -240,6 +240,10 @@ fn announce(name: &str, addr: &str, s: &Status) {
         "READY=1\nSTATUS=listening on {addr}, machine {}",
         s.machine
     ));
+    if let Some(interval) = watchdog_interval() {
+        // Runs for the life of the runtime (the process).
+        drop(spawn_watchdog(interval));
+    }
 }
 
 /// With segment mode on: where the numbers come from, and whether they are available yet.
