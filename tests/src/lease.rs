@@ -291,3 +291,44 @@ pub fn a_killed_server_keeps_its_id_until_its_lease_expires(
         assert!(rest.contains("released"), "{rest}");
     }
 }
+
+/// A static machine ID registered in a lease store (`--machine N` with the store's `args`): a
+/// second server started with the same ID (a copied config) is refused at start in one line
+/// naming the holder and `named` (the scope or root); another ID starts; once the first stops
+/// cleanly, the ID starts again after its mark.
+pub fn a_duplicated_static_id_is_refused(args: &[&str], named: &str) {
+    let server = |id: &str| ServerChild::start("rest", &[&["--machine", id], args].concat(), &[]);
+    let first = server("930");
+    let last = genid(&first);
+    assert_eq!(machine_of(last), 930);
+    let line = crate::bin::vesta_fails(
+        &[
+            &[
+                "serve",
+                "rest",
+                "--listen",
+                "127.0.0.1:0",
+                "--machine",
+                "930",
+            ],
+            args,
+        ]
+        .concat(),
+        &[
+            "machine 930 is held by",
+            "another issuer runs with this static machine ID",
+        ],
+    );
+    assert!(line.contains(named), "{line}");
+    let other = server("931");
+    assert_eq!(machine_of(genid(&other)), 931, "another static ID starts");
+    let (status, rest) = first.terminate();
+    assert!(status.success(), "{status}: {rest}");
+    let again = server("930");
+    let id = genid(&again);
+    assert!(id > last, "{id} after {last}: the mark was waited out");
+    for server in [other, again] {
+        let (status, rest) = server.terminate();
+        assert!(status.success(), "{status}: {rest}");
+    }
+}

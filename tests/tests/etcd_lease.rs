@@ -8,6 +8,8 @@
 //! - etcd killed under a holder fences it within ⅔ of the TTL; restarted, it issues again;
 //! - a partition through a proxy (blackhole, cut) fences the holder before its ID can move to a
 //!   successor, which starts after the holder's mark; healed, the old holder stays fenced;
+//! - a static machine ID registered in etcd (`--machine N --etcd URL`) is refused to a second
+//!   live holder;
 //! - an unreachable etcd fails the start in one line.
 
 use std::time::Duration;
@@ -71,6 +73,12 @@ fn a_killed_holder_keeps_its_id_until_its_lease_expires() {
         &["--etcd", &url, "--root", "/vesta/killed"],
         Duration::from_millis(5_000),
     );
+}
+
+#[test]
+fn a_duplicated_static_id_is_refused() {
+    let etcd = Etcd::start();
+    lease::a_duplicated_static_id_is_refused(&["--etcd", &etcd.url()], "under /vesta/default");
 }
 
 #[test]

@@ -19,7 +19,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use vesta_embed::{IssuerConfig, MachineSource};
-use vesta_tests::bin::{ServerChild, vesta_fails, vesta_ok};
+use vesta_tests::bin::{vesta_fails, vesta_ok};
 use vesta_tests::lease;
 use vesta_tests::proxy::Proxy;
 
@@ -35,10 +35,6 @@ fn config(url: &str, scope: &str, pool_size: u64) -> IssuerConfig {
     c.machine.db_timeout_ms = 3_000;
     c.machine.start_guard_max_wait_ms = 3_000;
     c
-}
-
-fn machine_of(id: u64) -> u64 {
-    vesta_core::IdFields::decode(id).machine
 }
 
 /// Scenario 1: six issuers at once on a pool of four; then a released ID is reused after its
@@ -81,10 +77,6 @@ fn a_killed_holder_keeps_its_id_until_its_lease_expires(url: &str) {
     );
 }
 
-fn genid(server: &ServerChild) -> u64 {
-    lease::genid(server)
-}
-
 /// Scenario 3: the database goes away under a holder: it stops issuing within ⅔ of the lease
 /// (its own monotonic deadline), says why, and issues again once the database is back.
 fn a_lost_database_fences_the_holder(url: &str, stop: &mut dyn FnMut(), restart: &mut dyn FnMut()) {
@@ -95,40 +87,9 @@ fn a_lost_database_fences_the_holder(url: &str, stop: &mut dyn FnMut(), restart:
 }
 
 /// Scenario 5: a static machine ID registered in the table (`--machine N --machine-db URL`):
-/// a second server started with the same ID (a copied config) is refused at start, naming the
-/// holder; once the first stops cleanly, the ID starts again after its mark.
+/// a second server with the same ID is refused at start, naming the holder.
 fn a_duplicated_static_id_is_refused(url: &str) {
-    let first = ServerChild::start("rest", &["--machine", "930", "--machine-db", url], &[]);
-    let last = genid(&first);
-    assert_eq!(machine_of(last), 930);
-    let line = vesta_fails(
-        &[
-            "serve",
-            "rest",
-            "--listen",
-            "127.0.0.1:0",
-            "--machine",
-            "930",
-            "--machine-db",
-            url,
-        ],
-        &[
-            "machine 930 is held by",
-            "another issuer runs with this static machine ID",
-        ],
-    );
-    assert!(line.contains("scope \"default\""), "{line}");
-    let other = ServerChild::start("rest", &["--machine", "931", "--machine-db", url], &[]);
-    assert_eq!(machine_of(genid(&other)), 931, "another static ID starts");
-    let (status, rest) = first.terminate();
-    assert!(status.success(), "{status}: {rest}");
-    let again = ServerChild::start("rest", &["--machine", "930", "--machine-db", url], &[]);
-    let id = genid(&again);
-    assert!(id > last, "{id} after {last}: the mark was waited out");
-    for server in [other, again] {
-        let (status, rest) = server.terminate();
-        assert!(status.success(), "{status}: {rest}");
-    }
+    lease::a_duplicated_static_id_is_refused(&["--machine-db", url], "scope \"default\"");
 }
 
 /// Scenario 4: nothing answers: one line naming the database (a refused connection fails at

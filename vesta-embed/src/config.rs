@@ -183,9 +183,19 @@ impl IssuerConfig {
         }
         let machine = match self.machine.source {
             MachineSource::Static | MachineSource::Ordinal => {
+                if self.machine.db.is_some() && !self.etcd.endpoints.is_empty() {
+                    return Err(ConfigError::Inconsistent(
+                        "machine.db and etcd.endpoints are both set with a static machine ID: \
+                         register it in one of them"
+                            .into(),
+                    ));
+                }
                 if self.machine.db.is_some() {
                     // Registered in the SQL table: its settings must hold too.
                     sql_pool_start(self)?;
+                } else if !self.etcd.endpoints.is_empty() {
+                    // Registered in etcd, likewise.
+                    etcd_pool_start(self)?;
                 }
                 if self.machine.state_file.is_some() {
                     self.state_file_interval()?;
@@ -683,7 +693,9 @@ impl Default for ZooKeeperSection {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EtcdSection {
-    /// Client URLs, tried in order: `http://HOST:PORT`.
+    /// Client URLs, tried in order: `http://HOST:PORT`. Required by `machine.source = "etcd"`;
+    /// set with a static (or ordinal) machine ID, the ID is registered there and a second
+    /// live holder of it is refused. Empty by default.
     pub endpoints: Vec<String>,
     /// Key prefix of this deployment's leases (claims under `<root>/machines/`, marks under
     /// `<root>/last/`).
@@ -697,7 +709,7 @@ pub struct EtcdSection {
 impl Default for EtcdSection {
     fn default() -> Self {
         EtcdSection {
-            endpoints: vec!["http://127.0.0.1:2379".into()],
+            endpoints: Vec::new(),
             root: "/vesta/default".into(),
             ttl_ms: 10_000,
             timeout_ms: 5_000,

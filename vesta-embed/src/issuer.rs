@@ -71,6 +71,10 @@ impl<C: Clock + 'static> Issuer<C> {
             // Registered in the SQL lease table, so a second holder of the ID is refused.
             return Self::start_sql(config, clock);
         }
+        if !config.etcd.endpoints.is_empty() {
+            // Registered in etcd, likewise.
+            return Self::start_etcd(config, clock);
+        }
         let machine = config.static_machine()?;
         let generator =
             Generator::new(config.generator_config(machine)?, clock).map_err(ConfigError::from)?;
@@ -143,12 +147,15 @@ impl<C: Clock + 'static> Issuer<C> {
     fn start_etcd(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
         use crate::lease::etcd_source::{self, EtcdSource};
         let settings = crate::lease::EtcdSettings::from_config(&config)?;
-        let placeholder = *settings.pool.start();
+        let placeholder = settings.fixed.unwrap_or(*settings.pool.start());
         let generator = Generator::new(config.generator_config(placeholder)?, clock)
             .map_err(ConfigError::from)?;
         let timing = etcd_source::initial_timing(&settings);
+        let reason = match settings.fixed {
+            Some(id) => format!("registering machine {id} in etcd"),
+            None => "claiming a machine ID from etcd".to_owned(),
+        };
         let source = EtcdSource::new(settings, generator.clock().now_ms());
-        let reason = "claiming a machine ID from etcd".to_owned();
         Self::start_lease(config, generator, reason, timing, source)
     }
 

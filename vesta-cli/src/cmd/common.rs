@@ -88,8 +88,11 @@ pub fn apply_machine_flags(
         section.db = Some(url.to_owned());
     }
     if let Some(endpoints) = etcd {
-        section.source = MachineSource::Etcd;
-        section.id = None;
+        // As with --machine-db: with --machine N the static ID is registered in etcd.
+        if machine.is_none() {
+            section.source = MachineSource::Etcd;
+            section.id = None;
+        }
         section.state_file = None;
         config.etcd.endpoints = endpoints.split(',').map(|e| e.trim().to_owned()).collect();
     }

@@ -41,8 +41,9 @@ pub struct Args {
     #[arg(long, value_name = "URL", conflicts_with = "zk")]
     machine_db: Option<String>,
     /// Lease the machine ID (embed pool) from etcd v3 at these client URLs instead
-    /// (http://HOST:PORT[,...]); released on exit
-    #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["machine", "zk", "machine_db"])]
+    /// (http://HOST:PORT[,...]); released on exit. With --machine N: register N there (refused
+    /// while another holds it)
+    #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["zk", "machine_db"])]
     etcd: Option<String>,
     /// Fetch the IDs from central TCP servers instead, in their layout (genMethod server; tried
     /// in order, with failover)

@@ -67,8 +67,9 @@ pub struct ServerArgs {
     /// live issuer holds it)
     #[arg(long, value_name = "URL", conflicts_with = "zk")]
     pub machine_db: Option<String>,
-    /// Lease the machine ID from etcd v3 at these client URLs (http://HOST:PORT[,...])
-    #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["machine", "zk", "machine_db"])]
+    /// Lease the machine ID from etcd v3 at these client URLs (http://HOST:PORT[,...]); with
+    /// --machine N, register N there (refused while another live issuer holds it)
+    #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["zk", "machine_db"])]
     pub etcd: Option<String>,
     /// Serve segment numbers (Leaf's segment mode) from this database's leaf_alloc table:
     /// sqlite://PATH, postgres://USER[:PASS]@HOST:PORT/DB or mysql://USER[:PASS]@HOST:PORT/DB

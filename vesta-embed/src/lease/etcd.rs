@@ -42,16 +42,26 @@ pub struct EtcdSettings {
     pub pool_name: &'static str,
     /// The machine IDs this issuer may lease.
     pub pool: RangeInclusive<u64>,
+    /// A static machine ID registered in etcd (`source = "static"` or `"ordinal"` with
+    /// `etcd.endpoints` set): only this ID is claimed, and a live holder of it refuses the start.
+    pub fixed: Option<u64>,
 }
 
 impl EtcdSettings {
-    /// Checks the `[etcd]` section and picks the pool of the config's genMethod.
+    /// Checks the `[etcd]` section (`source = "etcd"`, or a static ID with `etcd.endpoints`,
+    /// which registers it) and picks the pool of the config's genMethod.
     pub fn from_config(config: &IssuerConfig) -> Result<Self, ConfigError> {
         let e = &config.etcd;
         let bad = |msg: String| Err(ConfigError::Inconsistent(msg));
-        if config.machine.source != MachineSource::Etcd {
-            return bad("machine.source is not \"etcd\"".into());
-        }
+        let fixed = match config.machine.source {
+            MachineSource::Etcd => None,
+            MachineSource::Static | MachineSource::Ordinal if !e.endpoints.is_empty() => {
+                Some(config.static_machine()?)
+            }
+            _ => {
+                return bad("machine.source is not \"etcd\" and etcd.endpoints is not set".into());
+            }
+        };
         if e.endpoints.is_empty() {
             return bad("etcd.endpoints is empty: expected [\"http://HOST:PORT\", ...]".into());
         }
@@ -89,7 +99,7 @@ impl EtcdSettings {
         if e.timeout_ms == 0 {
             return bad("etcd.timeout_ms 0 is too small: at least 1".into());
         }
-        if let Some(id) = config.machine.id {
+        if let (Some(id), None) = (config.machine.id, fixed) {
             return bad(format!(
                 "machine.id {id} is set but machine.source is etcd, which leases a machine ID \
                  from the pool: remove machine.id, or use source = \"static\""
@@ -97,8 +107,8 @@ impl EtcdSettings {
         }
         if let Some(path) = &config.machine.state_file {
             return bad(format!(
-                "machine.state_file {} is set but machine.source is etcd, which keeps the mark: \
-                 remove machine.state_file",
+                "machine.state_file {} is set but the machine ID is leased from or registered \
+                 in etcd, which keeps the mark: remove machine.state_file",
                 path.display()
             ));
         }
@@ -115,6 +125,7 @@ impl EtcdSettings {
             start_guard_max_wait: config.start_guard_max_wait(),
             pool_name,
             pool,
+            fixed,
         })
     }
 

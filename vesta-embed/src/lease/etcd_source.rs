@@ -80,13 +80,28 @@ impl EtcdSource {
         lease.beat = beat_interval(RENEW_EVERY, window);
         let s = self.settings().clone();
         let held = self.client.held().await.map_err(fail)?;
+        if let Some(id) = s.fixed
+            && let Some((_, holder)) = held.iter().find(|h| h.0 == id)
+            && *holder != self.holder
+        {
+            let _ = self.client.revoke(lease_id).await;
+            return Err(StartError::Lease(format!(
+                "etcd {}: machine {id} is held by {holder} under {}: another issuer runs with \
+                 this static machine ID (each needs its own)",
+                s.shown, s.root
+            )));
+        }
         let free = |m: &u64| !held.iter().any(|h| h.0 == *m);
-        let candidates = self
-            .machine
-            .filter(|m| s.pool.contains(m))
-            .into_iter()
-            .chain(s.pool.clone())
-            .filter(free);
+        let wanted: Box<dyn Iterator<Item = u64>> = match s.fixed {
+            Some(id) => Box::new(std::iter::once(id)),
+            None => Box::new(
+                self.machine
+                    .filter(|m| s.pool.contains(m))
+                    .into_iter()
+                    .chain(s.pool.clone()),
+            ),
+        };
+        let candidates = wanted.filter(free);
         let mut claimed = None;
         for machine in candidates {
             if self
@@ -101,6 +116,13 @@ impl EtcdSource {
         }
         let Some(machine) = claimed else {
             let _ = self.client.revoke(lease_id).await;
+            if let Some(id) = s.fixed {
+                return Err(StartError::Lease(format!(
+                    "etcd {}: machine {id} under {} was claimed by another issuer at the same \
+                     time: another issuer runs with this static machine ID (each needs its own)",
+                    s.shown, s.root
+                )));
+            }
             return Err(StartError::Lease(format!(
                 "etcd {}: every machine ID of the {} pool {}..={} under {} is held (vesta \
                  machine ls --etcd shows by whom)",
