@@ -182,6 +182,14 @@ impl ServerChild {
         }
     }
 
+    /// [`terminate`](Self::terminate), asserting a clean exit (status 0); returns what it
+    /// printed after the startup line.
+    pub fn stop_cleanly(self) -> String {
+        let (status, rest) = self.terminate();
+        assert!(status.success(), "{status}: {rest}");
+        rest
+    }
+
     /// SIGTERM, then the exit status (within 30 s) and everything it printed after the
     /// startup line: read to the end of its stderr, not only what the reader thread had passed
     /// on when the process was reaped.

@@ -286,8 +286,7 @@ pub fn a_killed_server_keeps_its_id_until_its_lease_expires(
     );
     assert!(issued.insert(id));
     for server in [second, third] {
-        let (status, rest) = server.terminate();
-        assert!(status.success(), "{status}: {rest}");
+        let rest = server.stop_cleanly();
         assert!(rest.contains("released"), "{rest}");
     }
 }
@@ -322,13 +321,11 @@ pub fn a_duplicated_static_id_is_refused(args: &[&str], named: &str) {
     assert!(line.contains(named), "{line}");
     let other = server("931");
     assert_eq!(machine_of(genid(&other)), 931, "another static ID starts");
-    let (status, rest) = first.terminate();
-    assert!(status.success(), "{status}: {rest}");
+    first.stop_cleanly();
     let again = server("930");
     let id = genid(&again);
     assert!(id > last, "{id} after {last}: the mark was waited out");
     for server in [other, again] {
-        let (status, rest) = server.terminate();
-        assert!(status.success(), "{status}: {rest}");
+        server.stop_cleanly();
     }
 }

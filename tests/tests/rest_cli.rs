@@ -110,25 +110,34 @@ fn startup_errors_are_one_line() {
     assert!(err.contains("max_conections"), "{err}");
 }
 
+/// A `vesta serve rest ARGS` with `envs` and `NOTIFY_SOCKET` set, as systemd runs it, and the
+/// notify socket it reports to (reads time out after 30 s) in a directory to keep until the end.
+fn serve_under_systemd(
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> (
+    tempfile::TempDir,
+    std::os::unix::net::UnixDatagram,
+    vesta_tests::bin::ServerChild,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let envs = [&[("NOTIFY_SOCKET", socket_path.to_str().unwrap())], envs].concat();
+    let server = vesta_tests::bin::ServerChild::start("rest", args, &envs);
+    (dir, socket, server)
+}
+
 /// Under systemd (`Type=notify`): `READY=1` once listening with the machine ID held,
 /// `STOPPING=1` when SIGTERM starts the drain; `--log-format json` makes every stderr line one
 /// JSON object; never an ANSI escape when stderr is not a terminal.
 #[test]
 fn serve_notifies_the_service_manager_and_logs_json() {
-    use std::os::unix::net::UnixDatagram;
-    use vesta_tests::bin::ServerChild;
-
-    let dir = tempfile::tempdir().unwrap();
-    let socket_path = dir.path().join("notify.sock");
-    let socket = UnixDatagram::bind(&socket_path).unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let server = ServerChild::start(
-        "rest",
-        &["--machine", "1001", "--log-format", "json"],
-        &[("NOTIFY_SOCKET", socket_path.to_str().unwrap())],
-    );
+    let (_dir, socket, server) =
+        serve_under_systemd(&["--machine", "1001", "--log-format", "json"], &[]);
     let startup: serde_json::Value = serde_json::from_str(&server.startup).unwrap();
     assert_eq!(startup["level"], "INFO", "{startup}");
     let message = startup["fields"]["message"].as_str().unwrap();
@@ -165,23 +174,8 @@ fn serve_notifies_the_service_manager_and_logs_json() {
 /// half the timeout.
 #[test]
 fn serve_pings_the_watchdog_when_asked() {
-    use std::os::unix::net::UnixDatagram;
-    use vesta_tests::bin::ServerChild;
-
-    let dir = tempfile::tempdir().unwrap();
-    let socket_path = dir.path().join("notify.sock");
-    let socket = UnixDatagram::bind(&socket_path).unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let server = ServerChild::start(
-        "rest",
-        &["--machine", "1002"],
-        &[
-            ("NOTIFY_SOCKET", socket_path.to_str().unwrap()),
-            ("WATCHDOG_USEC", "400000"),
-        ],
-    );
+    let (_dir, socket, server) =
+        serve_under_systemd(&["--machine", "1002"], &[("WATCHDOG_USEC", "400000")]);
     let mut buf = [0u8; 256];
     let n = socket.recv(&mut buf).expect("READY=1 within 30 s");
     assert!(buf[..n].starts_with(b"READY=1"));

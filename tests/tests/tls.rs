@@ -24,6 +24,16 @@ fn tls_args(cert: &vesta_tests::tls::Issued) -> Vec<String> {
     ]
 }
 
+/// SIGHUP to the server (as `systemctl reload` sends).
+fn hangup(server: &ServerChild) {
+    let pid = server.child.id().to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 fn start(kind: &str, args: &[String]) -> ServerChild {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     ServerChild::start(kind, &args, &[])
@@ -91,8 +101,7 @@ fn https_serves_http1_and_http2_and_the_token_guards_the_ids() {
         !matches!(plain, Ok((200, _))),
         "plain HTTP was answered on the TLS port: {plain:?}"
     );
-    let (status, rest) = server.terminate();
-    assert!(status.success(), "{status}: {rest}");
+    server.stop_cleanly();
 }
 
 #[test]
@@ -156,8 +165,7 @@ fn tls_tcp_serves_a_client_with_the_ca_and_refuses_others_in_one_line() {
         "refusals took {:?}",
         started.elapsed()
     );
-    let (status, rest) = server.terminate();
-    assert!(status.success(), "{status}: {rest}");
+    server.stop_cleanly();
 }
 
 #[test]
@@ -184,17 +192,7 @@ fn sighup_reloads_the_certificate_and_a_bad_file_keeps_the_old_one() {
     std::fs::copy(&second.cert, &first.cert).unwrap();
     std::fs::copy(&second.key, &first.key).unwrap();
     assert_eq!(seen(), first.der, "nothing changes before SIGHUP");
-    let hup = || {
-        let pid = server.child.id().to_string();
-        assert!(
-            std::process::Command::new("kill")
-                .args(["-HUP", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-    };
-    hup();
+    hangup(&server);
     let deadline = Instant::now() + Duration::from_secs(10);
     while seen() != second.der {
         assert!(Instant::now() < deadline, "SIGHUP did not reload");
@@ -203,7 +201,7 @@ fn sighup_reloads_the_certificate_and_a_bad_file_keeps_the_old_one() {
 
     // A broken certificate file: the reload fails, the pair in use stays.
     std::fs::write(&first.cert, "not a certificate").unwrap();
-    hup();
+    hangup(&server);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         match server.stderr.recv_timeout(Duration::from_millis(200)) {
@@ -222,8 +220,7 @@ fn sighup_reloads_the_certificate_and_a_bad_file_keeps_the_old_one() {
         second.der,
         "the old pair stays after a failed reload"
     );
-    let (status, rest) = server.terminate();
-    assert!(status.success(), "{status}: {rest}");
+    server.stop_cleanly();
 }
 
 #[test]
@@ -275,15 +272,8 @@ fn a_half_or_unreadable_pair_fails_the_start_in_one_line() {
 #[test]
 fn a_sighup_without_tls_is_ignored() {
     let server = ServerChild::start("rest", &["--machine", "931"], &[]);
-    let pid = server.child.id().to_string();
     for _ in 0..3 {
-        assert!(
-            std::process::Command::new("kill")
-                .args(["-HUP", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+        hangup(&server);
         let (status, body) = vesta_tests::bin::http(&server.addr, "GET", "/healthz");
         assert_eq!(status, 200, "{body}");
     }

@@ -34,11 +34,44 @@ impl Which {
     }
 }
 
+/// What a crash does to a store: the harnesses' own stop, restart and PID.
+trait Crashable: Send {
+    fn stop(&mut self);
+    fn restart(&mut self);
+    fn pid(&self) -> Option<u32>;
+}
+
+impl Crashable for Postgres {
+    fn stop(&mut self) {
+        Postgres::stop(self);
+    }
+    fn restart(&mut self) {
+        Postgres::restart(self);
+    }
+    fn pid(&self) -> Option<u32> {
+        Postgres::pid(self)
+    }
+}
+
+impl Crashable for Etcd {
+    fn stop(&mut self) {
+        Etcd::stop(self);
+    }
+    fn restart(&mut self) {
+        Etcd::restart(self);
+    }
+    fn pid(&self) -> Option<u32> {
+        Etcd::pid(self)
+    }
+}
+
+type Shared = Arc<Mutex<dyn Crashable>>;
+
 /// The stores that run, and a crash in progress.
 #[derive(Default)]
 pub struct Stores {
-    pg: Option<Arc<Mutex<Postgres>>>,
-    etcd: Option<Arc<Mutex<Etcd>>>,
+    pg: Option<Shared>,
+    etcd: Option<Shared>,
     down: Option<(Which, JoinHandle<Result<(), String>>)>,
 }
 
@@ -74,29 +107,14 @@ impl Stores {
         if self.down.is_some() {
             return false;
         }
-        let restart: Box<dyn FnOnce() + Send> = match which {
-            Which::Postgres => {
-                let Some(pg) = self.pg.clone() else {
-                    return false;
-                };
-                Box::new(move || {
-                    let mut pg = pg.lock().unwrap_or_else(PoisonError::into_inner);
-                    pg.stop();
-                    thread::sleep(DOWN_FOR);
-                    pg.restart();
-                })
-            }
-            Which::Etcd => {
-                let Some(etcd) = self.etcd.clone() else {
-                    return false;
-                };
-                Box::new(move || {
-                    let mut etcd = etcd.lock().unwrap_or_else(PoisonError::into_inner);
-                    etcd.stop();
-                    thread::sleep(DOWN_FOR);
-                    etcd.restart();
-                })
-            }
+        let Some(store) = self.store(which).cloned() else {
+            return false;
+        };
+        let restart = move || {
+            let mut store = store.lock().unwrap_or_else(PoisonError::into_inner);
+            store.stop();
+            thread::sleep(DOWN_FOR);
+            store.restart();
         };
         let pid = self.pid(which);
         ctx.event(format!(
@@ -117,17 +135,16 @@ impl Stores {
         true
     }
 
-    fn pid(&self, which: Which) -> Option<u32> {
+    fn store(&self, which: Which) -> Option<&Shared> {
         match which {
-            Which::Postgres => self
-                .pg
-                .as_ref()
-                .and_then(|p| p.lock().unwrap_or_else(PoisonError::into_inner).pid()),
-            Which::Etcd => self
-                .etcd
-                .as_ref()
-                .and_then(|e| e.lock().unwrap_or_else(PoisonError::into_inner).pid()),
+            Which::Postgres => self.pg.as_ref(),
+            Which::Etcd => self.etcd.as_ref(),
         }
+    }
+
+    fn pid(&self, which: Which) -> Option<u32> {
+        self.store(which)
+            .and_then(|s| s.lock().unwrap_or_else(PoisonError::into_inner).pid())
     }
 
     /// Notices the end of a crash: the store serves again (or did not come back: a finding).
