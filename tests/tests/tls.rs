@@ -8,7 +8,8 @@
 //! - SIGHUP reloads the certificate for new connections; a file that does not load keeps the
 //!   pair in use and says so in the log;
 //! - a half-configured or unreadable pair fails the start in one line naming the key;
-//! - without TLS, SIGHUP (`systemctl reload`) is ignored, never a stop.
+//! - without TLS, SIGHUP (`systemctl reload`) is ignored, never a stop;
+//! - a client that connects and never handshakes is closed after the header read timeout.
 
 use std::time::{Duration, Instant};
 
@@ -282,4 +283,53 @@ fn a_sighup_without_tls_is_ignored() {
         status.success(),
         "SIGHUP stopped the server: {status}: {rest}"
     );
+}
+
+/// A client that connects to the HTTPS port and never starts its handshake gives its slot
+/// back: closed after `header_read_timeout_ms`, counted as a handshake failure.
+#[test]
+fn a_silent_client_is_closed_by_the_handshake_bound() {
+    use std::io::Read;
+    let ca = TestCa::new("vesta test CA");
+    let cert = ca.issue("rest");
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("rest.toml");
+    std::fs::write(
+        &conf,
+        "[machine]\nid = 932\n[server]\nheader_read_timeout_ms = 300\n",
+    )
+    .unwrap();
+    let mut args = tls_args(&cert);
+    args.extend(["--config".into(), conf.display().to_string()]);
+    let server = start("rest", &args);
+    let mut silent = std::net::TcpStream::connect(&server.addr).unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let connected = Instant::now();
+    let mut buf = [0u8; 64];
+    let n = silent.read(&mut buf).unwrap_or(0);
+    let waited = connected.elapsed();
+    assert_eq!(n, 0, "the server closes without a word");
+    // Never before the configured bound; the upper margin tells "closed" from "never".
+    assert!(
+        waited >= Duration::from_millis(300),
+        "closed after {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(10), "closed after {waited:?}");
+    let metrics = https_get(
+        &server.addr,
+        ca.client_config(&[b"http/1.1"]),
+        "/metrics",
+        "",
+    )
+    .unwrap()
+    .body;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("vesta_http_connections_closed_total{reason=\"handshake\"} 1")),
+        "{metrics}"
+    );
+    server.stop_cleanly();
 }
