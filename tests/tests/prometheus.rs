@@ -5,8 +5,9 @@
 //! Prometheus with the labels they match on, every dashboard query must evaluate, every rule
 //! must evaluate without error, and healthy servers must raise no alert. The REST server also
 //! serves segment numbers from a SQLite `leaf_alloc` and leases its machine ID from the same
-//! database, so the segment-mode and lease-pace series are checked too.
-//! Bounded: 1 s scrapes, about ten seconds in all; skipped with a note without Prometheus.
+//! database, so the segment-mode and lease-pace series are checked too. A second test runs two
+//! REST servers with one copied config and sees `VestaDuplicateMachineId` fire and resolve.
+//! Bounded: 1 s scrapes, about ten seconds each; skipped with a note without Prometheus.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -315,4 +316,78 @@ fn a_real_prometheus_finds_every_series_the_rules_and_the_dashboard_use() {
         raised.is_empty(),
         "healthy servers raised alerts: {raised:?}"
     );
+}
+
+/// Two REST servers run with one copied config (the same static machine ID, no lease store to
+/// refuse the second): the shipped `VestaDuplicateMachineId` fires in a real Prometheus with
+/// their job and the shared ID, and resolves once one of them stops. The rule's `for: 1m` is
+/// shortened to 2 s in a copy of the rules (promtool tests the minute).
+#[test]
+fn two_servers_with_one_machine_id_fire_the_duplicate_alert() {
+    let Some(binary) = prometheus::binary() else {
+        eprintln!("SKIPPED: prometheus is not installed (Debian package prometheus)");
+        return;
+    };
+    let ports = free_ports(2);
+    let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let listen = |addr: &String| [("listen = \"0.0.0.0:8080\"", format!("listen = \"{addr}\""))];
+    let first = serve("rest", "rest.toml", &listen(&addrs[0]), None);
+    let second = serve("rest", "rest.toml", &listen(&addrs[1]), None);
+
+    let rules_dir = tempfile::tempdir().unwrap();
+    let rules = rules_dir.path().join("vesta.rules.yml");
+    let shipped = deploy::read("deploy/prometheus/vesta.rules.yml");
+    let shortened = replace(
+        &shipped,
+        "count_values by (job) (\"machine_id\", vesta_machine_id) > 1\n        for: 1m",
+        "count_values by (job) (\"machine_id\", vesta_machine_id) > 1\n        for: 2s",
+    );
+    std::fs::write(&rules, shortened).unwrap();
+    let mut config = deploy::read("deploy/prometheus/prometheus.example.yml");
+    config = replace(
+        &config,
+        "/etc/prometheus/vesta.rules.yml",
+        rules.to_str().unwrap(),
+    );
+    config = replace(&config, "scrape_interval: 15s", "scrape_interval: 1s");
+    config = replace(
+        &config,
+        r#"["rest-1.example:8080", "rest-2.example:8080"]"#,
+        &format!(r#"["{}", "{}"]"#, addrs[0], addrs[1]),
+    );
+    config = format!("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\n{config}");
+    let p = Prometheus::start(&binary, &config);
+
+    let duplicate = |state: &str| {
+        let alerts = p.api("/api/v1/alerts");
+        alerts["alerts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["labels"]["alertname"] == "VestaDuplicateMachineId" && a["state"] == state)
+            .cloned()
+    };
+    let alert = eventually("VestaDuplicateMachineId firing", || {
+        duplicate("firing").ok_or_else(|| format!("not firing: {}", p.log()))
+    });
+    assert_eq!(alert["labels"]["job"], "vesta-rest", "{alert}");
+    assert_eq!(alert["labels"]["machine_id"], "924", "{alert}");
+    assert_eq!(
+        alert["annotations"]["summary"], "2 targets of vesta-rest issue as machine ID 924",
+        "{alert}"
+    );
+    assert_eq!(
+        alert["annotations"]["runbook_url"], "docs/operations.md#vestaduplicatemachineid",
+        "{alert}"
+    );
+
+    // One of the two stops: its series go stale at the next failed scrape, and the alert ends.
+    drop(second);
+    eventually("VestaDuplicateMachineId resolved", || {
+        match (duplicate("firing"), duplicate("pending")) {
+            (None, None) => Ok(()),
+            other => Err(format!("still raised: {other:?}")),
+        }
+    });
+    drop(first);
 }

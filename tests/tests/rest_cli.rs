@@ -86,8 +86,8 @@ fn startup_errors_are_one_line() {
     let out = vesta_cmd([
         "serve",
         "rest",
-        "--machine",
-        "930",
+        "--machine-db",
+        "sqlite://m.db",
         "--zk",
         "127.0.0.1:2181",
     ])
@@ -95,7 +95,10 @@ fn startup_errors_are_one_line() {
     .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains("--machine") && err.contains("--zk"), "{err}");
+    assert!(
+        err.contains("--machine-db") && err.contains("--zk"),
+        "{err}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rest.toml");

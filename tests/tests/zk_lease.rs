@@ -1,6 +1,7 @@
 //! Leasing machine IDs from a real ZooKeeper: distinct IDs under concurrency, pool exhaustion,
 //! reuse of released IDs, the start guard on a same-unit takeover and on a clock set back, the
-//! digest ACL, what `zk ls` reads, and a lease moved to another machine ID (counted for alerts).
+//! digest ACL, what `zk ls` reads, and a lease moved to another machine ID (counted for alerts), and a static ID registered with
+//! `--machine N --zk` refusing a second holder.
 
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -381,4 +382,14 @@ fn leases_work_for_node_fields_from_5_to_22_bits() {
         "{rows:?}"
     );
     server.shutdown().unwrap();
+}
+
+#[test]
+fn a_duplicated_static_id_is_refused() {
+    // `--machine N --zk CONNECT` registers the static ID: a copied config is refused at start.
+    let zk = ZkServer::start();
+    vesta_tests::lease::a_duplicated_static_id_is_refused(
+        &["--zk", &zk.connect()],
+        "under /vesta/default/machines",
+    );
 }

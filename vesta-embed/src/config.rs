@@ -183,19 +183,26 @@ impl IssuerConfig {
         }
         let machine = match self.machine.source {
             MachineSource::Static | MachineSource::Ordinal => {
-                if self.machine.db.is_some() && !self.etcd.endpoints.is_empty() {
-                    return Err(ConfigError::Inconsistent(
-                        "machine.db and etcd.endpoints are both set with a static machine ID: \
-                         register it in one of them"
-                            .into(),
-                    ));
+                let stores = self.registries();
+                if stores.len() > 1 {
+                    return Err(ConfigError::Inconsistent(format!(
+                        "{} are all set with a static machine ID: register it in one of them",
+                        stores.join(" and ")
+                    )));
                 }
-                if self.machine.db.is_some() {
+                match stores.first() {
                     // Registered in the SQL table: its settings must hold too.
-                    sql_pool_start(self)?;
-                } else if !self.etcd.endpoints.is_empty() {
-                    // Registered in etcd, likewise.
-                    etcd_pool_start(self)?;
+                    Some(&"machine.db") => {
+                        sql_pool_start(self)?;
+                    }
+                    // Registered in etcd or ZooKeeper, likewise.
+                    Some(&"etcd.endpoints") => {
+                        etcd_pool_start(self)?;
+                    }
+                    Some(_) => {
+                        zk_settings(self)?;
+                    }
+                    None => {}
                 }
                 if self.machine.state_file.is_some() {
                     self.state_file_interval()?;
@@ -210,14 +217,7 @@ impl IssuerConfig {
                          \"static\""
                     )));
                 }
-                if cfg!(not(feature = "zookeeper")) {
-                    return Err(ConfigError::Inconsistent(
-                        "machine.source = \"zookeeper\" needs vesta-embed built with its \
-                         feature `zookeeper`"
-                            .into(),
-                    ));
-                }
-                *LeaseSettings::from_config(self)?.pool.start()
+                zk_settings(self)?
             }
             MachineSource::Etcd => {
                 if let Some(id) = self.machine.id {
@@ -241,6 +241,21 @@ impl IssuerConfig {
         self.generator_config(machine)?
             .validate()
             .map_err(ConfigError::from)
+    }
+
+    /// The lease stores a static (or ordinal) machine ID is registered in, by the key that
+    /// configures each: `machine.db`, `etcd.endpoints`, `zookeeper.connect` (at most one may be
+    /// set; [`validate`](Self::validate) says so).
+    pub fn registries(&self) -> Vec<&'static str> {
+        let set = [
+            ("machine.db", self.machine.db.is_some()),
+            ("etcd.endpoints", !self.etcd.endpoints.is_empty()),
+            (
+                "zookeeper.connect",
+                !self.zookeeper.connect.trim().is_empty(),
+            ),
+        ];
+        set.into_iter().filter(|s| s.1).map(|s| s.0).collect()
     }
 
     /// The SQL lease's settings, checked (`source = "sql"`).
@@ -506,6 +521,18 @@ fn sql_pool_start(_: &IssuerConfig) -> Result<u64, ConfigError> {
     ))
 }
 
+/// The first ID of the pool a ZooKeeper lease draws from, once its settings are checked.
+fn zk_settings(config: &IssuerConfig) -> Result<u64, ConfigError> {
+    if cfg!(not(feature = "zookeeper")) {
+        return Err(ConfigError::Inconsistent(
+            "machine.source = \"zookeeper\" (or a static ID registered with \
+             zookeeper.connect) needs vesta-embed built with its feature `zookeeper`"
+                .into(),
+        ));
+    }
+    Ok(*LeaseSettings::from_config(config)?.pool.start())
+}
+
 /// The first ID of the pool an etcd lease draws from, once its settings are checked.
 #[cfg(feature = "etcd")]
 fn etcd_pool_start(config: &IssuerConfig) -> Result<u64, ConfigError> {
@@ -656,7 +683,9 @@ pub enum RequireSync {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ZooKeeperSection {
-    /// `host:port[,host:port...]`.
+    /// `host:port[,host:port...]`. Required by `machine.source = "zookeeper"`; set with a
+    /// static (or ordinal) machine ID, the ID is registered there and a second live holder of
+    /// it is refused. Empty by default.
     pub connect: String,
     /// Root znode of this deployment's leases.
     pub root: String,
@@ -677,7 +706,7 @@ pub struct ZooKeeperSection {
 impl Default for ZooKeeperSection {
     fn default() -> Self {
         ZooKeeperSection {
-            connect: "127.0.0.1:2181".into(),
+            connect: String::new(),
             root: "/vesta/default".into(),
             session_timeout_ms: 10_000,
             connect_timeout_ms: 5_000,

@@ -75,6 +75,10 @@ impl<C: Clock + 'static> Issuer<C> {
             // Registered in etcd, likewise.
             return Self::start_etcd(config, clock);
         }
+        if !config.zookeeper.connect.trim().is_empty() {
+            // Registered in ZooKeeper, likewise.
+            return Self::start_leased(config, clock);
+        }
         let machine = config.static_machine()?;
         let generator =
             Generator::new(config.generator_config(machine)?, clock).map_err(ConfigError::from)?;
@@ -97,12 +101,15 @@ impl<C: Clock + 'static> Issuer<C> {
     #[cfg(feature = "zookeeper")]
     fn start_leased(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
         let settings = LeaseSettings::from_config(&config)?;
-        let placeholder = *settings.pool.start();
+        let placeholder = settings.fixed.unwrap_or(*settings.pool.start());
         let generator = Generator::new(config.generator_config(placeholder)?, clock)
             .map_err(ConfigError::from)?;
         let timing = zk_source::initial_timing(&settings);
+        let reason = match settings.fixed {
+            Some(id) => format!("registering machine {id} in ZooKeeper"),
+            None => "claiming a machine ID from ZooKeeper".to_owned(),
+        };
         let source = ZkSource::new(settings, generator.clock().now_ms())?;
-        let reason = "claiming a machine ID from ZooKeeper".to_owned();
         Self::start_lease(config, generator, reason, timing, source)
     }
 

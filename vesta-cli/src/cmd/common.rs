@@ -57,8 +57,9 @@ pub fn apply_layout_flags(
     }
 }
 
-/// Applies `--machine N` (a static ID) or `--zk CONNECT` (a leased one, dropping any static
-/// `machine.id`) to a config's sections.
+/// Applies `--machine N` (a static ID) or `--zk CONNECT`, `--machine-db URL`, `--etcd URL` (a
+/// leased one, dropping any static `machine.id`) to a config's sections; `--machine N` with a
+/// store registers N there.
 pub fn apply_machine_flags(
     machine: Option<u64>,
     zk: Option<&str>,
@@ -73,8 +74,11 @@ pub fn apply_machine_flags(
     }
     if let Some(connect) = zk {
         // A lease replaces the file's static machine ID, which a leased config may not keep.
-        section.source = MachineSource::Zookeeper;
-        section.id = None;
+        // With --machine N the static ID is registered in ZooKeeper instead.
+        if machine.is_none() {
+            section.source = MachineSource::Zookeeper;
+            section.id = None;
+        }
         zookeeper.connect = connect.to_owned();
     }
     if let Some(url) = machine_db {

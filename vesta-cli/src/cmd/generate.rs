@@ -32,8 +32,9 @@ pub struct Args {
     /// Vesta's type: max-peak, min-granularity, 0 or 1 [default: the config's, else max-peak]
     #[arg(long = "type", value_name = "TYPE")]
     id_type: Option<IdType>,
-    /// Lease the machine ID (embed pool) from ZooKeeper instead; released on exit
-    #[arg(long, value_name = "HOST:PORT[,...]", conflicts_with = "machine")]
+    /// Lease the machine ID (embed pool) from ZooKeeper instead; released on exit. With
+    /// --machine N: register N there (refused while another holds it)
+    #[arg(long, value_name = "HOST:PORT[,...]")]
     zk: Option<String>,
     /// Lease the machine ID (embed pool) from this SQL database's vesta_machine table instead:
     /// sqlite://PATH, postgres://USER[:PASS]@HOST:PORT/DB or mysql://USER[:PASS]@HOST:PORT/DB;

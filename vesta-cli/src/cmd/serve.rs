@@ -57,9 +57,10 @@ pub struct ServerArgs {
     pub epoch: Option<Epoch>,
     /// Static machine ID (the whole node field) from the server pool (924..=1023 in Vesta's
     /// layout)
-    #[arg(long, value_name = "N", conflicts_with = "zk")]
+    #[arg(long, value_name = "N")]
     pub machine: Option<u64>,
-    /// Lease the machine ID from ZooKeeper at HOST:PORT[,HOST:PORT...]
+    /// Lease the machine ID from ZooKeeper at HOST:PORT[,HOST:PORT...]; with --machine N,
+    /// register N there (refused while another live issuer holds it)
     #[arg(long, value_name = "CONNECT")]
     pub zk: Option<String>,
     /// Lease the machine ID from this SQL database's vesta_machine table (sqlite://PATH,
@@ -374,7 +375,16 @@ mod tests {
         let c: RestConfig = config(&["--zk", "127.0.0.1:2182"]).unwrap();
         assert_eq!(c.machine.source, MachineSource::Zookeeper);
         assert_eq!(c.zookeeper.connect, "127.0.0.1:2182");
-        assert!(config::<vesta_rest::RestSection>(&["--zk", "x", "--machine", "930"]).is_err());
+        let c: RestConfig = config(&["--zk", "127.0.0.1:2182", "--machine", "930"]).unwrap();
+        assert_eq!(
+            c.machine.source,
+            MachineSource::Static,
+            "--machine N --zk registers N"
+        );
+        assert_eq!(
+            (c.machine.id, c.zookeeper.connect.as_str()),
+            (Some(930), "127.0.0.1:2182")
+        );
         let err = config::<vesta_server::TcpSection>(&["--machine", "5"])
             .unwrap_err()
             .to_string();

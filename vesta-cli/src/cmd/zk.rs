@@ -69,6 +69,13 @@ pub fn list_leases(
     if auth.is_some() {
         config.zookeeper.auth = auth;
     }
+    if config.zookeeper.connect.trim().is_empty() {
+        anyhow::bail!("no ZooKeeper to read: pass --zk HOST:PORT or set zookeeper.connect");
+    }
+    // Listing reads every lease under the root, whatever this config's own machine ID is.
+    config.machine.source = vesta_embed::MachineSource::Zookeeper;
+    config.machine.id = None;
+    config.machine.ordinal_offset = 0;
     let settings = LeaseSettings::from_config(&config)?;
     let rows = inspect(&settings)?;
     let now = vesta_embed::SystemClock::precise();

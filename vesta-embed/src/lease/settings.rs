@@ -5,7 +5,7 @@ use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::{ConfigError, IssuerConfig};
+use crate::config::{ConfigError, IssuerConfig, MachineSource};
 
 /// Everything the ZooKeeper lease needs, checked and converted from [`IssuerConfig`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,6 +35,10 @@ pub struct LeaseSettings {
     pub pool_name: &'static str,
     /// The machine IDs this issuer may lease (the pool of its genMethod).
     pub pool: RangeInclusive<u64>,
+    /// A static machine ID registered in ZooKeeper (`source = "static"` or `"ordinal"` with
+    /// `zookeeper.connect` set): only this ID is claimed, and a live holder of it refuses the
+    /// start.
+    pub fixed: Option<u64>,
 }
 
 impl LeaseSettings {
@@ -42,8 +46,27 @@ impl LeaseSettings {
     pub fn from_config(config: &IssuerConfig) -> Result<Self, ConfigError> {
         let z = &config.zookeeper;
         let bad = |msg: String| Err(ConfigError::Inconsistent(msg));
+        let fixed = match config.machine.source {
+            MachineSource::Zookeeper => None,
+            MachineSource::Static | MachineSource::Ordinal if !z.connect.trim().is_empty() => {
+                Some(config.static_machine()?)
+            }
+            _ => {
+                return bad(
+                    "machine.source is not \"zookeeper\" and zookeeper.connect is not set".into(),
+                );
+            }
+        };
         if z.connect.trim().is_empty() {
             return bad("zookeeper.connect is empty: expected host:port[,host:port...]".into());
+        }
+        if fixed.is_some() && z.start_without_zookeeper {
+            return bad(
+                "zookeeper.start_without_zookeeper is set with a static machine ID registered \
+                 in ZooKeeper: the registration is what refuses a second holder, so it cannot \
+                 be skipped; remove zookeeper.connect to issue unregistered"
+                    .into(),
+            );
         }
         if !z.root.starts_with('/') || z.root.len() < 2 || z.root.ends_with('/') {
             return bad(format!(
@@ -81,6 +104,7 @@ impl LeaseSettings {
             state_file: config.machine.state_file.clone(),
             pool_name,
             pool,
+            fixed,
         })
     }
 
@@ -103,7 +127,22 @@ mod tests {
     #[test]
     fn settings_check_root_auth_and_pick_the_pool() {
         let mut c = IssuerConfig::default();
+        let err = LeaseSettings::from_config(&c).unwrap_err().to_string();
+        assert!(err.contains("zookeeper.connect is not set"), "{err}");
+        c.zookeeper.connect = "127.0.0.1:2181".into();
         let s = LeaseSettings::from_config(&c).unwrap();
+        assert_eq!(
+            s.fixed,
+            Some(0),
+            "a static ID with zookeeper.connect is registered"
+        );
+        c.zookeeper.start_without_zookeeper = true;
+        let err = LeaseSettings::from_config(&c).unwrap_err().to_string();
+        assert!(err.contains("zookeeper.start_without_zookeeper"), "{err}");
+        c.zookeeper.start_without_zookeeper = false;
+        c.machine.source = MachineSource::Zookeeper;
+        let s = LeaseSettings::from_config(&c).unwrap();
+        assert_eq!(s.fixed, None, "a lease claims from the pool");
         assert_eq!(s.pool, 0..=923);
         assert_eq!(s.claim_path(4), "/vesta/default/machines/4");
         assert_eq!(s.mark_path(4), "/vesta/default/last/4");

@@ -63,6 +63,21 @@ pub enum LeaseError {
         /// The lease root.
         root: String,
     },
+    /// The static machine ID this issuer registers is claimed by another live issuer.
+    #[error(
+        "ZooKeeper {connect}: machine {machine} is held by {holder} under {root}/machines: \
+         another issuer runs with this static machine ID (each needs its own)"
+    )]
+    StaticIdHeld {
+        /// The connect string.
+        connect: String,
+        /// The static machine ID.
+        machine: u64,
+        /// `host:pid` of the claim, as its node says.
+        holder: String,
+        /// The lease root.
+        root: String,
+    },
     /// A znode holds something that is not ours.
     #[error("{path}: {message}")]
     Corrupt {
@@ -277,7 +292,8 @@ impl ZkLease {
         }
     }
 
-    /// Claims the preferred ID if free, else the lowest free one of `pool`.
+    /// Claims the preferred ID if free, else the lowest free one of `pool`; a static ID
+    /// (`s.fixed`) only itself.
     pub async fn claim_any(
         &self,
         s: &LeaseSettings,
@@ -285,6 +301,17 @@ impl ZkLease {
         claim: &Claim,
     ) -> Result<(u64, i32)> {
         self.ensure_dirs().await?;
+        if let Some(machine) = s.fixed {
+            if let Some(version) = self.try_claim(machine, claim).await? {
+                return Ok((machine, version));
+            }
+            return Err(LeaseError::StaticIdHeld {
+                connect: s.connect.clone(),
+                machine,
+                holder: self.claim_holder(machine).await,
+                root: s.root.clone(),
+            });
+        }
         let claimed = self.claimed().await?;
         for machine in claim_order(&s.pool, preferred, &claimed) {
             if let Some(version) = self.try_claim(machine, claim).await? {
@@ -298,6 +325,18 @@ impl ZkLease {
             count: s.pool.end() - s.pool.start() + 1,
             root: s.root.clone(),
         })
+    }
+
+    /// `host:pid` of the claim on `machine`, for messages (what is known when it cannot be read).
+    async fn claim_holder(&self, machine: u64) -> String {
+        let path = self.claim_path(machine);
+        match self.call("get", &path, self.client.get_data(&path)).await {
+            Ok((data, _)) => match Claim::from_bytes(&data) {
+                Ok(c) => format!("{}:{}", c.host, c.pid),
+                Err(_) => "an unreadable claim".into(),
+            },
+            Err(_) => "another issuer (its claim is gone now)".into(),
+        }
     }
 
     /// The mark of `machine` and its version, if one was ever written.
