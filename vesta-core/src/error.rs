@@ -8,6 +8,7 @@ use crate::epoch::Epoch;
 
 /// A field value that cannot be encoded or parsed; nothing is ever masked to fit.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FieldError {
     /// A number outside the field's width or allowed range.
     #[error("{field} {value} is out of range{context}: allowed {min}..={max}")]
@@ -100,6 +101,7 @@ impl FieldError {
 
 /// Why the generator did not hand out an ID.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum GenError {
     /// The clock went back further than the configured tolerance.
     #[error(

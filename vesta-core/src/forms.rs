@@ -22,6 +22,7 @@ pub const HEX_LEN: usize = 18;
 
 /// A way to write an ID as text.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Form {
     /// Unsigned decimal, 1 to 20 digits (does not sort as text).
     #[default]

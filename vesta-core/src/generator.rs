@@ -139,6 +139,7 @@ impl Default for GeneratorConfig {
 
 /// A configuration the generator refuses.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A field value out of range.
     #[error(transparent)]
@@ -163,6 +164,7 @@ pub enum ConfigError {
 
 /// Counters of the rare events, for status pages and metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GeneratorStats {
     /// Clock steps backwards seen and ridden out within the tolerance (one per issued unit).
     pub clock_rollbacks: u64,

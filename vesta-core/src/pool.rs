@@ -20,6 +20,7 @@ pub struct MachinePools {
 
 /// A machine ID that its genMethod may not use.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PoolError {
     /// The machine ID lies outside the pool of the generator's genMethod.
     #[error("machine {machine} is outside the {pool} pool {}..={} (genMethod {gen_method})", range.start(), range.end())]

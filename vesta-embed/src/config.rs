@@ -10,7 +10,9 @@ mod builder;
 
 pub use builder::IssuerConfigBuilder;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+#[cfg(feature = "toml")]
+use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
@@ -23,6 +25,7 @@ use crate::lease::LeaseSettings;
 
 /// A configuration that cannot be loaded or used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
     #[error("cannot read config {}: {cause}", path.display())]
@@ -58,6 +61,7 @@ impl From<CoreConfigError> for ConfigError {
 }
 
 /// Reads a TOML file into `T`, naming the file in every error.
+#[cfg(feature = "toml")]
 pub fn load_toml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
         path: path.to_owned(),
@@ -73,6 +77,7 @@ pub fn load_toml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ConfigE
 }
 
 /// Parses TOML text into `T`.
+#[cfg(feature = "toml")]
 pub fn parse_toml<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, ConfigError> {
     toml::from_str(text).map_err(|e| ConfigError::Parse {
         path: None,
@@ -81,6 +86,7 @@ pub fn parse_toml<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, ConfigE
 }
 
 /// For an unknown key that moved to another section: where it lives now.
+#[cfg(feature = "toml")]
 fn moved_hint(message: &str) -> String {
     MOVED_KEYS
         .iter()
@@ -89,6 +95,7 @@ fn moved_hint(message: &str) -> String {
         .unwrap_or_default()
 }
 
+#[cfg(feature = "toml")]
 fn location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     let Some(span) = span else {
         return String::new();
@@ -98,11 +105,16 @@ fn location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     format!(" (line {line})")
 }
 
+/// Why a state file is refused by a build without it.
+pub(crate) const STATE_FILE_FEATURE: &str =
+    "machine.state_file needs vesta-embed built with its feature `state-file`";
+
 /// The shortest allowed `machine.state_file_interval_ms`: one fsync'd write per 10 ms at most.
 const MIN_STATE_FILE_INTERVAL_MS: u64 = 10;
 
 /// Keys that moved to another section, named in the error a stale config gets
 /// (see CHANGELOG.md).
+#[cfg(feature = "toml")]
 const MOVED_KEYS: &[(&str, &str)] = &[("start_guard_max_wait_ms", "[machine]")];
 
 /// Everything an [`Issuer`](crate::Issuer) needs. `Default` is the embedded default: Vesta's
@@ -132,6 +144,7 @@ const MOVED_KEYS: &[(&str, &str)] = &[("start_guard_max_wait_ms", "[machine]")];
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct IssuerConfig {
     /// The IDs' layout, type, epoch and version.
     pub id: IdSection,
@@ -156,7 +169,9 @@ impl IssuerConfig {
     }
 
     /// Loads and checks a TOML file in the format of `conf/vesta.toml` (every key optional,
-    /// unknown keys refused). Errors name the file, the key and the allowed values.
+    /// unknown keys refused). Errors name the file, the key and the allowed values. Feature
+    /// `toml` (default).
+    #[cfg(feature = "toml")]
     pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let config: Self = load_toml(path.as_ref())?;
         config.validate()?;
@@ -164,6 +179,7 @@ impl IssuerConfig {
     }
 
     /// Parses and checks TOML text, as [`from_toml_file`](Self::from_toml_file) does.
+    #[cfg(feature = "toml")]
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
         let config: Self = parse_toml(text)?;
         config.validate()?;
@@ -326,6 +342,9 @@ impl IssuerConfig {
 
     /// How often a static source rewrites its state file (`machine.state_file_interval_ms`).
     pub(crate) fn state_file_interval(&self) -> Result<Duration, ConfigError> {
+        if cfg!(not(feature = "state-file")) {
+            return Err(ConfigError::Inconsistent(STATE_FILE_FEATURE.into()));
+        }
         let ms = self.machine.state_file_interval_ms;
         if ms < MIN_STATE_FILE_INTERVAL_MS {
             return Err(ConfigError::Inconsistent(format!(
@@ -366,6 +385,7 @@ impl IssuerConfig {
 /// `[id]`: what the IDs look like.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct IdSection {
     /// The layout: a preset (`vesta`, `leaf`, `twitter`, `sonyflake`, `uid-generator`) or a
     /// custom one described under `[id.layout]`.
@@ -551,6 +571,7 @@ fn etcd_pool_start(_: &IssuerConfig) -> Result<u64, ConfigError> {
 /// Where the machine ID comes from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum MachineSource {
     /// From `machine.id` (or the first ID of the pool); no ZooKeeper needed.
     #[default]
@@ -570,6 +591,7 @@ pub enum MachineSource {
 /// `[machine]`: the machine ID and the pools.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct MachineSection {
     /// `static`, `zookeeper`, `ordinal` or `sql`.
     pub source: MachineSource,
@@ -627,6 +649,7 @@ impl Default for MachineSection {
 /// How each time unit's sequence starts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum SeqStartKind {
     /// At 0 (Vesta).
     #[default]
@@ -638,6 +661,7 @@ pub enum SeqStartKind {
 /// `[clock]`: clock-rollback policy and sequence start.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct ClockSection {
     /// How far the clock may step back while issuing continues; default 1000 for max-peak,
     /// 5 for min-granularity.
@@ -669,6 +693,7 @@ impl Default for ClockSection {
 /// `[clock] require_sync`: how an unsynchronised clock at start is treated.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum RequireSync {
     /// Start anyway; log a warning; health and metrics show it.
     #[default]
@@ -682,6 +707,7 @@ pub enum RequireSync {
 /// `[zookeeper]`: the lease of a machine ID.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct ZooKeeperSection {
     /// `host:port[,host:port...]`. Required by `machine.source = "zookeeper"`; set with a
     /// static (or ordinal) machine ID, the ID is registered there and a second live holder of
@@ -721,6 +747,7 @@ impl Default for ZooKeeperSection {
 /// `[etcd]`: the lease of a machine ID from etcd v3 (`machine.source = "etcd"`).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct EtcdSection {
     /// Client URLs, tried in order: `http://HOST:PORT`. Required by `machine.source = "etcd"`;
     /// set with a static (or ordinal) machine ID, the ID is registered there and a second

@@ -8,6 +8,7 @@ use crate::lease::LeaseError;
 
 /// Why an issuer did not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StartError {
     /// The configuration is invalid.
     #[error(transparent)]
@@ -72,6 +73,7 @@ pub struct ShutdownError(pub String);
 
 /// Why a call did not get an ID.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum IssueError {
     /// The issuer may not issue now (lease lost, not yet held, start guard, shut down). Retry
     /// later or elsewhere.

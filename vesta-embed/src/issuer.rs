@@ -3,7 +3,6 @@
 //! lease, runs on a background thread owned by the issuer and stopped when it is dropped.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use vesta_core::{
@@ -17,11 +16,28 @@ use crate::error::{IssueError, ShutdownError, StartError};
 #[cfg(feature = "zookeeper")]
 use crate::lease::LeaseSettings;
 use crate::lease::leased_generator::LeasedGenerator;
+#[cfg(feature = "state-file")]
 use crate::lease::static_source::StaticSource;
+#[cfg(feature = "tokio")]
 use crate::lease::worker::{Lease, LeaseSource, LeaseThread};
 #[cfg(feature = "zookeeper")]
 use crate::lease::zk_source::{self, ZkSource};
 use crate::status::{LeaseInfo, LeaseState, Status};
+
+/// Without tokio there is no lease thread: an issuer never holds one.
+#[cfg(not(feature = "tokio"))]
+#[derive(Debug)]
+enum LeaseThread {}
+
+#[cfg(not(feature = "tokio"))]
+impl LeaseThread {
+    fn stop(&mut self) -> Result<(), ShutdownError> {
+        match *self {}
+    }
+}
+
+#[cfg(not(feature = "state-file"))]
+use crate::config::STATE_FILE_FEATURE;
 
 /// Issues IDs in this process. Cheap to share: wrap it in an `Arc` or lend `&Issuer`.
 #[derive(Debug)]
@@ -89,11 +105,33 @@ impl<C: Clock + 'static> Issuer<C> {
                 lease_thread: Mutex::new(None),
             });
         };
+        Self::start_with_state_file(config, generator, machine, path)
+    }
+
+    /// A static machine ID whose high-water mark lives in `path`.
+    #[cfg(feature = "state-file")]
+    fn start_with_state_file(
+        config: IssuerConfig,
+        generator: Generator<C>,
+        machine: u64,
+        path: std::path::PathBuf,
+    ) -> Result<Self, StartError> {
         let interval = config.state_file_interval()?;
         let reason = format!("reading the state file {}", path.display());
         let source = StaticSource::new(path, machine, config.start_guard_max_wait());
         let window = StaticSource::window(interval);
         Self::start_lease(config, generator, reason, (window, interval), source)
+    }
+
+    #[cfg(not(feature = "state-file"))]
+    fn start_with_state_file(
+        config: IssuerConfig,
+        _: Generator<C>,
+        _: u64,
+        _: std::path::PathBuf,
+    ) -> Result<Self, StartError> {
+        config.validate()?;
+        Err(ConfigError::Inconsistent(STATE_FILE_FEATURE.into()).into())
     }
 
     /// Leases the machine ID from ZooKeeper: the generator starts on a placeholder ID and the
@@ -176,11 +214,16 @@ impl<C: Clock + 'static> Issuer<C> {
 
     /// Runs `source` on a lease thread for `generator`, which stays fenced (`reason` says why)
     /// until the source holds the machine ID; `timing` is the first (window, beat).
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(
+        not(any(feature = "state-file", feature = "sql", feature = "etcd")),
+        allow(dead_code)
+    )]
     fn start_lease<S: LeaseSource<C>>(
         config: IssuerConfig,
         generator: Generator<C>,
         reason: String,
-        (window, beat): (Duration, Duration),
+        (window, beat): (std::time::Duration, std::time::Duration),
         source: S,
     ) -> Result<Self, StartError> {
         generator.fence();
@@ -358,6 +401,7 @@ impl<C: Clock + 'static> Issuer<C> {
 
     /// When the unit after the last issued one starts (ms since the Unix epoch): where the
     /// async waiting list sleeps until.
+    #[cfg(feature = "tokio")]
     pub(crate) fn next_unit_start_ms(&self) -> u64 {
         self.leased.generator.next_unit_start_ms()
     }

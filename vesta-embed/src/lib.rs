@@ -10,7 +10,8 @@
 //!   [`IssuerConfig::builder`] or loaded with [`IssuerConfig::from_toml_file`].
 //! - [`Status`], [`LeaseState`], [`LeaseInfo`]: what health checks and metrics read.
 //! - Errors: [`StartError`] (why it did not start), [`IssueError`] (why a call got no ID),
-//!   [`ShutdownError`], [`config::ConfigError`], [`LeaseError`].
+//!   [`ShutdownError`], [`ConfigError`], [`LeaseError`] (feature `zookeeper`). Every public
+//!   error and status enum is `#[non_exhaustive]`: new variants are not breaking changes.
 //! - [`SystemClock`] (the clock issuers read) and [`ShiftedClock`] (a steppable one for
 //!   fault-injection tests); in [`lease`], what `vesta zk ls` reads.
 //!
@@ -23,10 +24,11 @@ mod error;
 mod issuer;
 pub mod lease;
 mod status;
+#[cfg(feature = "tokio")]
 mod waiting;
 
 pub use clock::{ShiftedClock, SystemClock, kernel_sync};
-pub use config::{IssuerConfig, MachineSource, RequireSync};
+pub use config::{ConfigError, IssuerConfig, MachineSource, RequireSync};
 pub use error::{IssueError, ShutdownError, StartError};
 pub use issuer::Issuer;
 #[cfg(feature = "zookeeper")]
@@ -37,4 +39,5 @@ pub use vesta_core;
 pub use vesta_core::{
     Epoch, Explanation, FieldValues, GenMethod, IdBatch, IdFields, IdType, Layout, Preset,
 };
+#[cfg(feature = "tokio")]
 pub use waiting::{AsyncIssuer, DEFAULT_MAX_WAIT, Flow, Issue, WaitStats};

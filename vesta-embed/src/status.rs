@@ -7,6 +7,7 @@ use vesta_core::{ClockSync, Epoch, GenMethod, GeneratorStats, Layout};
 
 /// Where the issuer stands with its machine ID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LeaseState {
     /// A static machine ID from config: always held.
     Static,
@@ -46,6 +47,7 @@ impl fmt::Display for LeaseState {
 
 /// The lease part of the status, kept up to date by whoever holds the machine ID.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LeaseInfo {
     /// Current state.
     pub state: LeaseState,
@@ -100,6 +102,7 @@ impl LeaseInfo {
 
 /// A snapshot of an issuer.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Status {
     /// The machine ID in use.
     pub machine: u64,

@@ -183,14 +183,14 @@ impl<S: ServerSection> ServiceConfig<S> {
         if machine.source == vesta_embed::MachineSource::Sql && machine.db.is_none() {
             machine.db = self.segment.db.clone();
         }
-        IssuerConfig {
-            id: self.id.clone(),
-            machine,
-            clock: self.clock.clone(),
-            zookeeper: self.zookeeper.clone(),
-            etcd: self.etcd.clone(),
-            gen_method: S::GEN_METHOD,
-        }
+        let mut config = IssuerConfig::default();
+        config.id = self.id.clone();
+        config.machine = machine;
+        config.clock = self.clock.clone();
+        config.zookeeper = self.zookeeper.clone();
+        config.etcd = self.etcd.clone();
+        config.gen_method = S::GEN_METHOD;
+        config
     }
 
     /// The limits both servers share.

@@ -60,6 +60,7 @@ impl<C: Clock> LeasedGenerator<C> {
 
     /// A renewal was written: issuing may go on until the clock reads `deadline_ms`
     /// (`u64::MAX`: no deadline); after that, a refused call is told `on_expiry`.
+    #[cfg(feature = "tokio")]
     pub(crate) fn resume(&self, state: LeaseState, deadline_ms: u64, on_expiry: String) {
         let mut lease = self.record();
         lease.info.state = state;
@@ -70,6 +71,7 @@ impl<C: Clock> LeasedGenerator<C> {
     }
 
     /// The watchdog found the term over: fence with the reason promised for it.
+    #[cfg(feature = "tokio")]
     pub(crate) fn lapse(&self) {
         let reason = self.record().on_expiry.clone();
         self.fence(LeaseState::Fenced, reason);

@@ -30,8 +30,11 @@ mod settings;
 mod sql;
 #[cfg(feature = "sql")]
 pub(crate) mod sql_source;
+#[cfg(feature = "state-file")]
 pub(crate) mod state_file;
+#[cfg(feature = "state-file")]
 pub(crate) mod static_source;
+#[cfg(feature = "tokio")]
 #[cfg_attr(
     not(all(feature = "zookeeper", feature = "sql", feature = "etcd")),
     allow(dead_code)
@@ -41,6 +44,7 @@ pub(crate) mod worker;
 mod zk;
 #[cfg(feature = "zookeeper")]
 pub(crate) mod zk_source;
+#[cfg(any(feature = "zookeeper", feature = "etcd"))]
 mod znode;
 
 #[cfg(feature = "etcd")]
@@ -49,10 +53,11 @@ pub use settings::LeaseSettings;
 #[cfg(feature = "sql")]
 pub use sql::{MachineRow, SqlLease, SqlSettings};
 #[cfg(feature = "zookeeper")]
-pub use zk::{LeaseError, LeaseRow, inspect};
+pub use zk::{LeaseError, LeaseRow, ZkCause, inspect};
+#[cfg(any(feature = "zookeeper", feature = "etcd"))]
 pub use znode::{Claim, Mark};
 
-/// The machine's host name, for claim nodes (best effort).
+/// The machine's host name, for claim nodes and the ordinal source (best effort).
 pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()

@@ -5,8 +5,11 @@
 //! on stop writes the final, clean mark. [`LeaseThread`] is the issuer's one handle on it.
 
 use std::fmt;
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, sync_channel};
+use std::task::Poll;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -317,13 +320,26 @@ async fn run<C: Clock + 'static, S: LeaseSource<C>>(
     loop {
         let ends_at = lease.term.ends_at();
         let next_beat = lease.next_beat;
-        // A message or the sender's drop (the issuer stopping) both end the loop.
-        let event = tokio::select! {
-            biased;
-            _ = &mut stop => Event::Stop,
-            reason = source.lost() => Event::Lost(reason),
-            _ = sleep_until(ends_at) => Event::Lapsed,
-            _ = tokio::time::sleep_until(next_beat.into()) => Event::Beat,
+        // A message or the sender's drop (the issuer stopping) both end the loop. Polled in
+        // this order (a stop first), as a biased select.
+        let event = {
+            let mut lost = pin!(source.lost());
+            let mut lapse = pin!(sleep_until(ends_at));
+            let mut beat = pin!(tokio::time::sleep_until(next_beat.into()));
+            poll_fn(|cx| {
+                if Pin::new(&mut stop).poll(cx).is_ready() {
+                    Poll::Ready(Event::Stop)
+                } else if let Poll::Ready(reason) = lost.as_mut().poll(cx) {
+                    Poll::Ready(Event::Lost(reason))
+                } else if lapse.as_mut().poll(cx).is_ready() {
+                    Poll::Ready(Event::Lapsed)
+                } else if beat.as_mut().poll(cx).is_ready() {
+                    Poll::Ready(Event::Beat)
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await
         };
         match event {
             Event::Stop => break,
@@ -331,11 +347,20 @@ async fn run<C: Clock + 'static, S: LeaseSource<C>>(
             Event::Lapsed => lease.check_lapse(),
             // A stop cancels a slow beat (a re-lease, a write); a ZooKeeper session then
             // closes on drop, which deletes any claim it made.
-            Event::Beat => tokio::select! {
-                biased;
-                _ = &mut stop => break,
-                () = source.beat(&mut lease) => {}
-            },
+            Event::Beat => {
+                let mut beat = pin!(source.beat(&mut lease));
+                let stopped = poll_fn(|cx| {
+                    if Pin::new(&mut stop).poll(cx).is_ready() {
+                        Poll::Ready(true)
+                    } else {
+                        beat.as_mut().poll(cx).map(|()| false)
+                    }
+                })
+                .await;
+                if stopped {
+                    break;
+                }
+            }
         }
     }
     let last = lease.final_promise();

@@ -10,8 +10,20 @@ use super::LeaseSettings;
 use super::rules::claim_order;
 use super::znode::{Claim, Mark};
 
+/// What the ZooKeeper client said (shown with `Display`; its type is the client crate's, kept
+/// out of this crate's API).
+#[derive(Debug, Clone)]
+pub struct ZkCause(pub(crate) ZkError);
+
+impl std::fmt::Display for ZkCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// Why a lease operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum LeaseError {
     /// No session could be established in time.
     #[error(
@@ -34,7 +46,7 @@ pub enum LeaseError {
         /// On which znode.
         path: String,
         /// The client's error.
-        cause: ZkError,
+        cause: ZkCause,
     },
     /// A call got no answer in time.
     #[error("ZooKeeper {op} {path}: no answer within {timeout_ms} ms")]
@@ -94,10 +106,10 @@ impl LeaseError {
         matches!(
             self,
             LeaseError::Op {
-                cause: ZkError::SessionExpired
+                cause: ZkCause(ZkError::SessionExpired
                     | ZkError::ClientClosed
                     | ZkError::SessionMoved
-                    | ZkError::AuthFailed,
+                    | ZkError::AuthFailed),
                 ..
             }
         )
@@ -108,7 +120,7 @@ impl LeaseError {
         matches!(
             self,
             LeaseError::Op {
-                cause: ZkError::BadVersion | ZkError::NoNode,
+                cause: ZkCause(ZkError::BadVersion | ZkError::NoNode),
                 ..
             }
         )
@@ -244,7 +256,7 @@ impl ZkLease {
             Ok(Err(cause)) => Err(LeaseError::Op {
                 op,
                 path: path.to_owned(),
-                cause,
+                cause: ZkCause(cause),
             }),
             Err(_) => Err(LeaseError::Timeout {
                 op,
@@ -285,7 +297,7 @@ impl ZkLease {
         {
             Ok((stat, _)) => Ok(Some(stat.version)),
             Err(LeaseError::Op {
-                cause: ZkError::NodeExists,
+                cause: ZkCause(ZkError::NodeExists),
                 ..
             }) => Ok(None),
             Err(e) => Err(e),
@@ -347,7 +359,7 @@ impl ZkLease {
                 .map(|m| Some((m, stat.version)))
                 .map_err(|message| LeaseError::Corrupt { path, message }),
             Err(LeaseError::Op {
-                cause: ZkError::NoNode,
+                cause: ZkCause(ZkError::NoNode),
                 ..
             }) => Ok(None),
             Err(e) => Err(e),
@@ -380,7 +392,7 @@ impl ZkLease {
             return Err(LeaseError::Op {
                 op: "write mark",
                 path,
-                cause,
+                cause: ZkCause(cause),
             });
         }
         let results = self
@@ -411,7 +423,7 @@ impl ZkLease {
         match self.call("get", &path, self.client.get_data(&path)).await {
             Ok((_, stat)) => Ok(Some(stat.ephemeral_owner)),
             Err(LeaseError::Op {
-                cause: ZkError::NoNode,
+                cause: ZkCause(ZkError::NoNode),
                 ..
             }) => Ok(None),
             Err(e) => Err(e),
@@ -431,7 +443,7 @@ impl ZkLease {
         {
             Ok(()) => Ok(()),
             Err(LeaseError::Op {
-                cause: ZkError::NoNode,
+                cause: ZkCause(ZkError::NoNode),
                 ..
             }) => Ok(()),
             Err(e) => Err(e),
@@ -449,7 +461,7 @@ impl ZkLease {
             {
                 Ok(names) => ids.extend(names.iter().filter_map(|n| n.parse::<u64>().ok())),
                 Err(LeaseError::Op {
-                    cause: ZkError::NoNode,
+                    cause: ZkCause(ZkError::NoNode),
                     ..
                 }) => {}
                 Err(e) => return Err(e),
@@ -468,7 +480,7 @@ impl ZkLease {
                         u64::try_from(stat.ctime).ok(),
                     ),
                     Err(LeaseError::Op {
-                        cause: ZkError::NoNode,
+                        cause: ZkCause(ZkError::NoNode),
                         ..
                     }) => (None, None, None),
                     Err(e) => return Err(e),

@@ -37,6 +37,7 @@ const SHARED_FLOW: u64 = 0;
 
 /// Counters of the waiting list, for metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WaitStats {
     /// Calls parked now.
     pub parked: u64,
@@ -283,25 +284,25 @@ impl<C: Clock + 'static> AsyncIssuer<C> {
     fn issue(&self, flow: u64, n: u64) -> Issue {
         let s = self.shared();
         if n == 0 {
-            return Issue::Ready(Some(Ok(IdBatch::default())));
+            return Issue::answered(Ok(IdBatch::default()));
         }
         let mut runs = Vec::new();
         let mut left = n;
         if s.parked.load(Ordering::Relaxed) == 0 {
             match s.issuer.try_next_ids(n) {
-                Ok(batch) if batch.len() == n => return Issue::Ready(Some(Ok(batch))),
+                Ok(batch) if batch.len() == n => return Issue::answered(Ok(batch)),
                 Ok(batch) => {
                     left -= batch.len();
                     runs.extend_from_slice(batch.runs());
                 }
                 Err(IssueError::Refused(GenError::WouldBlock { .. })) => {}
-                Err(e) => return Issue::Ready(Some(Err(e))),
+                Err(e) => return Issue::answered(Err(e)),
             }
         }
         let (tx, rx) = oneshot::channel();
         let mut p = s.lock();
         if p.stop {
-            return Issue::Ready(Some(Err(shut_down())));
+            return Issue::answered(Err(shut_down()));
         }
         p.queue
             .push(flow, Waiter::new(left, runs, Instant::now(), tx));
@@ -311,7 +312,7 @@ impl<C: Clock + 'static> AsyncIssuer<C> {
         if p.idle {
             s.wake.notify_one();
         }
-        Issue::Waiting(rx)
+        Issue(Pending::Waiting(rx))
     }
 }
 
@@ -351,9 +352,14 @@ impl<C: Clock + 'static> Flow<C> {
     }
 }
 
-/// A call's IDs: answered at once, or parked until a later unit boundary.
+/// A call's IDs: answered at once, or parked until a later unit boundary. Await it, or take
+/// the answer without waiting with [`ready`](Issue::ready) / [`try_take`](Issue::try_take).
 #[derive(Debug)]
-pub enum Issue {
+pub struct Issue(Pending);
+
+/// What an [`Issue`] holds (private: the channel type is tokio's).
+#[derive(Debug)]
+enum Pending {
     /// Answered without waiting (taken on the first poll).
     Ready(Option<Result<IdBatch, IssueError>>),
     /// Parked; resolves when the clock thread serves it.
@@ -361,19 +367,25 @@ pub enum Issue {
 }
 
 impl Issue {
+    fn answered(r: Result<IdBatch, IssueError>) -> Self {
+        Issue(Pending::Ready(Some(r)))
+    }
+}
+
+impl Issue {
     /// The answer if it needed no waiting (a server writes it without a task switch).
     pub fn ready(&mut self) -> Option<Result<IdBatch, IssueError>> {
-        match self {
-            Issue::Ready(r) => r.take(),
-            Issue::Waiting(_) => None,
+        match &mut self.0 {
+            Pending::Ready(r) => r.take(),
+            Pending::Waiting(_) => None,
         }
     }
 
     /// The answer if it has arrived, without waiting.
     pub fn try_take(&mut self) -> Option<Result<IdBatch, IssueError>> {
-        match self {
-            Issue::Ready(r) => r.take(),
-            Issue::Waiting(rx) => match rx.try_recv() {
+        match &mut self.0 {
+            Pending::Ready(r) => r.take(),
+            Pending::Waiting(rx) => match rx.try_recv() {
                 Ok(r) => Some(r),
                 Err(oneshot::error::TryRecvError::Empty) => None,
                 Err(oneshot::error::TryRecvError::Closed) => Some(Err(shut_down())),
@@ -386,9 +398,9 @@ impl Future for Issue {
     type Output = Result<IdBatch, IssueError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            Issue::Ready(r) => Poll::Ready(r.take().unwrap_or_else(|| Err(shut_down()))),
-            Issue::Waiting(rx) => Pin::new(rx)
+        match &mut self.get_mut().0 {
+            Pending::Ready(r) => Poll::Ready(r.take().unwrap_or_else(|| Err(shut_down()))),
+            Pending::Waiting(rx) => Pin::new(rx)
                 .poll(cx)
                 .map(|r| r.unwrap_or_else(|_| Err(shut_down()))),
         }

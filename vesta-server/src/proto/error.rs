@@ -141,7 +141,10 @@ impl ErrorCode {
                 GenError::BeforeEpoch { .. } => BeforeEpoch,
                 GenError::Fenced { .. } => Unavailable,
                 GenError::WouldBlock { .. } => Internal,
+                // A refusal added after this protocol version: no code of its own yet.
+                _ => Internal,
             },
+            _ => Internal,
         }
     }
 }

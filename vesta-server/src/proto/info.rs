@@ -75,6 +75,8 @@ const fn lease_state_code(s: LeaseState) -> u8 {
         LeaseState::Held => 2,
         LeaseState::Fenced => 3,
         LeaseState::Released => 4,
+        // A state added after this protocol version: clients read it as unknown.
+        _ => u8::MAX,
     }
 }
 

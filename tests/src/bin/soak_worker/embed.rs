@@ -232,6 +232,7 @@ fn start_error_kind(e: &StartError) -> &'static str {
         StartError::Lease(_) => "lease",
         StartError::ZooKeeper(_) => "zookeeper",
         StartError::Thread { .. } => "thread",
+        _ => "other",
     }
 }
 
@@ -245,6 +246,8 @@ fn issue_error_kind(e: &IssueError) -> &'static str {
             GenError::TimeOverflow { .. } => "time overflow",
             GenError::BeforeEpoch { .. } => "before epoch",
             GenError::Fenced { .. } => "fenced",
+            _ => "other refusal",
         },
+        _ => "other",
     }
 }
