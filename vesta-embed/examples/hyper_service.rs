@@ -6,7 +6,13 @@
 //! cargo run -p vesta-embed --example hyper_service          # listens on 127.0.0.1:3000
 //! curl -s localhost:3000/id
 //! curl -s 'localhost:3000/ids?count=3'
+//! curl -s localhost:3000/order          # {"id":"2708763598951286684","ref":"2B5VP4H0001WW"}
+//! curl -s localhost:3000/orders/2B5VP4H0001WW   # the ID from its URL form, explained
 //! ```
+//!
+//! `/order` shows how to hand IDs to JavaScript: as JSON strings (`vesta_core::Id` serializes
+//! as one; IDs pass 2^53, where JSON numbers lose digits), with a short base32 form for URLs,
+//! which `/orders/{ref}` reads back.
 //!
 //! Ctrl-C stops it: open connections finish their requests, then the machine ID is released.
 
@@ -23,6 +29,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use vesta_embed::vesta_core::{Form, Id};
 use vesta_embed::{AsyncIssuer, Flow, IssuerConfig};
 
 /// The largest `count` of `/ids`.
@@ -78,7 +85,14 @@ async fn answer(
     flow: Arc<Flow>,
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    let count = match (req.method(), req.uri().path()) {
+    let path = req.uri().path();
+    if req.method() == Method::GET && path == "/order" {
+        return Ok(new_order(&flow).await);
+    }
+    if let (&Method::GET, Some(reference)) = (req.method(), path.strip_prefix("/orders/")) {
+        return Ok(show_order(&flow, reference));
+    }
+    let count = match (req.method(), path) {
         (&Method::GET, "/id") => Ok(1),
         (&Method::GET, "/ids") => parse_count(req.uri().query()),
         _ => {
@@ -106,6 +120,34 @@ async fn answer(
         Err(e) if e.is_transient() => reply(StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
         Err(e) => reply(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
     })
+}
+
+/// A new order's ID as JSON: the ID as a string (exact in JavaScript) and its base32 form
+/// for URLs (13 characters, sorts as the IDs).
+async fn new_order(flow: &Flow) -> Response<Full<Bytes>> {
+    match flow.next_id().await {
+        Ok(id) => {
+            let id = Id::new(id);
+            let body = serde_json::json!({ "id": id, "ref": id.to_form(Form::Base32).as_str() });
+            reply(StatusCode::OK, format!("{body}\n"))
+        }
+        Err(e) => reply(StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
+    }
+}
+
+/// An order's ID read back from its URL form (any form `Id` parses), explained.
+fn show_order(flow: &Flow, reference: &str) -> Response<Full<Bytes>> {
+    let id: Id = match reference.parse() {
+        Ok(id) => id,
+        Err(e) => return reply(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    };
+    let x = flow.issuer().issuer().explain(id.get());
+    let body = serde_json::json!({
+        "id": id,
+        "issued": x.timestamp(),
+        "machine": x.node(),
+    });
+    reply(StatusCode::OK, format!("{body}\n"))
 }
 
 /// `count=N` with N in 1..=[`MAX_COUNT`]; the error names the parameter and the range.

@@ -10,9 +10,9 @@ mod builder;
 
 pub use builder::IssuerConfigBuilder;
 
-use std::path::PathBuf;
 #[cfg(feature = "toml")]
 use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};

@@ -105,6 +105,22 @@ async fn hyper_service_hands_out_ids_over_http() {
     assert_eq!(body, "count 1001 is out of range: allowed 1..=1000\n");
     assert_eq!(get(addr, "/nope").await.0, 404);
 
+    // An ID as a JSON string, its base32 form in a URL, and back.
+    let (status, body) = get(addr, "/order").await;
+    assert_eq!(status, 200, "{body}");
+    let order: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let id: u64 = order["id"].as_str().unwrap().parse().unwrap();
+    assert!(id > many[999]);
+    let reference = order["ref"].as_str().unwrap();
+    assert_eq!(reference.len(), 13, "{reference}");
+    let (status, body) = get(addr, &format!("/orders/{reference}")).await;
+    assert_eq!(status, 200, "{body}");
+    let shown: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(shown["id"], order["id"]);
+    assert_eq!(shown["machine"], 3);
+    let (status, body) = get(addr, "/orders/<script>").await;
+    assert_eq!(status, 400, "{body}");
+
     stop.send(()).unwrap();
     server.await.unwrap();
     ids.shutdown().await.unwrap();

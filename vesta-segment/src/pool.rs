@@ -8,24 +8,71 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use sqlx::Connection;
+#[cfg(feature = "mysql")]
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlSslMode};
+#[cfg(feature = "postgres")]
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgSslMode};
+#[cfg(feature = "sqlite")]
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
 
 use crate::url::{DbTarget, DbUrl};
 
-/// A pool on one of the three databases.
+/// A pool on one of the databases this build supports (features `sqlite`, `postgres`,
+/// `mysql`). Build one from your own `sqlx` pool with `From` (see `Store::from_pool`).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum AnyPool {
     /// SQLite.
+    #[cfg(feature = "sqlite")]
     Sqlite(SqlitePool),
     /// PostgreSQL.
+    #[cfg(feature = "postgres")]
     Postgres(PgPool),
     /// MySQL or MariaDB.
+    #[cfg(feature = "mysql")]
     MySql(MySqlPool),
 }
 
-/// Runs the same body against whichever pool this is; `$p` is `&Pool<DB>` in each arm.
+#[cfg(feature = "sqlite")]
+impl From<SqlitePool> for AnyPool {
+    fn from(p: SqlitePool) -> Self {
+        AnyPool::Sqlite(p)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl From<PgPool> for AnyPool {
+    fn from(p: PgPool) -> Self {
+        AnyPool::Postgres(p)
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl From<MySqlPool> for AnyPool {
+    fn from(p: MySqlPool) -> Self {
+        AnyPool::MySql(p)
+    }
+}
+
+/// Runs the same body against whichever pool `$pool` (a reference) is; `$p` is `&Pool<DB>` in
+/// each arm. Within this crate: the arms follow its features.
+macro_rules! on_pool_here {
+    ($pool:expr, $p:ident => $body:expr) => {
+        match $pool {
+            #[cfg(feature = "sqlite")]
+            $crate::pool::AnyPool::Sqlite($p) => $body,
+            #[cfg(feature = "postgres")]
+            $crate::pool::AnyPool::Postgres($p) => $body,
+            #[cfg(feature = "mysql")]
+            $crate::pool::AnyPool::MySql($p) => $body,
+        }
+    };
+}
+pub(crate) use on_pool_here;
+
+/// Runs the same body against whichever pool `$pool` (a reference) is; `$p` is `&Pool<DB>` in
+/// each arm. For other crates; exists when all three databases are built in.
+#[cfg(all(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 #[macro_export]
 macro_rules! on_any_pool {
     ($pool:expr, $p:ident => $body:expr) => {
@@ -33,8 +80,27 @@ macro_rules! on_any_pool {
             $crate::pool::AnyPool::Sqlite($p) => $body,
             $crate::pool::AnyPool::Postgres($p) => $body,
             $crate::pool::AnyPool::MySql($p) => $body,
+            // `AnyPool` is non-exhaustive for other crates; this macro exists only when all
+            // three of its variants do.
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("every AnyPool variant is matched above"),
         }
     };
+}
+
+impl AnyPool {
+    /// Which database this pool is on.
+    pub fn kind(&self) -> crate::url::DbKind {
+        use crate::url::DbKind;
+        match self {
+            #[cfg(feature = "sqlite")]
+            AnyPool::Sqlite(_) => DbKind::Sqlite,
+            #[cfg(feature = "postgres")]
+            AnyPool::Postgres(_) => DbKind::Postgres,
+            #[cfg(feature = "mysql")]
+            AnyPool::MySql(_) => DbKind::MySql,
+        }
+    }
 }
 
 /// Why a pool could not be opened.
@@ -71,6 +137,7 @@ fn pool_options<DB: sqlx::Database>(s: &PoolSettings<'_>) -> sqlx::pool::PoolOpt
 pub async fn open(url: &DbUrl, settings: PoolSettings<'_>) -> Result<AnyPool, OpenError> {
     let connecting = async {
         Ok::<AnyPool, OpenError>(match url.target() {
+            #[cfg(feature = "sqlite")]
             DbTarget::Sqlite(path) => {
                 if !settings.create && !path.exists() {
                     return Err(OpenError::NoFile(path.clone()));
@@ -87,6 +154,7 @@ pub async fn open(url: &DbUrl, settings: PoolSettings<'_>) -> Result<AnyPool, Op
                     .map_err(OpenError::Driver)?;
                 AnyPool::Sqlite(pool_options(&settings).connect_lazy_with(opts))
             }
+            #[cfg(feature = "postgres")]
             DbTarget::Postgres(a) => {
                 let mut opts = PgConnectOptions::new_without_pgpass()
                     .host(&a.host)
@@ -106,6 +174,7 @@ pub async fn open(url: &DbUrl, settings: PoolSettings<'_>) -> Result<AnyPool, Op
                     .map_err(OpenError::Driver)?;
                 AnyPool::Postgres(pool_options(&settings).connect_lazy_with(opts))
             }
+            #[cfg(feature = "mysql")]
             DbTarget::MySql(a) => {
                 let mut opts = MySqlConnectOptions::new()
                     .host(&a.host)
@@ -124,6 +193,13 @@ pub async fn open(url: &DbUrl, settings: PoolSettings<'_>) -> Result<AnyPool, Op
                     .map_err(OpenError::Driver)?;
                 AnyPool::MySql(pool_options(&settings).connect_lazy_with(opts))
             }
+            // `DbUrl::parse` refuses the URL of a database this build leaves out.
+            #[allow(unreachable_patterns)]
+            _ => {
+                return Err(OpenError::Driver(sqlx::Error::Configuration(
+                    url.kind().missing_feature().into(),
+                )));
+            }
         })
     };
     match tokio::time::timeout(settings.timeout, connecting).await {
@@ -136,7 +212,7 @@ impl AnyPool {
     /// Closes every connection, waiting at most `timeout` (a connection stuck in a partition
     /// would otherwise hold the close, and a server's stop, forever).
     pub async fn close_within(&self, timeout: Duration) {
-        let closing = async { on_any_pool!(self, p => p.close().await) };
+        let closing = async { on_pool_here!(self, p => p.close().await) };
         let _ = tokio::time::timeout(timeout, closing).await;
     }
 }

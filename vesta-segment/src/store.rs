@@ -27,6 +27,7 @@ use crate::db::Database;
 use crate::error::{SegmentError, shown_tag};
 use crate::fetcher::{self, FetcherContext};
 use crate::floors::Floors;
+use crate::pool::AnyPool;
 use crate::status::{Health, StoreStatus, TagState, TagStatus};
 use crate::tag::validate_tag;
 
@@ -127,14 +128,53 @@ impl Store {
     ) -> Result<Store, SegmentError> {
         section.validate()?;
         let url = section.db_url()?;
-        let floors = match &section.state_file {
+        let floors = Self::floors(section)?;
+        let db = Database::connect(&url, section.fetch_timeout()).await?;
+        Self::on_database(db, section, clock, floors).await
+    }
+
+    /// Opens the store on a pool the application already has (`sqlx::PgPool`, `MySqlPool` or
+    /// `SqlitePool`, with its own size, TLS and timeouts); `section.db` is not read, messages
+    /// name the database as the pool's kind. The table must exist (`Database::init` creates
+    /// it). Every round trip is still bounded by `segment.fetch_timeout_ms`.
+    pub async fn from_pool(
+        pool: impl Into<AnyPool>,
+        section: &SegmentSection,
+    ) -> Result<Store, SegmentError> {
+        Self::from_pool_with_clock(pool, section, Arc::new(MonotonicClock::default())).await
+    }
+
+    /// Like [`Store::from_pool`], with the clock the adaptive step reads.
+    pub async fn from_pool_with_clock(
+        pool: impl Into<AnyPool>,
+        section: &SegmentSection,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Store, SegmentError> {
+        let mut section = section.clone();
+        // The pool stands in for the URL: validate the rest of the section as it is.
+        section.db = None;
+        section.validate()?;
+        let floors = Self::floors(&section)?;
+        let db = Database::from_pool(pool.into(), section.fetch_timeout());
+        Self::on_database(db, &section, clock, floors).await
+    }
+
+    fn floors(section: &SegmentSection) -> Result<Option<Arc<Floors>>, SegmentError> {
+        Ok(match &section.state_file {
             Some(path) => Some(Arc::new(Floors::open(path)?)),
             None => None,
-        };
-        let db = Database::connect(&url, section.fetch_timeout()).await?;
+        })
+    }
+
+    async fn on_database(
+        db: Database,
+        section: &SegmentSection,
+        clock: Arc<dyn Clock>,
+        floors: Option<Arc<Floors>>,
+    ) -> Result<Store, SegmentError> {
         let names = db.tags().await?.into_iter().collect();
         Ok(Store {
-            db_shown: url.redacted().into(),
+            db_shown: db.url().redacted().into(),
             db: Arc::new(db),
             settings: section.clone(),
             clock,

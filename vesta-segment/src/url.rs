@@ -23,6 +23,22 @@ pub enum DbKind {
 }
 
 impl DbKind {
+    /// Whether this build of vesta-segment can connect to it (features `sqlite`, `postgres`,
+    /// `mysql`).
+    pub fn built_in(self) -> bool {
+        match self {
+            DbKind::Sqlite => cfg!(feature = "sqlite"),
+            DbKind::Postgres => cfg!(feature = "postgres"),
+            DbKind::MySql => cfg!(feature = "mysql"),
+        }
+    }
+
+    /// The one line that says a database is left out of this build.
+    pub fn missing_feature(self) -> String {
+        let scheme = self.scheme();
+        format!("{scheme}:// needs vesta-segment built with its feature `{scheme}`")
+    }
+
     /// The URL scheme: `sqlite`, `postgres` or `mysql`.
     pub fn scheme(self) -> &'static str {
         match self {
@@ -94,10 +110,35 @@ impl DbUrl {
             "mysql" => DbTarget::MySql(server(text).map_err(|r| fail(&r))?),
             _ => return Err(fail(&format!("unsupported scheme {scheme:?}"))),
         };
-        Ok(DbUrl {
+        let url = DbUrl {
             target,
             shown: redact(text),
-        })
+        };
+        if !url.kind().built_in() {
+            return Err(fail(&url.kind().missing_feature()));
+        }
+        Ok(url)
+    }
+
+    /// Stands for a pool handed in by the application (`Store::from_pool`): no address of
+    /// its own; shown as `<scheme> pool of the application`.
+    pub(crate) fn of_pool(kind: DbKind) -> DbUrl {
+        let none = || ServerAddr {
+            host: String::new(),
+            port: 0,
+            user: String::new(),
+            password: None,
+            database: String::new(),
+        };
+        let target = match kind {
+            DbKind::Sqlite => DbTarget::Sqlite(PathBuf::new()),
+            DbKind::Postgres => DbTarget::Postgres(none()),
+            DbKind::MySql => DbTarget::MySql(none()),
+        };
+        DbUrl {
+            target,
+            shown: format!("{} pool of the application", kind.scheme()),
+        }
     }
 
     /// Where it points.

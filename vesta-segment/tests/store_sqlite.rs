@@ -657,3 +657,46 @@ async fn bad_urls_and_unreachable_servers_are_named() {
     );
     assert!(!err.contains("secret"), "{err}");
 }
+
+/// `Store::from_pool`: the application's own `SqlitePool` (its settings kept), numbers from it,
+/// errors naming it, the unused tail given back through it, and the pool still the
+/// application's after the store's shutdown.
+#[tokio::test]
+async fn a_store_on_the_applications_own_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = setup(dir.path(), "orders", 100, 1).await;
+    let path = s.db_url().unwrap().sqlite_path().unwrap().to_owned();
+    let pool = SqlitePool::connect_with(
+        SqliteConnectOptions::new()
+            .filename(path)
+            .busy_timeout(Duration::from_secs(5)),
+    )
+    .await
+    .unwrap();
+    let section = SegmentSection {
+        db: None,
+        ..s.clone()
+    };
+    let store = Store::from_pool(pool.clone(), &section).await.unwrap();
+    let first = store.next("orders").await.unwrap();
+    let second = store.next("orders").await.unwrap();
+    assert_eq!((first, second), (1, 2));
+    let err = store.next("missing").await.unwrap_err().to_string();
+    assert!(err.contains("sqlite pool of the application"), "{err}");
+    assert_eq!(store.status().db, "sqlite pool of the application");
+    let gave = store.shutdown().await;
+    assert_eq!(
+        gave[0].outcome,
+        GiveBackOutcome::Returned {
+            max_id: 3,
+            numbers: 98
+        }
+    );
+    let (max_id,): (i64,) =
+        sqlx::query_as("SELECT max_id FROM leaf_alloc WHERE biz_tag = 'orders'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(max_id, 3, "the pool is still the application's");
+    pool.close().await;
+}

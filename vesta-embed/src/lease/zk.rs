@@ -106,10 +106,12 @@ impl LeaseError {
         matches!(
             self,
             LeaseError::Op {
-                cause: ZkCause(ZkError::SessionExpired
-                    | ZkError::ClientClosed
-                    | ZkError::SessionMoved
-                    | ZkError::AuthFailed),
+                cause: ZkCause(
+                    ZkError::SessionExpired
+                        | ZkError::ClientClosed
+                        | ZkError::SessionMoved
+                        | ZkError::AuthFailed
+                ),
                 ..
             }
         )

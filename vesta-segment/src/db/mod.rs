@@ -30,7 +30,7 @@ const TABLE_PROBE: &str = "SELECT 1 FROM leaf_alloc LIMIT 1";
 /// Runs the same body against whichever pool this is; `$p` is `&Pool<DB>` in each arm.
 macro_rules! on_pool {
     ($pool:expr, $p:ident => $body:expr) => {
-        $crate::on_any_pool!($pool, $p => $body)
+        $crate::pool::on_pool_here!($pool, $p => $body)
     };
 }
 
@@ -114,6 +114,8 @@ pub struct Database {
     pool: AnyPool,
     url: DbUrl,
     timeout: Duration,
+    /// Opened here (closed by [`Database::close`]), not handed in by the application.
+    owned: bool,
 }
 
 impl std::fmt::Debug for Database {
@@ -128,6 +130,16 @@ impl Database {
     /// included, is bounded by `timeout`.
     pub async fn connect(url: &DbUrl, timeout: Duration) -> Result<Database, SegmentError> {
         Self::open(url, timeout, false).await
+    }
+
+    /// On a pool the application already has; every round trip is bounded by `timeout`.
+    pub fn from_pool(pool: AnyPool, timeout: Duration) -> Database {
+        Database {
+            url: DbUrl::of_pool(pool.kind()),
+            pool,
+            timeout,
+            owned: false,
+        }
     }
 
     /// Like [`Database::connect`], but creates a missing SQLite file (for `init`).
@@ -172,6 +184,7 @@ impl Database {
             pool,
             url: url.clone(),
             timeout,
+            owned: true,
         })
     }
 
@@ -496,9 +509,13 @@ impl Database {
     }
 
     /// Closes every connection, waiting at most `segment.fetch_timeout_ms` (a connection stuck
-    /// in a partition would otherwise hold the close, and a server's stop, forever).
+    /// in a partition would otherwise hold the close, and a server's stop, forever). A pool
+    /// handed in by the application ([`Database::from_pool`]) stays open: it is the
+    /// application's to close.
     pub async fn close(&self) {
-        self.pool.close_within(self.timeout).await;
+        if self.owned {
+            self.pool.close_within(self.timeout).await;
+        }
     }
 }
 
