@@ -100,6 +100,36 @@ fn serve(kind: &str, file: &str, swaps: &[(&str, String)], segment_db: Option<&s
     Server { child, _dir: dir }
 }
 
+/// The shipped scrape example with 1 s scrapes and evaluations, reading the alert rules at
+/// `rules`, scraping the REST servers `rest` and the TCP servers' metrics listeners `tcp` (the
+/// example's own hosts, unreachable here, when empty).
+fn scrape_config(rules: &std::path::Path, rest: &[&str], tcp: &[&str]) -> String {
+    let targets = |addrs: &[&str]| {
+        let quoted: Vec<String> = addrs.iter().map(|a| format!("\"{a}\"")).collect();
+        format!("[{}]", quoted.join(", "))
+    };
+    let mut config = deploy::read("deploy/prometheus/prometheus.example.yml");
+    config = replace(
+        &config,
+        "/etc/prometheus/vesta.rules.yml",
+        rules.to_str().unwrap(),
+    );
+    config = replace(&config, "scrape_interval: 15s", "scrape_interval: 1s");
+    config = replace(
+        &config,
+        r#"["rest-1.example:8080", "rest-2.example:8080"]"#,
+        &targets(rest),
+    );
+    if !tcp.is_empty() {
+        config = replace(
+            &config,
+            r#"["tcp-1.example:9654", "tcp-2.example:9654"]"#,
+            &targets(tcp),
+        );
+    }
+    format!("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\n{config}")
+}
+
 fn http_get(addr: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     write!(
@@ -220,25 +250,8 @@ fn a_real_prometheus_finds_every_series_the_rules_and_the_dashboard_use() {
     );
 
     // The shipped scrape example, pointed at these servers and the shipped rules.
-    let mut config = deploy::read("deploy/prometheus/prometheus.example.yml");
     let rules = deploy::path("deploy/prometheus/vesta.rules.yml");
-    config = replace(
-        &config,
-        "/etc/prometheus/vesta.rules.yml",
-        rules.to_str().unwrap(),
-    );
-    config = replace(&config, "scrape_interval: 15s", "scrape_interval: 1s");
-    config = replace(
-        &config,
-        r#"["rest-1.example:8080", "rest-2.example:8080"]"#,
-        &format!(r#"["{rest_addr}"]"#),
-    );
-    config = replace(
-        &config,
-        r#"["tcp-1.example:9654", "tcp-2.example:9654"]"#,
-        &format!(r#"["{tcp_metrics}"]"#),
-    );
-    config = format!("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\n{config}");
+    let config = scrape_config(&rules, &[&rest_addr], &[&tcp_metrics]);
     let p = Prometheus::start(&binary, &config);
 
     // Both targets up, with a few scrapes each (rates need two samples).
@@ -343,19 +356,7 @@ fn two_servers_with_one_machine_id_fire_the_duplicate_alert() {
         "count_values by (job) (\"machine_id\", vesta_machine_id) > 1\n        for: 2s",
     );
     std::fs::write(&rules, shortened).unwrap();
-    let mut config = deploy::read("deploy/prometheus/prometheus.example.yml");
-    config = replace(
-        &config,
-        "/etc/prometheus/vesta.rules.yml",
-        rules.to_str().unwrap(),
-    );
-    config = replace(&config, "scrape_interval: 15s", "scrape_interval: 1s");
-    config = replace(
-        &config,
-        r#"["rest-1.example:8080", "rest-2.example:8080"]"#,
-        &format!(r#"["{}", "{}"]"#, addrs[0], addrs[1]),
-    );
-    config = format!("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\n{config}");
+    let config = scrape_config(&rules, &[&addrs[0], &addrs[1]], &[]);
     let p = Prometheus::start(&binary, &config);
 
     let duplicate = |state: &str| {

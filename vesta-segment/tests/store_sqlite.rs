@@ -44,16 +44,22 @@ async fn max_id(s: &SegmentSection, tag: &str) -> i64 {
     rows.into_iter().find(|r| r.tag == tag).unwrap().max_id
 }
 
-/// Leaf's `updateMaxId` + `getLeafAlloc` in one transaction, as a second allocator would.
-async fn raw_leaf_fetch(s: &SegmentSection, tag: &str) -> std::ops::Range<i64> {
+/// A pool of the test's own on the section's SQLite file, as an application or a second
+/// allocator opens one.
+async fn own_pool(s: &SegmentSection) -> SqlitePool {
     let path = s.db_url().unwrap().sqlite_path().unwrap().to_owned();
-    let pool = SqlitePool::connect_with(
+    SqlitePool::connect_with(
         SqliteConnectOptions::new()
             .filename(path)
             .busy_timeout(Duration::from_secs(5)),
     )
     .await
-    .unwrap();
+    .unwrap()
+}
+
+/// Leaf's `updateMaxId` + `getLeafAlloc` in one transaction, as a second allocator would.
+async fn raw_leaf_fetch(s: &SegmentSection, tag: &str) -> std::ops::Range<i64> {
+    let pool = own_pool(s).await;
     let mut tx = pool.begin().await.unwrap();
     sqlx::query("UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = ?")
         .bind(tag)
@@ -665,14 +671,7 @@ async fn bad_urls_and_unreachable_servers_are_named() {
 async fn a_store_on_the_applications_own_pool() {
     let dir = tempfile::tempdir().unwrap();
     let s = setup(dir.path(), "orders", 100, 1).await;
-    let path = s.db_url().unwrap().sqlite_path().unwrap().to_owned();
-    let pool = SqlitePool::connect_with(
-        SqliteConnectOptions::new()
-            .filename(path)
-            .busy_timeout(Duration::from_secs(5)),
-    )
-    .await
-    .unwrap();
+    let pool = own_pool(&s).await;
     let section = SegmentSection {
         db: None,
         ..s.clone()
