@@ -202,10 +202,6 @@ impl EtcdSource {
     }
 
     fn confirmed<C: Clock>(&self, lease: &mut Lease<C>, promise: &Promise, machine: u64) {
-        lease.leased.with_info(|info| {
-            info.confirmed_ms = Some(promise.sent_ms);
-            info.note = None;
-        });
         let on_expiry = format!(
             "the lease of machine {machine} is not confirmed by etcd {} (last confirmed at {}, \
              allowed {} ms); not issuing until it is",
@@ -213,7 +209,7 @@ impl EtcdSource {
             Epoch::rfc3339(promise.sent_ms),
             lease.term.window().as_millis()
         );
-        lease.renewed(promise, LeaseState::Held, on_expiry);
+        lease.confirmed(promise, on_expiry);
     }
 }
 

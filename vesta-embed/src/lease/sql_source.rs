@@ -119,17 +119,13 @@ impl SqlSource {
     }
 
     fn confirmed<C: Clock>(&self, lease: &mut Lease<C>, promise: &Promise, machine: u64) {
-        lease.leased.with_info(|info| {
-            info.confirmed_ms = Some(promise.sent_ms);
-            info.note = None;
-        });
         let on_expiry = unconfirmed_reason(
             self.settings.db.redacted(),
             machine,
             promise.sent_ms,
             lease.term.window(),
         );
-        lease.renewed(promise, LeaseState::Held, on_expiry);
+        lease.confirmed(promise, on_expiry);
     }
 }
 

@@ -104,6 +104,16 @@ impl<C: Clock + 'static> Lease<C> {
         self.leased.resume(state, promise.deadline_ms, on_expiry);
     }
 
+    /// The store confirmed `promise` (ZooKeeper, SQL, etcd): record when, clear any note, and
+    /// renew as held.
+    pub(crate) fn confirmed(&mut self, promise: &Promise, on_expiry: String) {
+        self.leased.with_info(|info| {
+            info.confirmed_ms = Some(promise.sent_ms);
+            info.note = None;
+        });
+        self.renewed(promise, LeaseState::Held, on_expiry);
+    }
+
     /// Stops issuing for `reason`; no watchdog until the next renewal.
     pub(crate) fn fence(&mut self, state: LeaseState, reason: impl Into<String>) {
         self.term.end();

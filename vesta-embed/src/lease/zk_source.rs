@@ -209,12 +209,8 @@ impl ZkSource {
         let machine = self.machine.unwrap_or_default();
         self.save_state(machine, promise);
         self.last_written = Some((machine, mark));
-        lease.leased.with_info(|info| {
-            info.confirmed_ms = Some(promise.sent_ms);
-            info.note = None;
-        });
         let on_expiry = unconfirmed_reason(machine, Some(promise.sent_ms), lease.term.window());
-        lease.renewed(promise, LeaseState::Held, on_expiry);
+        lease.confirmed(promise, on_expiry);
     }
 
     /// One heartbeat: write the mark, which confirms the lease.
