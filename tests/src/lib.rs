@@ -5,6 +5,7 @@
 //! ([`soak`]), whose binaries live in `src/bin/`.
 
 pub mod bin;
+pub mod chromium;
 pub mod db;
 pub mod deploy;
 pub mod etcd;

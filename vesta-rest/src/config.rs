@@ -52,6 +52,10 @@ pub struct RestSection {
     pub max_unsent_bytes: u64,
     /// `/makeid` answers; `false` switches it off (404), so no client manufactures IDs.
     pub make: bool,
+    /// The web console under `/ui` (read-only pages: explain and make, status, segments);
+    /// off by default, when `/ui` is a 404 like any unknown path. With `auth_token_file` set
+    /// the console asks for the token too.
+    pub console: bool,
     /// A file holding the bearer token every request must carry (`Authorization: Bearer
     /// TOKEN`), except `/healthz` and `/metrics`; unset: no token. A file (or a systemd
     /// credential, `$CREDENTIALS_DIRECTORY/NAME`), never the token inline in the config.
@@ -123,6 +127,7 @@ impl Default for RestSection {
             max_streams_per_connection: 100,
             max_unsent_bytes: 64 << 20,
             make: true,
+            console: false,
             auth_token_file: None,
             tls_cert: None,
             tls_key: None,

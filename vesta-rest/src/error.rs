@@ -76,11 +76,6 @@ impl ApiError {
         Self::new(ErrorKind::Unauthorized, why.to_owned())
     }
 
-    /// 400 for a required parameter that is absent.
-    pub fn missing_param(name: &str) -> Self {
-        Self::bad_request(format!("missing required parameter {name}"))
-    }
-
     /// 404 for `path`.
     pub fn not_found(path: &str) -> Self {
         Self::new(

@@ -40,6 +40,6 @@ pub use vesta_service::{ServeError, ServeReport};
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing {
-    pub use crate::endpoints::makeid::{make_from_query, params as makeid_params};
-    pub use crate::query::{Query, parse_u64};
+    pub use vesta_service::make::{make_from_query, params as makeid_params};
+    pub use vesta_service::query::{Query, parse_u64};
 }

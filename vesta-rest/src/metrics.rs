@@ -162,6 +162,23 @@ impl Metrics {
         self.ids_issued.inc_by(n);
     }
 
+    /// IDs handed out since start.
+    pub fn issued_total(&self) -> u64 {
+        self.ids_issued.get()
+    }
+
+    /// Requests answered with `status` since start, all endpoints together.
+    pub fn answers_with(&self, status: u16) -> u64 {
+        let Some(s) = status_index(status) else {
+            return 0;
+        };
+        self.requests
+            .iter()
+            .filter_map(|cells| cells[s].get())
+            .map(Counter::get)
+            .sum()
+    }
+
     /// Counts a connection closed by its watcher.
     pub fn closed(&self, reason: CloseReason) {
         self.closed[reason as usize].inc();

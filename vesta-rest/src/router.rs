@@ -47,6 +47,8 @@ pub enum Endpoint {
     LeafSnowflake,
     /// `/decodeSnowflakeId?snowflakeId=`: Leaf's decoding of a snowflake ID.
     LeafDecode,
+    /// `/ui` and below: the web console's HTML pages (not part of the API, so no path here).
+    Console,
     /// Any other path (404).
     Other,
 }
@@ -59,7 +61,7 @@ const LEAF_SNOWFLAKE: &str = "/api/snowflake/get/";
 
 impl Endpoint {
     /// All endpoints in index order (`Endpoint as usize`).
-    pub const ALL: [Endpoint; 13] = [
+    pub const ALL: [Endpoint; 14] = [
         Endpoint::Genid,
         Endpoint::Genids,
         Endpoint::Expid,
@@ -72,6 +74,7 @@ impl Endpoint {
         Endpoint::LeafSegment,
         Endpoint::LeafSnowflake,
         Endpoint::LeafDecode,
+        Endpoint::Console,
         Endpoint::Other,
     ];
 
@@ -96,6 +99,7 @@ impl Endpoint {
                 Endpoint::LeafSnowflake
             }
             "/decodeSnowflakeId" => Endpoint::LeafDecode,
+            p if vesta_service::console::is_console_path(p) => Endpoint::Console,
             _ => Endpoint::Other,
         }
     }
@@ -112,7 +116,8 @@ impl Endpoint {
         path.get(prefix.len()..).unwrap_or("")
     }
 
-    /// The path (a template with `{tag}` for the segment paths), or `None` for `Other`.
+    /// The path (a template with `{tag}` for the segment paths), or `None` for `Other` and
+    /// the console (pages, not API paths).
     pub const fn path(self) -> Option<&'static str> {
         match self {
             Endpoint::Genid => Some("/genid"),
@@ -127,7 +132,7 @@ impl Endpoint {
             Endpoint::LeafSegment => Some("/api/segment/get/{tag}"),
             Endpoint::LeafSnowflake => Some("/api/snowflake/get/{key}"),
             Endpoint::LeafDecode => Some("/decodeSnowflakeId"),
-            Endpoint::Other => None,
+            Endpoint::Console | Endpoint::Other => None,
         }
     }
 
@@ -146,6 +151,7 @@ impl Endpoint {
             Endpoint::LeafSegment => "leaf_segment",
             Endpoint::LeafSnowflake => "leaf_snowflake",
             Endpoint::LeafDecode => "leaf_decode",
+            Endpoint::Console => "console",
             Endpoint::Other => "other",
         }
     }
@@ -256,8 +262,15 @@ fn dispatch_now<B, C: Clock + 'static>(
     if target_len > app.max_uri_bytes {
         return answered(Err(ApiError::uri_too_long(target_len, app.max_uri_bytes)));
     }
-    let Some(path) = endpoint.path() else {
-        return answered(Err(ApiError::not_found(&crate::query::shorten(uri.path()))));
+    if endpoint == Endpoint::Console && app.console.is_none() {
+        return answered(Err(endpoints::console::off()));
+    }
+    let path = match (endpoint, endpoint.path()) {
+        (_, Some(path)) => path,
+        (Endpoint::Console, None) => "/ui",
+        (_, None) => {
+            return answered(Err(ApiError::not_found(&crate::query::shorten(uri.path()))));
+        }
     };
     if req.method() != Method::GET && !endpoint.any_method() {
         return answered(Err(ApiError::method_not_allowed(
@@ -300,6 +313,12 @@ fn dispatch_now<B, C: Clock + 'static>(
             return segment(endpoints::segment::leaf(app, tag, uri.path(), query));
         }
         Endpoint::LeafDecode => endpoints::leaf::decode(app, query, uri.path()),
+        Endpoint::Console => {
+            return match endpoints::console::page(app, uri.path(), query) {
+                Ok(page) => Dispatch::Wait(page),
+                Err(e) => answered(Err(e)),
+            };
+        }
         Endpoint::Other => Err(ApiError::not_found(path)),
     })
 }
@@ -334,11 +353,15 @@ mod tests {
                         .replace("decodeSnowflakeId", "leaf_decode");
                     assert_eq!(e.label(), label);
                 }
-                None => assert_eq!(e.label(), "other"),
+                None => assert!(["other", "console"].contains(&e.label())),
             }
         }
         assert_eq!(Endpoint::from_path("/genid/"), Endpoint::Other);
         assert_eq!(Endpoint::from_path("/"), Endpoint::Other);
+        for page in ["/ui", "/ui/", "/ui/status", "/ui/nothing"] {
+            assert_eq!(Endpoint::from_path(page), Endpoint::Console, "{page}");
+        }
+        assert_eq!(Endpoint::from_path("/uix"), Endpoint::Other);
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub struct TcpSection {
     pub metrics_listen: Option<SocketAddr>,
     /// `MAKE` answers; `false` refuses it (`INVALID_ARGUMENT`), so no client manufactures IDs.
     pub make: bool,
+    /// The web console under `/ui` of the metrics listener (read-only pages: explain and
+    /// make, status, segments); off by default. Needs `metrics_listen`.
+    pub console: bool,
     /// PEM certificate chain (leaf first): with `tls_key`, the server speaks TLS only. Read
     /// again on SIGHUP.
     pub tls_cert: Option<std::path::PathBuf>,
@@ -63,6 +66,7 @@ impl Default for TcpSection {
             max_pending_per_connection: 1024,
             metrics_listen: None,
             make: true,
+            console: false,
             tls_cert: None,
             tls_key: None,
         }
@@ -107,6 +111,13 @@ impl ServerSection for TcpSection {
             1,
             65_536,
         )?;
+        if self.console && self.metrics_listen.is_none() {
+            return Err(ConfigError::Inconsistent(
+                "server.console = true needs server.metrics_listen: the TCP server serves its \
+                 console on the metrics listener (set metrics_listen = \"127.0.0.1:9100\", say)"
+                    .into(),
+            ));
+        }
         let needed = max_ids_frame_len(self.max_batch, layout.capacity_per_unit());
         if needed > u64::from(self.max_frame_bytes) {
             return Err(ConfigError::Inconsistent(format!(

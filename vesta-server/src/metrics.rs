@@ -12,6 +12,7 @@ use prometheus_client::registry::Registry;
 use vesta_core::Clock;
 use vesta_embed::AsyncIssuer;
 use vesta_service::Segments;
+use vesta_service::console::{Console, Pages, Traffic};
 use vesta_service::health::Health;
 use vesta_service::metrics::Connections;
 use vesta_service::metrics_http::Exposition;
@@ -131,6 +132,30 @@ impl TcpMetrics {
         self.ids_issued.inc_by(n);
     }
 
+    /// IDs handed out since start.
+    pub(crate) fn issued_total(&self) -> u64 {
+        self.ids_issued.get()
+    }
+
+    /// `ERROR` answers since start by code: the server's refusals always (zeros too), the
+    /// client's mistakes once one occurred.
+    pub(crate) fn errors_by_code(&self) -> Vec<(String, u64)> {
+        // Every code the protocol defines: the numbers that map to themselves.
+        (1..=u16::from(u8::MAX))
+            .map(ErrorCode::from_u16)
+            .enumerate()
+            .filter(|&(i, code)| usize::from(code.code()) == i + 1)
+            .filter_map(|(_, code)| {
+                let n = self.errors.get(&[("code", code.name())]).map(|c| c.get());
+                match n {
+                    Some(n) => Some((code.name().to_owned(), n)),
+                    None if SERVER_ERRORS.contains(&code) => Some((code.name().to_owned(), 0)),
+                    None => None,
+                }
+            })
+            .collect()
+    }
+
     /// Counts a connection whose TLS handshake failed.
     pub(crate) fn tls_handshake_failed(&self) {
         self.tls_handshake_failures.inc();
@@ -158,6 +183,8 @@ pub(crate) struct TcpExposition<C: Clock + 'static> {
     pub ids: AsyncIssuer<C>,
     /// The segments, for `/healthz`.
     pub segments: Option<Arc<Segments>>,
+    /// The web console, when `[server] console` is on.
+    pub console: Option<Console<C>>,
 }
 
 impl<C: Clock + 'static> Exposition for TcpExposition<C> {
@@ -170,5 +197,32 @@ impl<C: Clock + 'static> Exposition for TcpExposition<C> {
         Health::of(&issuer.status(), issuer.clock().now_ms())
             .with_segments(self.segments.as_deref())
             .to_http()
+    }
+
+    fn console(&self) -> Option<&dyn Pages> {
+        self.console.as_ref().map(|c| c as &dyn Pages)
+    }
+}
+
+/// What the console reads of the TCP server's counters.
+pub(crate) struct TcpTraffic {
+    /// The server's metrics.
+    pub metrics: Arc<TcpMetrics>,
+    /// `server.max_connections`.
+    pub max_connections: u64,
+}
+
+impl Traffic for TcpTraffic {
+    fn issued(&self) -> u64 {
+        self.metrics.issued_total()
+    }
+
+    fn refusals(&self) -> Vec<(String, u64)> {
+        self.metrics.errors_by_code()
+    }
+
+    fn connections(&self) -> (u64, u64) {
+        let open = u64::try_from(self.metrics.connections.get()).unwrap_or(0);
+        (open, self.max_connections)
     }
 }

@@ -32,11 +32,12 @@ use vesta_service::{Segments, ServeError, ServeReport, ServerSection};
 use crate::config::{TcpConfig, TcpSection};
 use crate::connection::Connection;
 use crate::frame::{Frame, FrameError};
-use crate::metrics::{TcpExposition, TcpMetrics};
+use crate::metrics::{TcpExposition, TcpMetrics, TcpTraffic};
 use crate::proto::{
     Dialect, ErrorCode, Outcome, Pending, Request, Response, ServerContext, ServerInfo, explain,
     hello, info, make, next_id, next_ids, ping, segment, trans_time,
 };
+use vesta_service::console::Console;
 
 /// A bound server, ready to [`serve`](TcpServer::serve).
 #[derive(Debug)]
@@ -170,10 +171,23 @@ impl<C: Clock + 'static> TcpServer<C> {
             sighup,
             ..
         } = self;
+        let console = ctx.limits.console.then(|| {
+            let traffic = TcpTraffic {
+                metrics: Arc::clone(&ctx.metrics),
+                max_connections: ctx.limits.max_connections,
+            };
+            Console::new(
+                "TCP",
+                ctx.ids.clone(),
+                ctx.segments.clone(),
+                Box::new(traffic),
+            )
+        });
         let exposition = Arc::new(TcpExposition {
             metrics: Arc::clone(&ctx.metrics),
             ids: ctx.ids.clone(),
             segments: ctx.segments.clone(),
+            console,
         });
         let metrics_http =
             metrics_listener.map(|l| tokio::spawn(metrics_http::serve(l, exposition)));

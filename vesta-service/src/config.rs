@@ -54,10 +54,14 @@ pub trait ServerSection:
 
     /// Sets `tls_cert` and `tls_key` (the `--tls-cert`, `--tls-key` flags).
     fn set_tls(&mut self, cert: Option<PathBuf>, key: Option<PathBuf>);
+
+    /// Turns the web console on (the `--console` flag).
+    fn set_console(&mut self);
 }
 
-/// Writes the shared half of a [`ServerSection`] impl (`common`, `set_listen`, the TLS files)
-/// for a section whose fields are named like [`CommonLimits`]'s plus `tls_cert` and `tls_key`,
+/// Writes the shared half of a [`ServerSection`] impl (`common`, `set_listen`, the TLS files,
+/// the console) for a section whose fields are named like [`CommonLimits`]'s plus `tls_cert`,
+/// `tls_key` and `console`,
 /// so the mapping exists once.
 #[macro_export]
 macro_rules! common_limits {
@@ -74,6 +78,10 @@ macro_rules! common_limits {
 
         fn set_listen(&mut self, addr: ::std::net::SocketAddr) {
             self.listen = addr;
+        }
+
+        fn set_console(&mut self) {
+            self.console = true;
         }
 
         fn cap_max_batch(&mut self, cap: u64) {
@@ -413,6 +421,8 @@ mod tests {
         fn set_listen(&mut self, addr: SocketAddr) {
             self.listen = addr;
         }
+
+        fn set_console(&mut self) {}
 
         fn cap_max_batch(&mut self, cap: u64) {
             self.max_batch = self.max_batch.min(cap);

@@ -19,11 +19,14 @@
 //! The wire protocols stay in `vesta-server` (TCP) and `vesta-rest` (HTTP).
 
 pub mod config;
+pub mod console;
 mod error;
 pub mod health;
 pub mod lifecycle;
+pub mod make;
 pub mod metrics;
 pub mod metrics_http;
+pub mod query;
 pub mod segments;
 pub mod shutdown;
 pub mod tls;

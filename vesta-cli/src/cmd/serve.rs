@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use vesta_core::{Epoch, IdType, Preset};
 use vesta_embed::{MachineSource, Status};
-use vesta_rest::RestServer;
+use vesta_rest::{RestSection, RestServer};
 use vesta_segment::GiveBackOutcome;
-use vesta_server::TcpServer;
+use vesta_server::{TcpSection, TcpServer};
 use vesta_service::{Segments, ServeReport, ServerSection, ServiceConfig, shutdown};
 
 use super::common::{
@@ -87,6 +87,11 @@ pub struct ServerArgs {
     /// The PEM private key of --tls-cert [default: [server] tls_key]
     #[arg(long, value_name = "FILE")]
     pub tls_key: Option<PathBuf>,
+    /// Serve the web console under /ui (read-only pages: explain and make IDs, status,
+    /// segments): REST on its own port, TCP on [server] metrics_listen [default: [server]
+    /// console]
+    #[arg(long)]
+    pub console: bool,
 }
 
 impl ServerArgs {
@@ -124,6 +129,9 @@ impl ServerArgs {
         config
             .server
             .set_tls(self.tls_cert.clone(), self.tls_key.clone());
+        if self.console {
+            config.server.set_console();
+        }
         config.validate()?;
         // A config file is copied from host to host: one without an ID would make every copy
         // issue the same IDs, silently. Refuse it. (Without a file: the quickstart's default,
@@ -177,7 +185,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args {
         Args::Tcp(a) => {
             set_log_format(a.log_format);
-            let config = a.config()?;
+            let config = a.config::<TcpSection>()?;
+            let console = config.server.console;
             run_server(a.log_format, async {
                 let stop = stop_signal();
                 let server = TcpServer::start(config).await?;
@@ -189,13 +198,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     &status,
                 );
                 announce_segments("vesta-tcp", server.segments().map(|s| &**s));
+                if let (true, Some(addr)) = (console, server.metrics_addr()) {
+                    say!("vesta-tcp console at http://{addr}/ui");
+                }
                 a.warn_default_machine(&status);
                 stopped("vesta-tcp", server.serve(stop).await, &status)
             })
         }
         Args::Rest(a) => {
             set_log_format(a.log_format);
-            let config = a.config()?;
+            let config = a.config::<RestSection>()?;
+            let console = config.server.console;
             run_server(a.log_format, async {
                 let stop = stop_signal();
                 let server = RestServer::start(config).await?;
@@ -207,6 +220,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     &status,
                 );
                 announce_segments("vesta-rest", server.segments().map(|s| &**s));
+                if console {
+                    say!(
+                        "vesta-rest console at {scheme}://{}/ui",
+                        server.local_addr()
+                    );
+                }
                 a.warn_default_machine(&status);
                 stopped("vesta-rest", server.serve(stop).await, &status)
             })

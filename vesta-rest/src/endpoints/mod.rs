@@ -1,6 +1,7 @@
 //! One module per endpoint (the two issuing endpoints share one, and their wait loop; so do
 //! the three segment endpoints).
 
+pub mod console;
 pub mod expid;
 pub mod healthz;
 pub mod issue;

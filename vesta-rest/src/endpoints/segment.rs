@@ -75,7 +75,7 @@ fn single<C: Clock + 'static>(
     if query.is_some_and(|q| !q.is_empty())
         && let Err(e) = Query::parse(query, endpoint, &[])
     {
-        return e.into();
+        return ApiError::from(e).into();
     }
     let tag = match decode(raw_tag) {
         Ok(tag) => tag,

@@ -1,0 +1,225 @@
+//! The web console both servers serve when `[server] console = true` (REST: under `/ui` on its
+//! port; TCP: on its metrics listener): server-rendered, read-only pages for the people who run
+//! an issuer, as Leaf's monitor pages are.
+//!
+//! - `/ui`, `/ui/explain`: an ID in any form explained in any layout; `/ui/make`: an ID made
+//!   from fields, with `/makeid`'s checks and messages ([`crate::make`]).
+//! - `/ui/status`: the layout and its end of life, the machine ID, its source and lease,
+//!   issuing and refusal rates over the last minutes, refusals by reason, connections.
+//! - `/ui/segments` (segment mode): each tag's two buffers as Leaf's `/cache` shows them, and
+//!   the `leaf_alloc` rows as Leaf's `/db` does.
+//!
+//! Architecture Invariant: the console changes nothing. It reads the issuer's status, the
+//! servers' counters and the table; it never issues an ID or a segment number, so a browser
+//! left open on it does not move anything an alert or a client sees. It answers `GET` only,
+//! every echoed text is escaped (`html`), and no page runs script or loads anything.
+
+mod explain;
+mod html;
+mod rates;
+mod segments;
+mod status;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use vesta_core::Clock;
+use vesta_embed::AsyncIssuer;
+
+use crate::segments::Segments;
+pub use html::CONTENT_SECURITY_POLICY;
+use html::Nav;
+use rates::Rates;
+
+/// True for the paths the console answers (`/ui` and below).
+pub fn is_console_path(path: &str) -> bool {
+    path == "/ui" || path.starts_with("/ui/")
+}
+
+/// What a server counts that the status page shows: read at each page view and each sample.
+pub trait Traffic: Send + Sync + 'static {
+    /// IDs handed out since the server started.
+    fn issued(&self) -> u64;
+    /// Requests answered with an error since start, by reason (the server's own labels:
+    /// HTTP status classes for REST, error codes for TCP), zeros included.
+    fn refusals(&self) -> Vec<(String, u64)>;
+    /// Client connections open now, and `server.max_connections`.
+    fn connections(&self) -> (u64, u64);
+}
+
+/// A console page: the status code and the HTML.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Page {
+    /// 200, or 404 for a path the console has not.
+    pub status: u16,
+    /// The whole document.
+    pub html: String,
+}
+
+/// The headers every console page carries besides its status: HTML, never cached, no script
+/// or outside resource allowed, not framed, no referrer leaked.
+pub const HEADERS: [(&str, &str); 5] = [
+    ("content-type", "text/html; charset=utf-8"),
+    ("cache-control", "no-store"),
+    ("content-security-policy", CONTENT_SECURITY_POLICY),
+    ("x-content-type-options", "nosniff"),
+    ("referrer-policy", "no-referrer"),
+];
+
+/// The console of one server; cheap to clone.
+pub struct Console<C: Clock + 'static> {
+    inner: Arc<Inner<C>>,
+}
+
+impl<C: Clock + 'static> Clone for Console<C> {
+    fn clone(&self) -> Self {
+        Console {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<C: Clock + 'static> std::fmt::Debug for Console<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Console({})", self.inner.server)
+    }
+}
+
+struct Inner<C: Clock + 'static> {
+    /// `REST` or `TCP`, shown in the titles.
+    server: &'static str,
+    ids: AsyncIssuer<C>,
+    segments: Option<Arc<Segments>>,
+    traffic: Box<dyn Traffic>,
+    rates: Rates,
+    started: Instant,
+}
+
+impl<C: Clock + 'static> Console<C> {
+    /// The console of a `server` (`REST` or `TCP`) issuing through `ids`, with `segments` when
+    /// segment mode is on and its counters in `traffic`. Inside a tokio runtime it samples the
+    /// counters every [`rates::SAMPLE_EVERY`] on a task that ends with the console.
+    pub fn new(
+        server: &'static str,
+        ids: AsyncIssuer<C>,
+        segments: Option<Arc<Segments>>,
+        traffic: Box<dyn Traffic>,
+    ) -> Self {
+        let console = Console {
+            inner: Arc::new(Inner {
+                server,
+                ids,
+                segments,
+                traffic,
+                rates: Rates::default(),
+                started: Instant::now(),
+            }),
+        };
+        console.inner.sample();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(sample_while_alive(Arc::downgrade(&console.inner)));
+        }
+        console
+    }
+
+    /// The page at `path` (a console path) for the query string `query`.
+    pub async fn answer(&self, path: &str, query: Option<&str>) -> Page {
+        let i = &*self.inner;
+        let segments_on = i.segments.is_some();
+        let (status, title, nav, refresh, body) = match path {
+            "/ui" | "/ui/" | "/ui/explain" => {
+                let body = explain::page(i.ids.issuer(), query, None);
+                (200, "Explain an ID", Nav::Explain, None, body)
+            }
+            "/ui/make" => {
+                let body = explain::page(i.ids.issuer(), None, Some(query));
+                (200, "Make an ID", Nav::Explain, None, body)
+            }
+            "/ui/status" => {
+                let body = status::page(i);
+                (200, "Status", Nav::Status, Some(5), body)
+            }
+            "/ui/segments" => match &i.segments {
+                Some(s) => {
+                    let body = segments::page(s).await;
+                    (200, "Segments", Nav::Segments, Some(5), body)
+                }
+                None => (
+                    404,
+                    "Segments",
+                    Nav::Segments,
+                    None,
+                    not_found("segment mode is off on this server (set [segment] db)"),
+                ),
+            },
+            _ => (
+                404,
+                "Not found",
+                Nav::None,
+                None,
+                not_found(
+                    "no console page here: the pages are /ui/explain, /ui/make, /ui/status and \
+                     /ui/segments",
+                ),
+            ),
+        };
+        let title = format!("{title} · {} server", i.server);
+        Page {
+            status,
+            html: html::page(&title, nav, segments_on, refresh, &body),
+        }
+    }
+}
+
+/// A console as a listener serves it, whatever its issuer's clock (the TCP server's metrics
+/// listener holds one of these).
+pub trait Pages: Send + Sync {
+    /// The page at `path` for `query`.
+    fn page<'a>(
+        &'a self,
+        path: &'a str,
+        query: Option<&'a str>,
+    ) -> Pin<Box<dyn Future<Output = Page> + Send + 'a>>;
+}
+
+impl<C: Clock + 'static> Pages for Console<C> {
+    fn page<'a>(
+        &'a self,
+        path: &'a str,
+        query: Option<&'a str>,
+    ) -> Pin<Box<dyn Future<Output = Page> + Send + 'a>> {
+        Box::pin(self.answer(path, query))
+    }
+}
+
+impl<C: Clock + 'static> Inner<C> {
+    fn refused_total(&self) -> u64 {
+        self.traffic.refusals().iter().map(|(_, n)| n).sum()
+    }
+
+    fn sample(&self) {
+        self.rates
+            .record(Instant::now(), self.traffic.issued(), self.refused_total());
+    }
+}
+
+/// Samples the counters until the console is dropped.
+async fn sample_while_alive<C: Clock + 'static>(console: Weak<Inner<C>>) {
+    let mut tick = tokio::time::interval(rates::SAMPLE_EVERY);
+    tick.tick().await; // the first tick is immediate: `new` sampled already
+    loop {
+        tick.tick().await;
+        match console.upgrade() {
+            Some(inner) => inner.sample(),
+            None => return,
+        }
+    }
+}
+
+fn not_found(why: &str) -> String {
+    let mut h = html::Html::default();
+    h.error(why);
+    h.into_string()
+}
