@@ -1,6 +1,7 @@
 //! The examples in `examples/` run as a user would run them (their `run`/`serve` functions,
 //! compiled in from the example files): the static issuer, the ZooKeeper lease against a real
-//! ZooKeeper and against none, and the hyper service over real HTTP.
+//! ZooKeeper and against none, the hyper service over real HTTP, and the sqlx example against
+//! a real SQLite file.
 
 #[path = "../examples/embed_static.rs"]
 #[allow(dead_code)]
@@ -11,6 +12,9 @@ mod embed_zookeeper;
 #[path = "../examples/hyper_service.rs"]
 #[allow(dead_code)]
 mod hyper_service;
+#[path = "../examples/sqlx_insert.rs"]
+#[allow(dead_code)]
+mod sqlx_insert;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -137,4 +141,22 @@ async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let (head, body) = answer.split_once("\r\n\r\n").unwrap();
     let status = head.split(' ').nth(1).unwrap().parse().unwrap();
     (status, body.to_owned())
+}
+
+#[tokio::test]
+async fn sqlx_insert_keys_rows_by_id_and_reads_them_back_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = sqlx_insert::run(dir.path(), 9, 4).await.unwrap();
+    assert_eq!(rows.len(), 4);
+    assert!(rows.windows(2).all(|w| w[0].0 < w[1].0), "{rows:?}");
+    for (k, (id, item)) in rows.iter().enumerate() {
+        assert_eq!(item, &format!("item {k}"));
+        let f = IdFields::decode(id.get());
+        assert_eq!((f.machine, f.gen_method), (9, GenMethod::Embed));
+    }
+    // A restart at once adds after the first run (the state file's mark), never on its IDs:
+    // the primary key would refuse a duplicate.
+    let again = sqlx_insert::run(dir.path(), 9, 2).await.unwrap();
+    assert_eq!(again.len(), 6);
+    assert!(again.windows(2).all(|w| w[0].0 < w[1].0));
 }

@@ -736,8 +736,9 @@ async fn get_with_auth(addr: std::net::SocketAddr, path: &str, auth: Option<&str
 }
 
 /// `[server] auth_token_file`: every endpoint but /healthz and /metrics needs the bearer token
-/// (401 with a JSON error and `WWW-Authenticate` otherwise); `[server] make = false` turns
-/// /makeid into a 404 that says why; a token file that cannot be read fails the start.
+/// (401 with a JSON error and `WWW-Authenticate` otherwise), the console's pages too;
+/// `[server] make = false` turns /makeid into a 404 that says why; a token file that cannot be
+/// read fails the start.
 #[tokio::test]
 async fn a_token_guards_the_endpoints_and_makeid_can_be_switched_off() {
     let dir = tempfile::tempdir().unwrap();
@@ -748,6 +749,7 @@ async fn a_token_guards_the_endpoints_and_makeid_can_be_switched_off() {
         RestSection {
             auth_token_file: Some(file.clone()),
             make: false,
+            console: true,
             ..rest()
         },
     )
@@ -759,6 +761,8 @@ async fn a_token_guards_the_endpoints_and_makeid_can_be_switched_off() {
         ("/genid", Some("Bearer s3cret-token2")),
         ("/genid", Some("Basic s3cret-token")),
         ("/expid?id=1", None),
+        ("/ui/status", None),
+        ("/ui/explain?id=1", Some("Bearer wrong-token!")),
     ] {
         let r = get_with_auth(addr, path, auth).await;
         assert!(r.starts_with("HTTP/1.1 401"), "{path} {auth:?}: {r}");
@@ -772,6 +776,9 @@ async fn a_token_guards_the_endpoints_and_makeid_can_be_switched_off() {
     let good = Some("Bearer s3cret-token");
     let r = get_with_auth(addr, "/genid", good).await;
     assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    let r = get_with_auth(addr, "/ui/status", good).await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert!(r.contains("<h1>Status · REST server</h1>"), "{r}");
     for open in ["/healthz", "/metrics"] {
         let r = get_with_auth(addr, open, None).await;
         assert!(r.starts_with("HTTP/1.1 200"), "{open}: {r}");

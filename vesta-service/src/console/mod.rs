@@ -100,7 +100,7 @@ struct Inner<C: Clock + 'static> {
 impl<C: Clock + 'static> Console<C> {
     /// The console of a `server` (`REST` or `TCP`) issuing through `ids`, with `segments` when
     /// segment mode is on and its counters in `traffic`. Inside a tokio runtime it samples the
-    /// counters every [`rates::SAMPLE_EVERY`] on a task that ends with the console.
+    /// counters every 10 s on a task that ends with the console.
     pub fn new(
         server: &'static str,
         ids: AsyncIssuer<C>,
