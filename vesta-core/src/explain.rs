@@ -6,7 +6,7 @@ use std::fmt;
 
 use crate::epoch::Epoch;
 use crate::fields::{GenMethod, IdFields};
-use crate::layout::{FieldKind, IdType, Layout};
+use crate::layout::{Field, FieldKind, IdType, Layout};
 
 /// An ID with the layout that reads it and the instant its time unit starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -142,8 +142,10 @@ impl Explanation {
         self.id as i64
     }
 
-    /// A field's value for people: genMethod and Vesta's type with their names.
-    fn shown(&self, kind: FieldKind, name: &str, value: u64) -> String {
+    /// A field's value for people: genMethod and Vesta's type with their names beside the
+    /// number (`2 (rest)`, `0 (max-peak)`), the others as the number.
+    pub fn shown(&self, field: &Field) -> String {
+        let (kind, name, value) = (field.kind, field.name.as_str(), field.span.get(self.id));
         match kind {
             FieldKind::Method => match GenMethod::from_code(value) {
                 Ok(m) => format!("{value} ({m})"),
@@ -184,7 +186,7 @@ impl fmt::Display for Explanation {
             let shown = if field.kind == FieldKind::Time {
                 format!("{value} {}s since the epoch", self.layout.unit_name())
             } else {
-                self.shown(field.kind, &field.name, value)
+                self.shown(field)
             };
             row(f, &field.name, &shown)?;
             for p in &field.parts {

@@ -125,6 +125,14 @@ impl MachinePools {
         }
     }
 
+    /// The pool `machine` lies in, with its name (`embed` or `server`); `None` beyond the node
+    /// field.
+    pub fn pool_of(&self, machine: u64) -> Option<(&'static str, RangeInclusive<u64>)> {
+        [("embed", self.embed()), ("server", self.server())]
+            .into_iter()
+            .find(|(_, range)| range.contains(&machine))
+    }
+
     /// Accepts `machine` only if it lies in the pool of `gen_method`.
     pub fn check(&self, machine: u64, gen_method: GenMethod) -> Result<(), PoolError> {
         let (pool, range) = self.for_gen_method(gen_method)?;

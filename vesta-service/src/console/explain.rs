@@ -5,7 +5,7 @@
 //! script, and a result is a link one can share.
 
 use chrono::{Local, TimeZone};
-use vesta_core::{Clock, Epoch, Explanation, FieldKind, Form, GenMethod, IdType, Layout, Preset};
+use vesta_core::{Clock, Epoch, Explanation, FieldKind, Form, Layout, Preset};
 use vesta_embed::Issuer;
 
 use super::html::Html;
@@ -128,8 +128,7 @@ fn explanation(h: &mut Html, x: &Explanation) {
     }
     h.table("fields", &["Field", "Value", "Bits"]);
     for f in layout.fields() {
-        let value = f.span.get(x.id);
-        let shown = shown(layout, f.kind, &f.name, value);
+        let shown = x.shown(f);
         let bits = bits_of(f.span.high_bit(), f.span.low_bit);
         h.row(&f.name, &[&f.name, &shown, &bits]);
         for p in &f.parts {
@@ -169,20 +168,16 @@ fn bits_of(high: u32, low: u32) -> String {
     }
 }
 
-/// genMethod and Vesta's type with their names beside the number.
-fn shown(layout: &Layout, kind: FieldKind, name: &str, value: u64) -> String {
-    match kind {
-        FieldKind::Method => match GenMethod::from_code(value) {
-            Ok(m) => format!("{value} ({m})"),
-            Err(_) => value.to_string(),
-        },
-        FieldKind::Fixed(_) if name == "type" && layout.id_type().is_some() => {
-            match IdType::from_code(value) {
-                Ok(t) => format!("{value} ({t})"),
-                Err(_) => value.to_string(),
-            }
-        }
-        _ => value.to_string(),
+/// `N (server pool 924..=1023)`: a machine ID and the pool of the layout's node width it lies
+/// in (the status page says it the same way).
+pub fn machine_and_pool(layout: &Layout, machine: u64) -> String {
+    match layout.default_pools().pool_of(machine) {
+        Some((name, range)) => format!(
+            "{machine} ({name} pool {}..={})",
+            range.start(),
+            range.end()
+        ),
+        None => machine.to_string(),
     }
 }
 
@@ -290,7 +285,7 @@ mod tests {
             names.contains(&"datacenterId") && names.contains(&"workerId"),
             "{names:?}"
         );
-        let vesta = make_inputs(IdType::MaxPeak.layout());
+        let vesta = make_inputs(vesta_core::IdType::MaxPeak.layout());
         let names: Vec<&str> = vesta.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
             names,

@@ -85,15 +85,10 @@ fn issuer_facts(h: &mut Html, server: &str, s: &Status, now_ms: u64) {
 fn machine_facts(h: &mut Html, config: &IssuerConfig, s: &Status, now_ms: u64) {
     h.heading("Machine ID and lease");
     h.facts("machine");
-    let pools = s.layout.default_pools();
-    let pool = match pools.for_gen_method(s.gen_method) {
-        Ok((name, range)) => format!("{name} pool {}..={}", range.start(), range.end()),
-        Err(e) => e.to_string(),
-    };
     h.fact(
         "machine",
         "Machine ID",
-        format_args!("{} ({pool})", s.machine),
+        super::explain::machine_and_pool(&s.layout, s.machine),
     );
     h.fact("source", "Source", source(config));
     h.fact("lease", "Lease", s.lease.state);
@@ -152,20 +147,16 @@ fn machine_facts(h: &mut Html, config: &IssuerConfig, s: &Status, now_ms: u64) {
 /// Where the machine ID comes from, and the registry a static one is registered in. A SQL
 /// database's URL is not shown: it may carry a password.
 fn source(c: &IssuerConfig) -> String {
-    let zk = (!c.zookeeper.connect.is_empty()).then(|| {
-        format!(
-            "ZooKeeper {} under {}",
-            c.zookeeper.connect, c.zookeeper.root
-        )
+    let registry = c.registries().first().map(|key| match *key {
+        "zookeeper.connect" => {
+            format!(
+                "ZooKeeper {} under {}",
+                c.zookeeper.connect, c.zookeeper.root
+            )
+        }
+        "etcd.endpoints" => format!("etcd {} under {}", c.etcd.endpoints.join(","), c.etcd.root),
+        _ => "the SQL table vesta_machine".to_owned(),
     });
-    let etcd = (!c.etcd.endpoints.is_empty())
-        .then(|| format!("etcd {} under {}", c.etcd.endpoints.join(","), c.etcd.root));
-    let sql = c
-        .machine
-        .db
-        .as_ref()
-        .map(|_| "the SQL table vesta_machine".to_owned());
-    let registry = zk.or(etcd).or(sql);
     let registered = |what: &str| match &registry {
         Some(r) => format!("{what}, registered in {r}"),
         None => format!("{what}, not registered anywhere"),
