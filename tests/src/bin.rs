@@ -33,24 +33,36 @@ pub fn vesta_command() -> Command {
     c
 }
 
-fn build() -> PathBuf {
-    // target/<profile>/deps/<test-binary> → target/<profile>/vesta
+/// The target profile directory the running test binary lives in
+/// (`target/<profile>/deps/<test-binary>` → `target/<profile>`).
+fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe
-        .parent()
+    exe.parent()
         .and_then(Path::parent)
-        .expect("target profile dir");
-    let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        .expect("target profile dir")
+        .to_owned()
+}
+
+/// `cargo SUBCOMMAND ARGS...` building into this test's target directory and profile, so what
+/// it builds is shared with the test run (the `vesta` binary, an example with other features).
+pub fn cargo(subcommand: &str, args: &[&str]) -> Command {
+    let profile_dir = profile_dir();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--quiet", "-p", "vesta-cli", "--bin", "vesta"]);
-    if release {
+    cmd.arg(subcommand);
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }
+    cmd.args(args);
     if let Some(target_dir) = profile_dir.parent() {
         cmd.env("CARGO_TARGET_DIR", target_dir);
     }
-    let status = cmd
+    cmd
+}
+
+fn build() -> PathBuf {
+    let profile_dir = profile_dir();
+    let status = cargo("build", &["--quiet", "-p", "vesta-cli", "--bin", "vesta"])
         .status()
         .expect("running cargo build for the vesta binary");
     assert!(

@@ -186,11 +186,23 @@ pub struct Postgres {
     dir: TempDir,
     port: u16,
     process: ServerProcess,
+    /// TLS only (`hostssl`), with this certificate and key: see [`start_tls`](Self::start_tls).
+    tls: bool,
 }
 
 impl Postgres {
     /// Starts a server and waits until it accepts connections.
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// Starts a server that accepts TCP connections over TLS only (`hostssl`; plain TCP is
+    /// rejected), presenting `cert` and `key` (PEM; copied into its data directory).
+    pub fn start_tls(cert: &Path, key: &Path) -> Self {
+        Self::start_with(Some((cert, key)))
+    }
+
+    fn start_with(tls: Option<(&Path, &Path)>) -> Self {
         let bin = require_postgres();
         let template = postgres_template(&bin);
         let dir = tempfile::Builder::new()
@@ -199,13 +211,32 @@ impl Postgres {
             .expect("temp dir");
         std::os::unix::fs::chown(dir.path(), Some(id_of("-u")), Some(id_of("-g")))
             .expect("chown the temp dir to postgres");
-        copy_dir(&template, &dir.path().join("data"));
+        let data = dir.path().join("data");
+        copy_dir(&template, &data);
+        if let Some((cert, key)) = tls {
+            // The server reads them as its own user; it refuses a key others can read.
+            for (from, name) in [(cert, "server.crt"), (key, "server.key")] {
+                let to = data.join(name);
+                fs::copy(from, &to).expect("copy the TLS files");
+                std::os::unix::fs::chown(&to, Some(id_of("-u")), Some(id_of("-g")))
+                    .expect("chown the TLS files");
+                fs::set_permissions(&to, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                    .expect("chmod the TLS files");
+            }
+            fs::write(
+                data.join("pg_hba.conf"),
+                "local all all trust\nhostssl all all 127.0.0.1/32 trust\n\
+                 hostnossl all all 127.0.0.1/32 reject\n",
+            )
+            .expect("pg_hba.conf");
+        }
         let mut pg = Postgres {
             bin,
             port: free_ports(1)[0],
             dir,
             // Immediate shutdown: no checkpoint, every backend gone at once, like a crash.
             process: ServerProcess::new(Signal::QUIT),
+            tls: tls.is_some(),
         };
         pg.spawn();
         pg
@@ -231,6 +262,7 @@ impl Postgres {
                 "-c",
                 "max_connections=200",
             ])
+            .args(if self.tls { &["-c", "ssl=on"][..] } else { &[] })
             .uid(id_of("-u"))
             .gid(id_of("-g"))
             .stdin(Stdio::null())
@@ -384,6 +416,8 @@ pub struct MariaDb {
     dir: TempDir,
     port: u16,
     process: ServerProcess,
+    /// TLS only (`require_secure_transport`) with these PEM certificate, key and CA files.
+    tls: Option<[PathBuf; 3]>,
 }
 
 /// Server options shared by the template bootstrap and the servers.
@@ -397,6 +431,16 @@ const MARIADB_OPTS: &[&str] = &[
 impl MariaDb {
     /// Starts a server and waits until it accepts connections.
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// Starts a server that accepts TCP connections over TLS only
+    /// (`require_secure_transport`), presenting `cert` and `key` issued by `ca`.
+    pub fn start_tls(cert: &Path, key: &Path, ca: &Path) -> Self {
+        Self::start_with(Some([cert.to_owned(), key.to_owned(), ca.to_owned()]))
+    }
+
+    fn start_with(tls: Option<[PathBuf; 3]>) -> Self {
         let template = mariadb_template();
         let dir = tempfile::Builder::new()
             .prefix("vesta-mariadb-")
@@ -407,6 +451,7 @@ impl MariaDb {
             port: free_ports(1)[0],
             dir,
             process: ServerProcess::new(Signal::KILL),
+            tls,
         };
         db.spawn();
         db
@@ -430,6 +475,14 @@ impl MariaDb {
             .arg(format!("--port={}", self.port))
             .args(["--bind-address=127.0.0.1", "--skip-name-resolve"])
             .args(MARIADB_OPTS)
+            .args(self.tls.iter().flat_map(|[cert, key, ca]| {
+                [
+                    format!("--ssl-cert={}", cert.display()),
+                    format!("--ssl-key={}", key.display()),
+                    format!("--ssl-ca={}", ca.display()),
+                    "--require-secure-transport=ON".to_owned(),
+                ]
+            }))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log handle"))
             .stderr(log)
@@ -445,9 +498,19 @@ impl MariaDb {
     }
 
     fn try_sql(&self, sql: &str) -> Result<String, String> {
-        let out = Command::new(require_mariadb("mariadb"))
-            .args(["--no-defaults", "-h", "127.0.0.1", "-u", "root", "-N", "-B"])
-            .arg(format!("--port={}", self.port))
+        let mut cmd = Command::new(require_mariadb("mariadb"));
+        cmd.args(["--no-defaults", "-u", "root", "-N", "-B"]);
+        if self.tls.is_some() {
+            // A socket counts as secure transport: the admin path needs no certificate.
+            cmd.arg(format!(
+                "--socket={}",
+                self.dir.path().join("sock").display()
+            ));
+        } else {
+            cmd.args(["-h", "127.0.0.1"])
+                .arg(format!("--port={}", self.port));
+        }
+        let out = cmd
             .args(["-e", sql])
             .stdin(Stdio::null())
             .output()

@@ -184,6 +184,32 @@ fn gen_issues_unique_increasing_ids_on_the_embedded_default() {
     );
 }
 
+/// Two runs one after the other on the same static machine ID, with no state file: the second
+/// waits out the first's last unit (plus the rollback tolerance) instead of reissuing its IDs.
+/// Before the fix both runs usually started in the same second and printed the same IDs.
+#[test]
+fn gen_run_twice_in_a_row_never_reissues() {
+    for id_type in ["max-peak", "min-granularity"] {
+        let runs: Vec<Vec<u64>> = (0..3)
+            .map(|_| {
+                ok(&["gen", "-n", "1000", "--type", id_type])
+                    .lines()
+                    .map(|l| l.parse().unwrap())
+                    .collect()
+            })
+            .collect();
+        for pair in runs.windows(2) {
+            let (earlier, later) = (&pair[0], &pair[1]);
+            assert!(
+                later[0] > *earlier.last().unwrap(),
+                "{id_type}: a later run began at {} below the earlier run's last {}",
+                later[0],
+                earlier.last().unwrap()
+            );
+        }
+    }
+}
+
 #[test]
 fn gen_takes_machine_type_and_config() {
     let dir = tempfile::tempdir().unwrap();

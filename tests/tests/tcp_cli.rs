@@ -11,7 +11,7 @@ use std::thread;
 use std::time::Duration;
 
 use vesta_core::{GenMethod, IdFields};
-use vesta_tests::bin::{vesta_cmd, vesta_command, vesta_fails, vesta_ok};
+use vesta_tests::bin::{cargo, vesta_cmd, vesta_command, vesta_fails, vesta_ok};
 use vesta_tests::zk::ZkServer;
 
 /// A `vesta serve tcp` child process, killed on drop if still running.
@@ -155,6 +155,80 @@ fn serve_gen_bench_and_a_clean_sigterm() {
     assert!(
         rest.contains("vesta-tcp stopped after") && rest.contains("; machine 931 released"),
         "{rest}"
+    );
+}
+
+/// The client on its own (`vesta-server` without its `server` feature, with `tls`), built as
+/// a user's service builds it: neither sqlx nor hyper in its tree, and it gets IDs from a real
+/// `vesta serve tcp` and explains one.
+#[test]
+fn the_client_alone_builds_without_the_server_stack_and_gets_ids() {
+    let client = [
+        "-p",
+        "vesta-server",
+        "--no-default-features",
+        "--features",
+        "tls",
+    ];
+    let tree = cargo(
+        "tree",
+        &[&client[..], &["-e", "normal", "--prefix", "none"]].concat(),
+    )
+    .output()
+    .expect("cargo tree");
+    assert!(
+        tree.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tree.stderr)
+    );
+    let tree = String::from_utf8_lossy(&tree.stdout);
+    for heavy in [
+        "sqlx",
+        "hyper",
+        "vesta-segment",
+        "prometheus-client",
+        "zookeeper-client",
+    ] {
+        assert!(
+            !tree.lines().any(|l| l.starts_with(&format!("{heavy} "))),
+            "{heavy} is in the client's tree:\n{tree}"
+        );
+    }
+
+    let server = TcpServer::start(&[]);
+    let run = cargo(
+        "run",
+        &[
+            &client[..],
+            &["--quiet", "--example", "client_alone", "--", &server.addr],
+        ]
+        .concat(),
+    )
+    .output()
+    .expect("cargo run --example client_alone");
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let ids: Vec<u64> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("id "))
+        .map(|id| id.parse().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 4, "{out}");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    for id in &ids {
+        let f = IdFields::decode(*id);
+        assert_eq!((f.gen_method, f.machine), (GenMethod::Server, 924), "{id}");
+    }
+    assert!(
+        out.contains(&format!(
+            "explained {}: machine 924 genMethod Some(Server)",
+            ids[0]
+        )),
+        "{out}"
     );
 }
 

@@ -130,11 +130,14 @@ fn same_unit_takeover_after_a_clean_release_never_duplicates() {
 #[test]
 fn restart_with_the_clock_set_back_waits_or_refuses_never_duplicates() {
     let zk = ZkServer::start();
-    let t0 = vesta_embed::SystemClock::precise().now_ms();
     let c = config(&zk.connect(), "/vesta/clockback", 1);
 
-    let clock_a = Arc::new(ManualClock::new(t0));
+    let clock_a = Arc::new(ManualClock::new(
+        vesta_embed::SystemClock::precise().now_ms(),
+    ));
     let a = Issuer::start_with_clock(c.clone(), clock_a.clone()).unwrap();
+    // A fresh ID has no mark: its start waited past now + the rollback tolerance.
+    let t0 = clock_a.now_ms();
     let a_ids = a.next_ids(1000).unwrap().to_vec();
     // Within the lease window (1 s) of the last confirmation, which used this clock.
     clock_a.advance(900);

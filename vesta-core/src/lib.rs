@@ -27,6 +27,7 @@ mod layout;
 mod make;
 mod parse;
 mod pool;
+pub mod tag;
 
 pub use clock::{Clock, ClockSync, ManualClock};
 pub use epoch::Epoch;

@@ -16,6 +16,7 @@ use crate::error::{IssueError, ShutdownError, StartError};
 #[cfg(feature = "zookeeper")]
 use crate::lease::LeaseSettings;
 use crate::lease::leased_generator::LeasedGenerator;
+use crate::lease::rules::pass_unknown_past;
 #[cfg(feature = "state-file")]
 use crate::lease::static_source::StaticSource;
 #[cfg(feature = "tokio")]
@@ -96,15 +97,22 @@ impl<C: Clock + 'static> Issuer<C> {
             return Self::start_leased(config, clock);
         }
         let machine = config.static_machine()?;
-        let generator =
-            Generator::new(config.generator_config(machine)?, clock).map_err(ConfigError::from)?;
+        let mut generator_config = config.generator_config(machine)?;
         let Some(path) = config.machine.state_file.clone() else {
+            // No mark anywhere: start after whatever an earlier run could have issued.
+            generator_config.validate().map_err(ConfigError::from)?;
+            let tolerance_ms = generator_config.rollback_tolerance_ms();
+            let layout = &generator_config.layout;
+            let floor = pass_unknown_past(&clock, layout, machine, tolerance_ms)?;
+            generator_config.floor = Some(floor.time);
+            let generator = Generator::new(generator_config, clock).map_err(ConfigError::from)?;
             return Ok(Issuer {
                 leased: Arc::new(LeasedGenerator::new(generator, LeaseInfo::fixed())),
                 config,
                 lease_thread: Mutex::new(None),
             });
         };
+        let generator = Generator::new(generator_config, clock).map_err(ConfigError::from)?;
         Self::start_with_state_file(config, generator, machine, path)
     }
 
@@ -522,7 +530,7 @@ mod tests {
     #[test]
     fn static_issuer_issues_explains_and_makes() {
         let clock = Arc::new(ManualClock::new(T0));
-        let issuer = Issuer::start_with_clock(IssuerConfig::default(), clock).unwrap();
+        let issuer = Issuer::start_with_clock(IssuerConfig::default(), clock.clone()).unwrap();
         let id = issuer.next_id().unwrap();
         let x = issuer.explain(id);
         assert_eq!(x.node(), 0);
@@ -534,7 +542,7 @@ mod tests {
         assert_eq!(issuer.make(&values), Ok(id));
         assert_eq!(
             issuer.trans_time(x.time()).unwrap().timestamp_millis() as u64 / 1000,
-            T0 / 1000
+            clock.now_ms() / 1000
         );
         assert!(issuer.status().can_issue());
     }
@@ -597,6 +605,82 @@ mod tests {
             "{err}"
         );
     }
+    /// Configs of every unit size: Vesta's seconds and milliseconds, Sonyflake's 10 ms.
+    fn static_configs() -> Vec<IssuerConfig> {
+        let mut seconds = IssuerConfig::default();
+        seconds.id.id_type = Some(vesta_core::IdType::MaxPeak);
+        let mut millis = IssuerConfig::default();
+        millis.id.id_type = Some(vesta_core::IdType::MinGranularity);
+        let mut sonyflake = IssuerConfig::default();
+        sonyflake.id.layout = crate::config::LayoutChoice::Preset(vesta_core::Preset::Sonyflake);
+        sonyflake.machine.id = Some(7);
+        vec![seconds, millis, sonyflake]
+    }
+
+    /// A static ID with no mark knows nothing of an earlier run: a restart in the same unit, or
+    /// with the clock stepped back within the rollback tolerance (before or after the start),
+    /// must not issue what the earlier run did. The start waits at most the tolerance plus one
+    /// unit. Without a state file, and with one not written yet (the lease thread's path).
+    #[test]
+    fn a_static_restart_without_a_mark_never_reissues() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut configs = static_configs();
+        for (k, mut config) in static_configs().into_iter().enumerate() {
+            config.machine.state_file = Some(dir.path().join(format!("{k}.state")));
+            configs.push(config);
+        }
+        for mut config in configs {
+            let layout = config.layout().unwrap();
+            let tolerance = layout.default_rollback_tolerance_ms();
+            // Mid-unit, so a restart "in the same unit" really is one.
+            let t = layout.unix_ms_of(layout.time_at(T0).unwrap()) + layout.unit_ms() / 2;
+            for step_back in [0, tolerance / 2, tolerance] {
+                let state_file = config.machine.state_file.take();
+                let clock = Arc::new(ManualClock::new(t));
+                let a = Issuer::start_with_clock(config.clone(), clock.clone()).unwrap();
+                let waited = clock.now_ms() - t;
+                assert!(
+                    waited <= tolerance + layout.unit_ms(),
+                    "{}: the start waited {waited} ms",
+                    layout.full_name()
+                );
+                // The earlier run uses up its unit (and a few more in a ms layout).
+                let a_ids = a.next_ids(layout.capacity_per_unit() + 3).unwrap().to_vec();
+                let a_seen = clock.now_ms();
+                drop(a);
+
+                // Restarted at once, on a clock stepped back by `step_back`, and stepped back
+                // by the whole tolerance once started.
+                config.machine.state_file = state_file.clone();
+                let clock = Arc::new(ManualClock::new(a_seen - step_back));
+                let b = Issuer::start_with_clock(config.clone(), clock.clone()).unwrap();
+                clock.rewind(tolerance);
+                let b_ids = b.next_ids(10).unwrap().to_vec();
+                let a_max = a_ids.iter().max().unwrap();
+                assert!(
+                    b_ids.iter().all(|id| id > a_max),
+                    "{} stepped back {step_back} ms: {b_ids:?} overlaps up to {a_max}",
+                    layout.full_name()
+                );
+                drop(b);
+                if let Some(path) = &state_file {
+                    std::fs::remove_file(path).unwrap();
+                }
+            }
+        }
+    }
+
+    /// Before the epoch nothing was issued: the start neither waits nor refuses; the first
+    /// call says the clock is before the epoch, as it always did.
+    #[test]
+    fn a_static_start_before_the_epoch_does_not_wait() {
+        let clock = Arc::new(ManualClock::new(Epoch::VESTA.unix_ms() - 60_000));
+        let issuer = Issuer::start_with_clock(IssuerConfig::default(), clock.clone()).unwrap();
+        assert_eq!(clock.waits(), 0);
+        let err = issuer.next_id().unwrap_err().to_string();
+        assert!(err.contains("epoch"), "{err}");
+    }
+
     #[test]
     fn static_state_file_floors_a_restart_and_guards_the_clock() {
         let dir = tempfile::tempdir().unwrap();
@@ -604,24 +688,30 @@ mod tests {
         let mut c = IssuerConfig::default();
         c.machine.state_file = Some(path.clone());
         c.machine.state_file_interval_ms = 50;
-        let a = Issuer::start_with_clock(c.clone(), Arc::new(ManualClock::new(T0))).unwrap();
+        let a_clock = Arc::new(ManualClock::new(T0));
+        let a = Issuer::start_with_clock(c.clone(), a_clock.clone()).unwrap();
         let a_last = a.next_ids(1000).unwrap().to_vec()[999];
+        let a_second_ends = (a_clock.now_ms() / 1000 + 1) * 1000;
         a.shutdown().unwrap();
         assert_eq!(a.status().lease.state, LeaseState::Released);
         let rec = crate::lease::state_file::read(&path).unwrap().unwrap();
         assert!(rec.clean);
         assert_eq!((rec.machine, rec.source.as_str()), (0, "static"));
-        assert_eq!(rec.mark_ms, T0 + 1000, "the end of the last issued second");
+        assert_eq!(
+            rec.mark_ms, a_second_ends,
+            "the end of the last issued second"
+        );
 
-        // The clock 2 s back: the guard waits (within 5 s), then issues above A.
-        let clock = Arc::new(ManualClock::new(T0 - 2000));
+        // The clock 2 s before the mark: the guard waits (within 5 s), then issues above A.
+        let clock = Arc::new(ManualClock::new(rec.mark_ms - 2000));
         let b = Issuer::start_with_clock(c.clone(), clock.clone()).unwrap();
         assert!(clock.waits() >= 1);
         assert!(b.next_id().unwrap() > a_last);
         drop(b);
 
         // A minute back: refused, naming both times.
-        let err = Issuer::start_with_clock(c, ManualClock::new(T0 - 60_000)).unwrap_err();
+        let behind = ManualClock::new(rec.mark_ms - 60_000);
+        let err = Issuer::start_with_clock(c, behind).unwrap_err();
         assert!(
             matches!(err, StartError::ClockBehindMark { machine: 0, .. }),
             "{err}"
@@ -674,13 +764,14 @@ mod tests {
         c.machine.state_file_interval_ms = 60_000;
         let clock = Arc::new(ManualClock::new(T0));
         let issuer = Issuer::start_with_clock(c, clock.clone()).unwrap();
+        let written = clock.now_ms();
         issuer.next_id().unwrap();
         clock.advance(180_000);
         let expected = format!(
             "the state file {} was not rewritten in time (last written at {}, allowed 180000 \
              ms); not issuing until it is",
             path.display(),
-            Epoch::rfc3339(T0)
+            Epoch::rfc3339(written)
         );
         assert_eq!(
             issuer.next_id(),

@@ -224,11 +224,4 @@ impl SegmentError {
     }
 }
 
-/// Cuts a tag for an error message so a huge input cannot make a huge message.
-pub fn shown_tag(tag: &str) -> String {
-    const SHOWN: usize = 64;
-    match tag.char_indices().nth(SHOWN) {
-        Some((i, _)) => format!("{}…", &tag[..i]),
-        None => tag.to_owned(),
-    }
-}
+pub use vesta_core::tag::shown_tag;

@@ -32,4 +32,4 @@ pub use error::{ConfigError, SegmentError, UrlError};
 pub use pool::AnyPool;
 pub use status::{Health, SegmentStatus, StoreStatus, TagState, TagStatus};
 pub use store::{GiveBack, GiveBackOutcome, MAX_BATCH, Store, Tag};
-pub use url::{DbKind, DbUrl};
+pub use url::{DbKind, DbUrl, TlsMode};

@@ -15,6 +15,8 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgSslMode};
 #[cfg(feature = "sqlite")]
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use crate::url::TlsMode;
 use crate::url::{DbTarget, DbUrl};
 
 /// A pool on one of the databases this build supports (features `sqlite`, `postgres`,
@@ -133,7 +135,7 @@ fn pool_options<DB: sqlx::Database>(s: &PoolSettings<'_>) -> sqlx::pool::PoolOpt
         .acquire_timeout(s.timeout)
 }
 
-/// Opens a pool on `url` (no TLS: as the rest of the database layer).
+/// Opens a pool on `url`, with the TLS its parameters ask for (feature `tls`).
 pub async fn open(url: &DbUrl, settings: PoolSettings<'_>) -> Result<AnyPool, OpenError> {
     let connecting = async {
         Ok::<AnyPool, OpenError>(match url.target() {
@@ -161,10 +163,18 @@ pub async fn open(url: &DbUrl, settings: PoolSettings<'_>) -> Result<AnyPool, Op
                     .port(a.port)
                     .username(&a.user)
                     .database(&a.database)
-                    .ssl_mode(PgSslMode::Disable)
+                    .ssl_mode(match a.tls {
+                        TlsMode::Required => PgSslMode::Require,
+                        TlsMode::VerifyCa => PgSslMode::VerifyCa,
+                        TlsMode::VerifyFull => PgSslMode::VerifyFull,
+                        _ => PgSslMode::Disable,
+                    })
                     .application_name(settings.application);
                 if let Some(pw) = &a.password {
                     opts = opts.password(pw);
+                }
+                if let Some(ca) = &a.ca {
+                    opts = opts.ssl_root_cert(ca);
                 }
                 let first = PgConnection::connect_with(&opts).await;
                 first
@@ -181,9 +191,17 @@ pub async fn open(url: &DbUrl, settings: PoolSettings<'_>) -> Result<AnyPool, Op
                     .port(a.port)
                     .username(&a.user)
                     .database(&a.database)
-                    .ssl_mode(MySqlSslMode::Disabled);
+                    .ssl_mode(match a.tls {
+                        TlsMode::Required => MySqlSslMode::Required,
+                        TlsMode::VerifyCa => MySqlSslMode::VerifyCa,
+                        TlsMode::VerifyFull => MySqlSslMode::VerifyIdentity,
+                        _ => MySqlSslMode::Disabled,
+                    });
                 if let Some(pw) = &a.password {
                     opts = opts.password(pw);
+                }
+                if let Some(ca) = &a.ca {
+                    opts = opts.ssl_ca(ca);
                 }
                 let first = MySqlConnection::connect_with(&opts).await;
                 first

@@ -32,7 +32,7 @@ use crate::status::{Health, StoreStatus, TagState, TagStatus};
 use crate::tag::validate_tag;
 
 /// The most numbers one [`Store::next_n`] call hands out.
-pub const MAX_BATCH: u64 = 1_000_000;
+pub const MAX_BATCH: u64 = vesta_core::tag::MAX_SEGMENT_BATCH;
 
 /// A miss re-reads the tag names at most this often.
 const RELOAD_EVERY: Duration = Duration::from_secs(1);

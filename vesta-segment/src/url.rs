@@ -1,6 +1,8 @@
 //! Database URLs: `sqlite://PATH` (relative or absolute), `postgres://USER[:PASS]@HOST:PORT/DB`
-//! and `mysql://USER[:PASS]@HOST:PORT/DB` (MariaDB too). Parsed strictly — every part the
-//! issue's format names must be there, nothing else may be — and shown without the password.
+//! and `mysql://USER[:PASS]@HOST:PORT/DB` (MariaDB too), servers with optional TLS parameters
+//! (`?sslmode=verify-full&sslrootcert=CA.pem`, `?ssl-mode=VERIFY_IDENTITY&ssl-ca=CA.pem`).
+//! Parsed strictly — every part the format names must be there, nothing else may be — and
+//! shown without the password.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -49,6 +51,54 @@ impl DbKind {
     }
 }
 
+/// How a connection to a database server is protected: the URL's `sslmode` (PostgreSQL) or
+/// `ssl-mode` (MySQL/MariaDB). The modes that fall back to plain TCP by themselves (`prefer`,
+/// `allow`, `PREFERRED`) are refused: a connection is encrypted or it is not, as configured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TlsMode {
+    /// Plain TCP (the default; `disable`, `DISABLED`).
+    #[default]
+    Disabled,
+    /// Encrypted, the server's certificate not checked (`require`, `REQUIRED`): protects
+    /// against eavesdroppers, not against an impostor.
+    Required,
+    /// Encrypted, the certificate signed by a trusted CA (`verify-ca`, `VERIFY_CA`).
+    VerifyCa,
+    /// Encrypted, the certificate signed by a trusted CA and naming the host (`verify-full`,
+    /// `VERIFY_IDENTITY`).
+    VerifyFull,
+}
+
+impl TlsMode {
+    /// The URL parameter and value for `kind` (`sslmode=verify-full`, `ssl-mode=REQUIRED`).
+    pub fn param(self, kind: DbKind) -> String {
+        let [name, _] = tls_param_names(kind);
+        let value = TLS_MODES
+            .iter()
+            .find(|(_, _, m)| *m == self)
+            .map(|(pg, my, _)| if kind == DbKind::MySql { my } else { pg })
+            .unwrap_or(&"disable");
+        format!("{name}={value}")
+    }
+}
+
+/// Each mode's PostgreSQL and MySQL spelling.
+const TLS_MODES: [(&str, &str, TlsMode); 4] = [
+    ("disable", "DISABLED", TlsMode::Disabled),
+    ("require", "REQUIRED", TlsMode::Required),
+    ("verify-ca", "VERIFY_CA", TlsMode::VerifyCa),
+    ("verify-full", "VERIFY_IDENTITY", TlsMode::VerifyFull),
+];
+
+/// The URL parameters of the mode and of the CA file, as each database's own clients name them.
+fn tls_param_names(kind: DbKind) -> [&'static str; 2] {
+    match kind {
+        DbKind::MySql => ["ssl-mode", "ssl-ca"],
+        _ => ["sslmode", "sslrootcert"],
+    }
+}
+
 /// Host, port, credentials and database of a server URL.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ServerAddr {
@@ -62,6 +112,11 @@ pub struct ServerAddr {
     pub password: Option<String>,
     /// Database name (percent-decoded).
     pub database: String,
+    /// TLS to the server (`sslmode` / `ssl-mode`; needs the `tls` feature unless disabled).
+    pub tls: TlsMode,
+    /// The CA file the server's certificate is checked against (`sslrootcert` / `ssl-ca`);
+    /// `None`: the operating system's trust store.
+    pub ca: Option<PathBuf>,
 }
 
 impl fmt::Debug for ServerAddr {
@@ -72,6 +127,8 @@ impl fmt::Debug for ServerAddr {
             .field("user", &self.user)
             .field("password", &self.password.as_ref().map(|_| "***"))
             .field("database", &self.database)
+            .field("tls", &self.tls)
+            .field("ca", &self.ca)
             .finish()
     }
 }
@@ -106,8 +163,10 @@ impl DbUrl {
         };
         let target = match scheme {
             "sqlite" => DbTarget::Sqlite(sqlite_path(rest).map_err(fail)?),
-            "postgres" | "postgresql" => DbTarget::Postgres(server(text).map_err(|r| fail(&r))?),
-            "mysql" => DbTarget::MySql(server(text).map_err(|r| fail(&r))?),
+            "postgres" | "postgresql" => {
+                DbTarget::Postgres(server(text, DbKind::Postgres).map_err(|r| fail(&r))?)
+            }
+            "mysql" => DbTarget::MySql(server(text, DbKind::MySql).map_err(|r| fail(&r))?),
             _ => return Err(fail(&format!("unsupported scheme {scheme:?}"))),
         };
         let url = DbUrl {
@@ -129,6 +188,8 @@ impl DbUrl {
             user: String::new(),
             password: None,
             database: String::new(),
+            tls: TlsMode::Disabled,
+            ca: None,
         };
         let target = match kind {
             DbKind::Sqlite => DbTarget::Sqlite(PathBuf::new()),
@@ -202,7 +263,7 @@ fn sqlite_path(rest: &str) -> Result<PathBuf, &'static str> {
     Ok(PathBuf::from(rest))
 }
 
-fn server(text: &str) -> Result<ServerAddr, String> {
+fn server(text: &str, kind: DbKind) -> Result<ServerAddr, String> {
     let url = url::Url::parse(text).map_err(|e| e.to_string())?;
     let decode = |s: &str, what: &str| {
         percent_decode_str(s)
@@ -224,9 +285,10 @@ fn server(text: &str) -> Result<ServerAddr, String> {
     let Some(port) = url.port() else {
         return Err("the port is missing".into());
     };
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err("query parameters are not supported".into());
+    if url.fragment().is_some() {
+        return Err("a #fragment is not supported".into());
     }
+    let (tls, ca) = tls_params(&url, kind)?;
     let database = url.path().strip_prefix('/').unwrap_or("");
     if database.is_empty() || database.contains('/') {
         return Err("the path must be one database name, /DB".into());
@@ -237,7 +299,62 @@ fn server(text: &str) -> Result<ServerAddr, String> {
         user: decode(url.username(), "user")?,
         password: url.password().map(|p| decode(p, "password")).transpose()?,
         database: decode(database, "database name")?,
+        tls,
+        ca,
     })
+}
+
+/// The TLS parameters of a server URL, the only ones it may carry: the mode and the CA file.
+fn tls_params(url: &url::Url, kind: DbKind) -> Result<(TlsMode, Option<PathBuf>), String> {
+    let [mode_name, ca_name] = tls_param_names(kind);
+    let (mut mode, mut ca) = (None, None);
+    for (key, value) in url.query_pairs() {
+        let slot_taken = if key == mode_name {
+            let found = TLS_MODES.iter().find(|(pg, my, _)| {
+                let name = if kind == DbKind::MySql { my } else { pg };
+                value.eq_ignore_ascii_case(name)
+            });
+            let Some((_, _, m)) = found else {
+                let allowed: Vec<&str> = TLS_MODES
+                    .iter()
+                    .map(|(pg, my, _)| if kind == DbKind::MySql { *my } else { *pg })
+                    .collect();
+                return Err(format!(
+                    "{mode_name}={value} is not supported: use one of {} (a mode that falls \
+                     back to plain TCP by itself is refused)",
+                    allowed.join(", ")
+                ));
+            };
+            mode.replace(*m).is_some()
+        } else if key == ca_name {
+            if value.is_empty() {
+                return Err(format!("{ca_name} is empty: give the CA's PEM file"));
+            }
+            ca.replace(PathBuf::from(value.as_ref())).is_some()
+        } else {
+            return Err(format!(
+                "query parameter {key:?} is not supported: allowed {mode_name}, {ca_name}"
+            ));
+        };
+        if slot_taken {
+            return Err(format!("query parameter {key:?} is given more than once"));
+        }
+    }
+    let mode = mode.unwrap_or_default();
+    if ca.is_some() && !matches!(mode, TlsMode::VerifyCa | TlsMode::VerifyFull) {
+        let [verify_ca, verify_full] =
+            [TlsMode::VerifyCa, TlsMode::VerifyFull].map(|m| m.param(kind));
+        return Err(format!(
+            "{ca_name} is used only with {verify_ca} or {verify_full}"
+        ));
+    }
+    if mode != TlsMode::Disabled && !cfg!(feature = "tls") {
+        return Err(format!(
+            "{} needs vesta-segment built with its feature `tls`",
+            mode.param(kind)
+        ));
+    }
+    Ok((mode, ca))
 }
 
 /// The URL with any password replaced by `***` (works on malformed URLs too).
@@ -309,7 +426,19 @@ mod tests {
             ("postgres://u:secret@127.0.0.1/db", "port is missing"),
             ("mysql://u:secret@127.0.0.1:3306", "one database name"),
             ("mysql://u:secret@127.0.0.1:3306/a/b", "one database name"),
-            ("postgres://u:secret@h:5432/db?sslmode=require", "query"),
+            (
+                "postgres://u:secret@h:5432/db?sslmode=prefer",
+                "sslmode=prefer",
+            ),
+            (
+                "postgres://u:secret@h:5432/db?connect_timeout=3",
+                "connect_timeout",
+            ),
+            (
+                "mysql://u:secret@h:3306/db?sslmode=require",
+                "allowed ssl-mode, ssl-ca",
+            ),
+            ("postgres://u:secret@h:5432/db#x", "fragment"),
             ("postgres://u:secret@h:99999/db", "invalid port"),
         ] {
             let err = DbUrl::parse(url).unwrap_err().to_string();
@@ -317,6 +446,62 @@ mod tests {
             assert!(!err.contains("secret"), "{url}: {err}");
             assert!(err.contains("expected sqlite://PATH"), "{url}: {err}");
         }
+    }
+
+    #[cfg(all(feature = "postgres", feature = "mysql"))]
+    #[test]
+    fn tls_parameters_are_read_in_each_databases_spelling() {
+        let plain = DbUrl::parse("postgres://u@h:5432/db?sslmode=disable").unwrap();
+        let DbTarget::Postgres(a) = plain.target() else {
+            panic!("not postgres")
+        };
+        assert_eq!((a.tls, a.ca.as_deref()), (TlsMode::Disabled, None));
+        for bad in [
+            "postgres://u@h:5432/db?sslmode=verify-full&sslmode=disable",
+            "postgres://u@h:5432/db?sslrootcert=/ca.pem",
+            "postgres://u@h:5432/db?sslmode=require&sslrootcert=/ca.pem",
+            "mysql://u@h:3306/db?ssl-mode=DISABLED&ssl-ca=/ca.pem",
+            "mysql://u@h:3306/db?ssl-mode=PREFERRED",
+            "postgres://u@h:5432/db?sslmode=allow",
+        ] {
+            let err = DbUrl::parse(bad).unwrap_err().to_string();
+            assert!(err.contains("ssl"), "{bad}: {err}");
+        }
+    }
+
+    #[cfg(all(feature = "tls", feature = "postgres", feature = "mysql"))]
+    #[test]
+    fn tls_modes_and_the_ca_reach_the_address() {
+        let u = DbUrl::parse("postgres://u@h:5432/db?sslmode=verify-full&sslrootcert=/etc/ca.pem")
+            .unwrap();
+        let DbTarget::Postgres(a) = u.target() else {
+            panic!("not postgres")
+        };
+        assert_eq!(a.tls, TlsMode::VerifyFull);
+        assert_eq!(a.ca.as_deref(), Some(Path::new("/etc/ca.pem")));
+        let u = DbUrl::parse("mysql://u@h:3306/db?ssl-mode=verify_ca&ssl-ca=ca.pem").unwrap();
+        let DbTarget::MySql(a) = u.target() else {
+            panic!("not mysql")
+        };
+        assert_eq!(
+            (a.tls, a.ca.as_deref()),
+            (TlsMode::VerifyCa, Some(Path::new("ca.pem")))
+        );
+        assert_eq!(a.tls.param(DbKind::MySql), "ssl-mode=VERIFY_CA");
+        let u = DbUrl::parse("postgres://u@h:5432/db?sslmode=require").unwrap();
+        assert!(u.to_string().ends_with("?sslmode=require"), "{u}");
+    }
+
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn tls_without_the_feature_is_refused_naming_it() {
+        let err = DbUrl::parse("postgres://u@h:5432/db?sslmode=require")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("sslmode=require needs vesta-segment built with its feature `tls`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -14,18 +14,26 @@
 //! request, its answer and its server side), `connection`, `server`, `config`, `client`.
 
 mod client;
+#[cfg(feature = "server")]
 mod config;
+#[cfg(feature = "server")]
 mod connection;
 mod error;
 pub mod frame;
+#[cfg(feature = "server")]
 mod metrics;
 pub mod proto;
+#[cfg(feature = "server")]
 mod server;
 
 pub use client::{Client, ClientConfig, ClientStats, ClientTls};
+#[cfg(feature = "server")]
 pub use config::{TcpConfig, TcpSection};
 pub use error::ClientError;
 pub use proto::{ErrorCode, ServerInfo};
+#[cfg(feature = "server")]
 pub use server::{ServerHandle, TcpServer};
+#[cfg(feature = "server")]
 pub use vesta_service::shutdown::signal as shutdown_signal;
+#[cfg(feature = "server")]
 pub use vesta_service::{ServeError, ServeReport};

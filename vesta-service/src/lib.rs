@@ -18,20 +18,35 @@
 //!
 //! The wire protocols stay in `vesta-server` (TCP) and `vesta-rest` (HTTP).
 
+#[cfg(feature = "server")]
 pub mod config;
+#[cfg(feature = "server")]
 pub mod console;
+#[cfg(feature = "server")]
 mod error;
+#[cfg(feature = "server")]
 pub mod health;
+#[cfg(feature = "server")]
 pub mod lifecycle;
+#[cfg(feature = "server")]
 pub mod make;
+#[cfg(feature = "server")]
 pub mod metrics;
+#[cfg(feature = "server")]
 pub mod metrics_http;
+#[cfg(feature = "server")]
 pub mod query;
+#[cfg(feature = "server")]
 pub mod segments;
+#[cfg(feature = "server")]
 pub mod shutdown;
 pub mod tls;
 
+#[cfg(feature = "server")]
 pub use config::{CommonLimits, ServerSection, ServiceConfig};
+#[cfg(feature = "server")]
 pub use error::{ConfigError, ServeError};
+#[cfg(feature = "server")]
 pub use lifecycle::{Prepared, ServeReport};
+#[cfg(feature = "server")]
 pub use segments::Segments;

@@ -159,6 +159,7 @@ impl ServerTls {
 /// key (the outcome logged); without, it is logged and ignored. Either way a SIGHUP (`systemctl
 /// reload`, a closed terminal) never stops the server. The handler is installed before this
 /// returns.
+#[cfg(feature = "server")]
 pub fn watch_sighup(tls: Option<ServerTls>) -> tokio::task::JoinHandle<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let hup = signal(SignalKind::hangup());

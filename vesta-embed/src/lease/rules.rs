@@ -78,6 +78,38 @@ impl Floor {
             issue_from_ms: layout.unix_ms_of(time + 1),
         }
     }
+
+    /// The floor when no mark is known: no state file, no record in the registry, a record of
+    /// another machine ID. An earlier holder may have issued up to the unit its clock last
+    /// read, and that reading may be up to the rollback tolerance ahead of ours (the generator
+    /// rides out steps back that small), so start after the unit containing
+    /// `now + tolerance`. Without this, a restart within the same unit re-issued its IDs.
+    pub(crate) fn unknown_past(layout: &Layout, now_ms: u64, tolerance_ms: u64) -> Floor {
+        Floor::after_mark(
+            layout,
+            now_ms.saturating_add(tolerance_ms).saturating_add(1),
+        )
+    }
+}
+
+/// Passes the start guard for a holder that knows no mark ([`Floor::unknown_past`]): waits at
+/// most the tolerance plus one unit, then returns the floor to raise the generator to. Blocks
+/// the calling thread while waiting.
+pub(crate) fn pass_unknown_past<C: Clock + ?Sized>(
+    clock: &C,
+    layout: &Layout,
+    machine: u64,
+    tolerance_ms: u64,
+) -> Result<Floor, StartError> {
+    let now_ms = clock.now_ms();
+    let floor = Floor::unknown_past(layout, now_ms, tolerance_ms);
+    if now_ms.saturating_add(tolerance_ms) < layout.epoch().unix_ms() {
+        // Before the epoch nothing was issued; the generator says so at the first call.
+        return Ok(floor);
+    }
+    let most = Duration::from_millis(tolerance_ms.saturating_add(layout.unit_ms()));
+    pass_guard(clock, machine, floor.issue_from_ms, most)?;
+    Ok(floor)
 }
 
 /// What the start guard decides for a clock reading and the first instant issuing may begin.

@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 use vesta_core::{Clock, Layout};
 
 use super::leased_generator::LeasedGenerator;
-use super::rules::{Floor, Promise, Term, pass_guard};
+use super::rules::{Floor, Promise, Term, pass_guard, pass_unknown_past};
 use crate::error::{ShutdownError, StartError};
 use crate::status::LeaseState;
 
@@ -125,8 +125,8 @@ impl<C: Clock + 'static> Lease<C> {
         self.next_beat = Instant::now() + (self.beat / 4).max(min);
     }
 
-    /// The floor that keeps this holder at or after `mark_ms`, once the start guard has let
-    /// the clock get there (waited on a blocking thread: the runtime's other tasks, such as a
+    /// The floor that keeps this holder at or after `mark_ms` (0: no mark known, see
+    /// `Floor::unknown_past`), once the start guard has let the clock get there (waited on a blocking thread: the runtime's other tasks, such as a
     /// ZooKeeper session, go on meanwhile).
     pub(crate) async fn guarded_floor(
         &self,
@@ -134,18 +134,24 @@ impl<C: Clock + 'static> Lease<C> {
         mark_ms: u64,
         max_wait: Duration,
     ) -> Result<Floor, StartError> {
-        let floor = Floor::after_mark(self.layout(), mark_ms);
-        if mark_ms == 0 {
-            return Ok(floor);
-        }
         let leased = self.leased.clone();
-        let from = floor.issue_from_ms;
         tokio::task::spawn_blocking(move || {
-            pass_guard(leased.generator.clock(), machine, from, max_wait)
+            let generator = &leased.generator;
+            if mark_ms == 0 {
+                let tolerance_ms = generator.config().rollback_tolerance_ms();
+                return pass_unknown_past(
+                    generator.clock(),
+                    generator.layout(),
+                    machine,
+                    tolerance_ms,
+                );
+            }
+            let floor = Floor::after_mark(generator.layout(), mark_ms);
+            pass_guard(generator.clock(), machine, floor.issue_from_ms, max_wait)?;
+            Ok(floor)
         })
         .await
-        .map_err(|e| StartError::Lease(format!("the start guard failed: {e}")))??;
-        Ok(floor)
+        .map_err(|e| StartError::Lease(format!("the start guard failed: {e}")))?
     }
 
     /// Moves the generator to `machine` from `floor` (the start guard passed) and, when it is

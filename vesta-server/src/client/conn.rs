@@ -17,10 +17,10 @@ use tokio::net::TcpStream;
 use tokio::sync::{Notify, Semaphore, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
-use vesta_service::tls::{ClientTls, Stream};
 
 use vesta_core::Layout;
 
+use super::tls::{ClientTls, Stream, plain};
 use crate::error::AttemptError;
 use crate::frame::{self, MAX_MAX_FRAME_BYTES};
 use crate::proto::{Dialect, ErrorCode, MIN_VERSION, Request, Response, VERSION, fits_v1};
@@ -160,7 +160,7 @@ impl Conn {
                 .map_err(|e| AttemptError::Connect(format!("{addr}: {e}")))?;
             let _ = tcp.set_nodelay(true);
             let mut stream = match tls {
-                None => Stream::Plain(tcp),
+                None => plain(tcp),
                 Some(tls) => tls
                     .connect(host_of(addr), tcp)
                     .await

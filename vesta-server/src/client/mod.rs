@@ -16,6 +16,7 @@
 mod conn;
 mod endpoint;
 mod fallback;
+mod tls;
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -23,12 +24,12 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+pub use tls::ClientTls;
 use tokio::sync::Mutex as AsyncMutex;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep};
 use vesta_core::{Explanation, FieldValues, IdBatch, IdRun, Layout};
 use vesta_embed::IssuerConfig;
-pub use vesta_service::tls::ClientTls;
 
 use crate::error::{AttemptError, ClientError};
 use crate::proto::{DEFAULT_MAX_BATCH, Request, Response, ServerInfo};
@@ -316,7 +317,7 @@ impl Client {
         let mut left = n;
         while left > 0 {
             let cap = u64::from(self.inner.max_batch.load(Ordering::Relaxed).max(1))
-                .min(vesta_segment::MAX_BATCH);
+                .min(vesta_core::tag::MAX_SEGMENT_BATCH);
             let chunk = left.min(cap);
             let request = Request::Segments {
                 count: chunk as u32,

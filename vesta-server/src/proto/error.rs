@@ -2,7 +2,9 @@
 //! message as the rest of the payload, cut to [`MAX_MESSAGE_BYTES`](super::MAX_MESSAGE_BYTES)).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+#[cfg(feature = "server")]
 use vesta_core::GenError;
+#[cfg(feature = "server")]
 use vesta_embed::IssueError;
 
 use super::{ParseError, cut};
@@ -129,6 +131,7 @@ impl ErrorCode {
         )
     }
 
+    #[cfg(feature = "server")]
     /// The code for an issuer's refusal; `WouldBlock` never gets here (servers wait it out).
     pub(crate) const fn of_issue_error(e: &IssueError) -> Self {
         use ErrorCode::*;

@@ -8,10 +8,14 @@
 //! values (u64 each) of the layout's fields and node parts from the top bit down.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use vesta_core::{Clock, Epoch, Explanation, IdType};
+use vesta_core::{Epoch, Explanation, IdType};
 
-use super::{Dialect, ParseError, Request, Response, ServerContext, exact, op};
+#[cfg(feature = "server")]
+use super::ServerContext;
+use super::{Dialect, ParseError, Request, Response, exact, op};
 use crate::frame;
+#[cfg(feature = "server")]
+use vesta_core::Clock;
 
 /// `EXPLAIN`: id u64.
 const REQUEST_LEN: usize = 8;
@@ -128,6 +132,7 @@ pub(super) fn parse_answer(payload: &Bytes, dialect: &Dialect) -> Result<Respons
     Ok(Response::Explained(x))
 }
 
+#[cfg(feature = "server")]
 /// Answers `EXPLAINED` in the connection's version.
 pub(crate) fn apply<C: Clock>(
     ctx: &ServerContext<C>,

@@ -4,12 +4,14 @@
 //! has no way to describe another layout.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use vesta_core::{Clock, Layout};
+#[cfg(feature = "server")]
+use vesta_core::Clock;
+use vesta_core::Layout;
 
 use super::dialect::{get_layout, layout_len, put_layout};
-use super::{
-    ErrorCode, MAGIC, MIN_VERSION, ParseError, Request, Response, ServerContext, VERSION, exact, op,
-};
+#[cfg(feature = "server")]
+use super::{ErrorCode, MIN_VERSION, ServerContext, VERSION};
+use super::{MAGIC, ParseError, Request, Response, exact, op};
 use crate::frame;
 
 /// `HELLO`: magic (4), min_version u8, max_version u8.
@@ -95,6 +97,7 @@ pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
     })
 }
 
+#[cfg(feature = "server")]
 /// Answers the connection's first `HELLO` with `HELLO_OK` and returns the version in use, or
 /// answers a fatal `UNSUPPORTED_VERSION` and returns `None` (close the connection).
 pub(crate) fn apply<C: Clock>(
@@ -140,12 +143,14 @@ pub(crate) fn apply<C: Clock>(
     Some(version)
 }
 
+#[cfg(feature = "server")]
 /// Answers a first frame that is not a valid `HELLO` (fatal: the connection closes).
 pub(crate) fn required(request_id: u32, out: &mut BytesMut) {
     let msg = "the first frame must be HELLO with magic \"VSTA\" (docs/protocol.md)";
     Response::encode_error(request_id, ErrorCode::HandshakeRequired, msg, out);
 }
 
+#[cfg(feature = "server")]
 /// Answers a `HELLO` after the handshake: the connection goes on with its version.
 pub(crate) fn repeated(request_id: u32, out: &mut BytesMut) {
     let msg = "HELLO was already received on this connection";

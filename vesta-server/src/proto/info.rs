@@ -2,10 +2,14 @@
 //! client needs no shared configuration to explain or check what it gets.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use vesta_core::{Clock, IdType, Layout};
+#[cfg(feature = "server")]
+use vesta_core::Clock;
+use vesta_core::{IdType, Layout};
 use vesta_embed::LeaseState;
 
-use super::{Dialect, ParseError, Request, Response, ServerContext, cut, exact, op};
+#[cfg(feature = "server")]
+use super::ServerContext;
+use super::{Dialect, ParseError, Request, Response, cut, exact, op};
 use crate::frame;
 
 /// Version 1 `INFO_OK` before the reason: machine u16, genMethod, type, version, lease_state,
@@ -67,6 +71,7 @@ impl ServerInfo {
     }
 }
 
+#[cfg(feature = "server")]
 /// The wire code of a lease state.
 const fn lease_state_code(s: LeaseState) -> u8 {
     match s {
@@ -229,6 +234,7 @@ fn v1_layout(
     Ok(layout)
 }
 
+#[cfg(feature = "server")]
 /// The description of the server behind `ctx`.
 pub(crate) fn describe<C: Clock>(ctx: &ServerContext<C>) -> ServerInfo {
     let s = ctx.issuer.status();
@@ -248,6 +254,7 @@ pub(crate) fn describe<C: Clock>(ctx: &ServerContext<C>) -> ServerInfo {
     }
 }
 
+#[cfg(feature = "server")]
 /// Answers `INFO_OK` in the connection's version.
 pub(crate) fn apply<C: Clock>(
     ctx: &ServerContext<C>,

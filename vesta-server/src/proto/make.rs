@@ -7,9 +7,13 @@
 //! the names being the layout's own or the roles `time`, `seq`, `node`.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use vesta_core::{Clock, FieldValues};
+#[cfg(feature = "server")]
+use vesta_core::Clock;
+use vesta_core::FieldValues;
 
-use super::{Dialect, ErrorCode, ParseError, Request, Response, ServerContext, exact, op};
+use super::{Dialect, ParseError, Request, Response, exact, op};
+#[cfg(feature = "server")]
+use super::{ErrorCode, ServerContext};
 use crate::frame;
 
 /// Version 1 `MAKE`.
@@ -120,6 +124,7 @@ pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
     Ok(Response::Made(b.get_u64()))
 }
 
+#[cfg(feature = "server")]
 /// Answers `MADE`, or `FIELD_OUT_OF_RANGE` naming the field.
 pub(crate) fn apply<C: Clock>(
     ctx: &ServerContext<C>,

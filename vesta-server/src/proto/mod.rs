@@ -11,6 +11,7 @@
 //! [`Response`] with one dispatch line in each of their `parse`/`encode`, one line in the
 //! server's dispatch (`server.rs`), and its section in docs/protocol.md.
 
+#[cfg(feature = "server")]
 mod apply;
 mod dialect;
 mod error;
@@ -24,7 +25,7 @@ pub(crate) mod ping;
 pub(crate) mod segment;
 pub(crate) mod trans_time;
 
-#[cfg(test)]
+#[cfg(all(test, feature = "server"))]
 mod tests;
 
 use std::ops::Range;
@@ -34,11 +35,13 @@ use vesta_core::{Explanation, FieldValues, IdRun, Layout};
 
 use crate::frame::Frame;
 
+#[cfg(feature = "server")]
 pub(crate) use apply::{Outcome, Pending, ServerContext};
 pub use dialect::Dialect;
 pub use error::ErrorCode;
 pub use info::ServerInfo;
 pub(crate) use make::fits_v1;
+#[cfg(feature = "server")]
 pub(crate) use next_ids::ids_payload_len;
 
 /// The newest protocol version this crate speaks (2: any layout, carried in `HELLO_OK`).

@@ -1,14 +1,20 @@
 //! `NEXT_ID` → `ID`: one ID, without ever blocking the connection's task: a used-up time unit
 //! queues the request until a unit boundary serves it. The hot path of the protocol.
 
+#[cfg(feature = "server")]
 use std::collections::VecDeque;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+#[cfg(feature = "server")]
 use vesta_core::{Clock, IdBatch};
+#[cfg(feature = "server")]
 use vesta_embed::Flow;
 
+#[cfg(feature = "server")]
+use super::ErrorCode;
+#[cfg(feature = "server")]
 use super::apply::{self, Pending, ServerContext};
-use super::{ErrorCode, ParseError, Request, Response, exact, op};
+use super::{ParseError, Request, Response, exact, op};
 use crate::frame;
 
 /// `ID`: id u64 (the request is empty).
@@ -34,6 +40,7 @@ pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
     Ok(Response::Id(b.get_u64()))
 }
 
+#[cfg(feature = "server")]
 /// Issues one ID through the connection's flow: answered now, or queued behind the
 /// connection's waiting requests (in order) until a unit boundary brings it.
 #[inline]
@@ -47,6 +54,7 @@ pub(crate) fn apply<C: Clock>(
     apply::issue(ctx, flow, request_id, 1, encode_batch, pending, out);
 }
 
+#[cfg(feature = "server")]
 /// The `ID` answer from a batch of one.
 fn encode_batch(request_id: u32, batch: &IdBatch, out: &mut BytesMut) {
     match batch.iter().next() {
@@ -60,7 +68,7 @@ fn encode_batch(request_id: u32, batch: &IdBatch, out: &mut BytesMut) {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "server"))]
 mod tests {
     use super::*;
     use crate::proto::apply::testing::{answer, context};

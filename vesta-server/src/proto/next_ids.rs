@@ -3,14 +3,21 @@
 //! boundaries, in turns with other connections. The count is checked against the server's cap
 //! here, and only here.
 
+#[cfg(feature = "server")]
 use std::collections::VecDeque;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use vesta_core::{Clock, IdBatch, IdRun};
+use vesta_core::IdRun;
+#[cfg(feature = "server")]
+use vesta_core::{Clock, IdBatch};
+#[cfg(feature = "server")]
 use vesta_embed::Flow;
 
+#[cfg(feature = "server")]
+use super::ErrorCode;
+#[cfg(feature = "server")]
 use super::apply::{self, Pending, ServerContext};
-use super::{Dialect, ErrorCode, ParseError, Request, Response, exact, op};
+use super::{Dialect, ParseError, Request, Response, exact, op};
 use crate::frame;
 
 /// `NEXT_IDS`: count u32.
@@ -102,6 +109,7 @@ fn checked_run(
     Ok(run)
 }
 
+#[cfg(feature = "server")]
 /// Checks the count against the cap (0 or above it: `INVALID_ARGUMENT`), then issues through
 /// the connection's flow: answered now, or queued behind the connection's waiting requests
 /// until unit boundaries bring all `count` IDs.
@@ -123,11 +131,12 @@ pub(crate) fn apply<C: Clock>(
     apply::issue(ctx, flow, request_id, count, encode_batch, pending, out);
 }
 
+#[cfg(feature = "server")]
 fn encode_batch(request_id: u32, batch: &IdBatch, out: &mut BytesMut) {
     encode_answer(request_id, batch.runs(), out);
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "server"))]
 mod tests {
     use super::*;
     use crate::proto::apply::testing::{answer, context};

@@ -24,6 +24,7 @@ pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
     Ok(Response::Pong)
 }
 
+#[cfg(feature = "server")]
 /// Answers `PONG`.
 pub(crate) fn apply(request_id: u32, out: &mut BytesMut) {
     encode_answer(request_id, out);

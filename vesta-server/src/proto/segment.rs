@@ -7,19 +7,27 @@
 //! never outgrows a frame: it holds at most as many ranges as fit, so a tag with a tiny step
 //! may answer fewer numbers than asked (at least one; the client asks again for the rest).
 
+#[cfg(feature = "server")]
 use std::collections::VecDeque;
 use std::ops::Range;
+#[cfg(feature = "server")]
 use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+#[cfg(feature = "server")]
 use vesta_core::Clock;
-use vesta_segment::tag::validate_tag;
+#[cfg(feature = "server")]
 use vesta_segment::{MAX_BATCH, SegmentError};
+#[cfg(feature = "server")]
 use vesta_service::Segments;
 
+#[cfg(feature = "server")]
+use super::ErrorCode;
+#[cfg(feature = "server")]
 use super::apply::{EncodeNumbers, Numbers, Pending, ServerContext};
-use super::{ErrorCode, ParseError, Request, Response, exact, op};
-use crate::frame::{self, HEADER_BYTES};
+use super::{ParseError, Request, Response, exact, op};
+use crate::frame;
+#[cfg(feature = "server")]
 use crate::metrics::TcpMetrics;
 
 /// `SEGMENTS` starts with count u32, then the tag.
@@ -36,9 +44,10 @@ pub(crate) const fn numbers_payload_len(ranges: usize) -> usize {
     RANGE_COUNT_LEN + ranges * RANGE_LEN
 }
 
+#[cfg(feature = "server")]
 /// The most ranges a `NUMBERS` answer may carry in frames of `max_frame_bytes`.
 pub(crate) fn max_ranges(max_frame_bytes: u32) -> usize {
-    let room = (max_frame_bytes as usize).saturating_sub(HEADER_BYTES + RANGE_COUNT_LEN);
+    let room = (max_frame_bytes as usize).saturating_sub(frame::HEADER_BYTES + RANGE_COUNT_LEN);
     (room / RANGE_LEN).clamp(1, usize::from(u16::MAX))
 }
 
@@ -54,7 +63,7 @@ fn tag_of(b: &[u8]) -> Result<String, ParseError> {
             b.len()
         ))
     })?;
-    validate_tag(tag).map_err(|e| ParseError::InvalidTag(e.to_string()))?;
+    vesta_core::tag::check_tag(tag).map_err(|e| ParseError::InvalidTag(e.to_string()))?;
     Ok(tag.to_owned())
 }
 
@@ -136,6 +145,7 @@ pub(super) fn parse_numbers(payload: &Bytes) -> Result<Response, ParseError> {
     Ok(Response::Numbers(ranges))
 }
 
+#[cfg(feature = "server")]
 /// `SEGMENT`: the tag's next number, answered now from a warm buffer, else queued.
 pub(crate) fn apply_one<C: Clock>(
     ctx: &ServerContext<C>,
@@ -170,6 +180,7 @@ pub(crate) fn apply_one<C: Clock>(
     );
 }
 
+#[cfg(feature = "server")]
 /// `SEGMENTS`: `count` numbers (1..=max_batch) as ranges, at most as many ranges as fit a frame.
 pub(crate) fn apply_many<C: Clock>(
     ctx: &ServerContext<C>,
@@ -206,6 +217,7 @@ pub(crate) fn apply_many<C: Clock>(
     );
 }
 
+#[cfg(feature = "server")]
 fn encode_one_of(request_id: u32, ranges: &[Range<u64>], out: &mut BytesMut) {
     match ranges.first() {
         Some(r) => encode_number(request_id, r.start, out),
@@ -218,6 +230,7 @@ fn encode_one_of(request_id: u32, ranges: &[Range<u64>], out: &mut BytesMut) {
     }
 }
 
+#[cfg(feature = "server")]
 /// The server's segments, or the `SEGMENTS_OFF` answer.
 fn on<'a, C: Clock>(
     ctx: &'a ServerContext<C>,
@@ -234,6 +247,7 @@ fn on<'a, C: Clock>(
     segments
 }
 
+#[cfg(feature = "server")]
 /// Answers now if nothing of this connection waits and the numbers are there after one poll;
 /// else queues the request behind the connection's waiting ones.
 fn wait<C: Clock>(
@@ -254,6 +268,7 @@ fn wait<C: Clock>(
     pending.push_back(p);
 }
 
+#[cfg(feature = "server")]
 /// The error code of a store's refusal.
 pub(crate) fn code_of(e: &SegmentError) -> ErrorCode {
     match e {
@@ -274,6 +289,7 @@ pub(crate) fn code_of(e: &SegmentError) -> ErrorCode {
     }
 }
 
+#[cfg(feature = "server")]
 /// Appends the error frame for a store's refusal, and counts it.
 pub(super) fn refused(request_id: u32, e: &SegmentError, metrics: &TcpMetrics, out: &mut BytesMut) {
     let code = code_of(e);
@@ -281,7 +297,7 @@ pub(super) fn refused(request_id: u32, e: &SegmentError, metrics: &TcpMetrics, o
     Response::encode_error(request_id, code, &e.to_string(), out);
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "server"))]
 mod tests {
     use super::*;
     use crate::proto::apply::testing::{answer, context};
@@ -292,7 +308,7 @@ mod tests {
         for frame in [2048, 65536, 16 << 20] {
             let n = max_ranges(frame);
             assert!(
-                HEADER_BYTES + numbers_payload_len(n) <= frame as usize,
+                frame::HEADER_BYTES + numbers_payload_len(n) <= frame as usize,
                 "{frame}"
             );
             assert!(n <= usize::from(u16::MAX));

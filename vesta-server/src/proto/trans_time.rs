@@ -2,9 +2,12 @@
 //! 1970 (Vesta's `transTime`).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+#[cfg(feature = "server")]
 use vesta_core::Clock;
 
-use super::{ErrorCode, ParseError, Request, Response, ServerContext, exact, op};
+#[cfg(feature = "server")]
+use super::{ErrorCode, ServerContext};
+use super::{ParseError, Request, Response, exact, op};
 use crate::frame;
 
 /// `TRANS_TIME`: time u64.
@@ -32,6 +35,7 @@ pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
     Ok(Response::Time(b.get_u64()))
 }
 
+#[cfg(feature = "server")]
 /// Answers `TIME`, or `FIELD_OUT_OF_RANGE` for a time past the layout.
 pub(crate) fn apply<C: Clock>(
     ctx: &ServerContext<C>,

@@ -1,0 +1,122 @@
+//! The libraries as a user's own project depends on them, outside this workspace (whose test
+//! builds unify every feature through dev-dependencies): a scratch crate with
+//! `vesta-embed = { default-features = false }` is built offline from the workspace's lock file,
+//! run, and its dependency tree counted against the README's promise (under 25 crates).
+
+use std::fs;
+use std::path::Path;
+
+use vesta_core::IdFields;
+use vesta_tests::bin::cargo;
+
+/// What the scratch crate does: a static issuer from the builder (no config files, no tokio),
+/// three IDs, and a state file refused naming the feature it needs.
+const MAIN_RS: &str = r#"
+use vesta_embed::{Issuer, IssuerConfig};
+
+fn main() {
+    let config = IssuerConfig::builder().machine(3).build().expect("config");
+    let issuer = Issuer::start(config).expect("start");
+    for _ in 0..3 {
+        println!("id {}", issuer.next_id().expect("id"));
+    }
+    let refused = IssuerConfig::builder()
+        .machine(3)
+        .state_file("/tmp/never-written.state")
+        .build()
+        .and_then(|c| c.validate().map(|()| c))
+        .map(|c| Issuer::start(c).map(|_| ()).map_err(|e| e.to_string()));
+    println!("state file: {refused:?}");
+}
+"#;
+
+#[test]
+fn vesta_embed_without_default_features_runs_in_a_users_project() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("vesta-lean-")
+        .tempdir()
+        .unwrap();
+    let manifest = format!(
+        "[package]\nname = \"lean-user\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\n\
+         [dependencies]\nvesta-embed = {{ path = {:?}, default-features = false }}\n\n\
+         [workspace]\n",
+        root.join("vesta-embed")
+    );
+    fs::write(dir.path().join("Cargo.toml"), manifest).unwrap();
+    fs::create_dir(dir.path().join("src")).unwrap();
+    fs::write(dir.path().join("src/main.rs"), MAIN_RS).unwrap();
+    // The workspace's versions, so the build needs nothing from the network.
+    fs::copy(root.join("Cargo.lock"), dir.path().join("Cargo.lock")).unwrap();
+    let manifest_path = dir.path().join("Cargo.toml");
+    let manifest_arg = manifest_path.to_str().unwrap();
+    // Its own target directory under the workspace's, kept between runs.
+    let target = root.join("target/lean-user");
+
+    let run = cargo(
+        "run",
+        &["--quiet", "--offline", "--manifest-path", manifest_arg],
+    )
+    .env("CARGO_TARGET_DIR", &target)
+    .output()
+    .expect("cargo run");
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let ids: Vec<u64> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("id "))
+        .map(|id| id.parse().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3, "{out}");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    assert!(ids.iter().all(|id| IdFields::decode(*id).machine == 3));
+    assert!(
+        out.contains("needs vesta-embed built with its feature `state-file`"),
+        "{out}"
+    );
+
+    let tree = cargo(
+        "tree",
+        &[
+            "--offline",
+            "--manifest-path",
+            manifest_arg,
+            "-p",
+            "vesta-embed",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+        ],
+    )
+    .env("CARGO_TARGET_DIR", &target)
+    .output()
+    .expect("cargo tree");
+    assert!(
+        tree.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tree.stderr)
+    );
+    let mut crates: Vec<String> = String::from_utf8_lossy(&tree.stdout)
+        .lines()
+        .map(|l| l.trim_end_matches(" (*)").to_owned())
+        .collect();
+    crates.sort();
+    crates.dedup();
+    // The crate itself is not a dependency.
+    let dependencies = crates.len() - 1;
+    assert!(
+        dependencies < 25,
+        "vesta-embed without default features pulls {dependencies} crates: {crates:#?}"
+    );
+    for heavy in ["tokio", "toml", "zookeeper-client", "sqlx-core", "hyper"] {
+        assert!(
+            !crates.iter().any(|c| c.starts_with(&format!("{heavy} "))),
+            "{heavy} in {crates:#?}"
+        );
+    }
+}
