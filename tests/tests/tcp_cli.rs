@@ -5,71 +5,12 @@
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::thread;
+use std::process::Stdio;
 use std::time::Duration;
 
 use vesta_core::{GenMethod, IdFields};
-use vesta_tests::bin::{cargo, vesta_cmd, vesta_command, vesta_fails, vesta_ok};
+use vesta_tests::bin::{ServerChild, cargo, vesta_cmd, vesta_command, vesta_fails, vesta_ok};
 use vesta_tests::zk::ZkServer;
-
-/// A `vesta serve tcp` child process, killed on drop if still running.
-struct TcpServer {
-    child: Child,
-    addr: String,
-    /// The rest of its stderr, line by line.
-    stderr: mpsc::Receiver<String>,
-}
-
-impl TcpServer {
-    fn start(args: &[&str]) -> TcpServer {
-        let mut child = vesta_command()
-            .args(["serve", "tcp", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn vesta serve tcp");
-        let (tx, rx) = mpsc::channel();
-        let stderr = child.stderr.take().expect("stderr");
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("no startup line from vesta serve tcp");
-        let addr = line
-            .strip_prefix("vesta-tcp listening on ")
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("unexpected startup line: {line}"))
-            .to_owned();
-        TcpServer {
-            child,
-            addr,
-            stderr: rx,
-        }
-    }
-
-    /// SIGTERM, then the exit status and what it printed after the startup line.
-    fn terminate(mut self) -> (std::process::ExitStatus, String) {
-        let pid = self.child.id().to_string();
-        let ok = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(ok.success());
-        let status = self.child.wait().unwrap();
-        let rest: Vec<String> = self.stderr.try_iter().collect();
-        (status, rest.join("\n"))
-    }
-}
-
-impl Drop for TcpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn gen_ids(servers: &str, n: u64) -> Vec<u64> {
     let out = vesta_cmd(["gen", "--server", servers, "-n", &n.to_string()])
@@ -108,7 +49,7 @@ fn gen_stops_quietly_when_its_reader_goes(addr: &str) {
 
 #[test]
 fn serve_gen_bench_and_a_clean_sigterm() {
-    let server = TcpServer::start(&["--machine", "931"]);
+    let server = ServerChild::start("tcp", &["--machine", "931"], &[]);
     let ids = gen_ids(&server.addr, 5000);
     assert_eq!(ids.len(), 5000);
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 5000);
@@ -195,7 +136,7 @@ fn the_client_alone_builds_without_the_server_stack_and_gets_ids() {
         );
     }
 
-    let server = TcpServer::start(&[]);
+    let server = ServerChild::start("tcp", &[], &[]);
     let run = cargo(
         "run",
         &[
@@ -234,8 +175,8 @@ fn the_client_alone_builds_without_the_server_stack_and_gets_ids() {
 
 #[test]
 fn gen_rides_out_a_killed_server_without_duplicates() {
-    let a = TcpServer::start(&["--machine", "940"]);
-    let b = TcpServer::start(&["--machine", "941"]);
+    let a = ServerChild::start("tcp", &["--machine", "940"], &[]);
+    let b = ServerChild::start("tcp", &["--machine", "941"], &[]);
     let servers = format!("{},{}", a.addr, b.addr);
     // 3M IDs take about 3 s at one server's cap (2^20 per second): time to kill A midway.
     let n = 3_000_000u64;
@@ -282,7 +223,11 @@ fn a_server_leases_its_machine_id_from_zookeeper_and_gives_it_back() {
          report_interval_ms = 300\n",
     )
     .unwrap();
-    let server = TcpServer::start(&["--config", conf.to_str().unwrap(), "--zk", &zk.connect()]);
+    let server = ServerChild::start(
+        "tcp",
+        &["--config", conf.to_str().unwrap(), "--zk", &zk.connect()],
+        &[],
+    );
     // The lease may still be settling (start guard): the client retries UNAVAILABLE answers.
     let ids = gen_ids(&server.addr, 1000);
     let machine = IdFields::decode(ids[0]).machine;

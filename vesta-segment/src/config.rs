@@ -242,6 +242,7 @@ mod tests {
         SegmentSection::default().validate().unwrap();
     }
 
+    #[cfg(feature = "postgres")]
     #[test]
     fn every_key_parses() {
         let s = parse(

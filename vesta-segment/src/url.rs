@@ -381,6 +381,7 @@ pub fn redact(text: &str) -> String {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "sqlite")]
     #[test]
     fn sqlite_paths_relative_and_absolute() {
         let u = DbUrl::parse("sqlite://vesta-segments.db").unwrap();
@@ -390,6 +391,7 @@ mod tests {
         assert_eq!(u.kind(), DbKind::Sqlite);
     }
 
+    #[cfg(all(feature = "postgres", feature = "mysql"))]
     #[test]
     fn server_urls_are_decoded() {
         let u = DbUrl::parse("postgres://leaf:p%40ss@127.0.0.1:5432/leaf").unwrap();
