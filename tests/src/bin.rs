@@ -60,6 +60,64 @@ pub fn cargo(subcommand: &str, args: &[&str]) -> Command {
     cmd
 }
 
+/// Runs `cmd`, a program that prints `id N` lines (an example, a scratch crate): asserts it
+/// succeeded; returns its stdout and the IDs it printed, checked to be strictly increasing.
+pub fn run_printing_ids(cmd: &mut Command) -> (String, Vec<u64>) {
+    let run = cmd.output().expect("running the program");
+    let out = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(
+        run.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let ids: Vec<u64> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("id "))
+        .map(|id| id.parse().expect("an ID"))
+        .collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "not increasing: {ids:?}"
+    );
+    (out, ids)
+}
+
+/// The crates in a package's normal dependency tree: `cargo tree ARGS -e normal --prefix none`
+/// (ARGS choose the package and features; `target`: another target directory), each
+/// `name vX.Y.Z` once, sorted, the package itself included.
+pub fn dependency_tree(args: &[&str], target: Option<&Path>) -> Vec<String> {
+    let mut cmd = cargo(
+        "tree",
+        &[args, &["-e", "normal", "--prefix", "none"]].concat(),
+    );
+    if let Some(target) = target {
+        cmd.env("CARGO_TARGET_DIR", target);
+    }
+    let tree = cmd.output().expect("cargo tree");
+    assert!(
+        tree.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tree.stderr)
+    );
+    let mut crates: Vec<String> = String::from_utf8_lossy(&tree.stdout)
+        .lines()
+        .map(|l| l.trim_end_matches(" (*)").to_owned())
+        .collect();
+    crates.sort();
+    crates.dedup();
+    crates
+}
+
+/// Asserts that none of the crates named in `heavy` is in `crates` (from [`dependency_tree`]).
+pub fn assert_not_in_tree(crates: &[String], heavy: &[&str]) {
+    for name in heavy {
+        assert!(
+            !crates.iter().any(|c| c.starts_with(&format!("{name} "))),
+            "{name} is in the tree: {crates:#?}"
+        );
+    }
+}
+
 fn build() -> PathBuf {
     let profile_dir = profile_dir();
     let status = cargo("build", &["--quiet", "-p", "vesta-cli", "--bin", "vesta"])

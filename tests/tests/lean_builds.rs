@@ -7,7 +7,7 @@ use std::fs;
 use std::path::Path;
 
 use vesta_core::IdFields;
-use vesta_tests::bin::cargo;
+use vesta_tests::bin::{assert_not_in_tree, cargo, dependency_tree, run_printing_ids};
 
 /// What the scratch crate does: a static issuer from the builder (no config files, no tokio),
 /// three IDs, and a state file refused naming the feature it needs.
@@ -53,70 +53,38 @@ fn vesta_embed_without_default_features_runs_in_a_users_project() {
     // Its own target directory under the workspace's, kept between runs.
     let target = root.join("target/lean-user");
 
-    let run = cargo(
-        "run",
-        &["--quiet", "--offline", "--manifest-path", manifest_arg],
-    )
-    .env("CARGO_TARGET_DIR", &target)
-    .output()
-    .expect("cargo run");
-    let out = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&run.stderr)
+    let (out, ids) = run_printing_ids(
+        cargo(
+            "run",
+            &["--quiet", "--offline", "--manifest-path", manifest_arg],
+        )
+        .env("CARGO_TARGET_DIR", &target),
     );
-    let ids: Vec<u64> = out
-        .lines()
-        .filter_map(|l| l.strip_prefix("id "))
-        .map(|id| id.parse().unwrap())
-        .collect();
     assert_eq!(ids.len(), 3, "{out}");
-    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
     assert!(ids.iter().all(|id| IdFields::decode(*id).machine == 3));
     assert!(
         out.contains("needs vesta-embed built with its feature `state-file`"),
         "{out}"
     );
 
-    let tree = cargo(
-        "tree",
+    let crates = dependency_tree(
         &[
             "--offline",
             "--manifest-path",
             manifest_arg,
             "-p",
             "vesta-embed",
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
         ],
-    )
-    .env("CARGO_TARGET_DIR", &target)
-    .output()
-    .expect("cargo tree");
-    assert!(
-        tree.status.success(),
-        "{}",
-        String::from_utf8_lossy(&tree.stderr)
+        Some(&target),
     );
-    let mut crates: Vec<String> = String::from_utf8_lossy(&tree.stdout)
-        .lines()
-        .map(|l| l.trim_end_matches(" (*)").to_owned())
-        .collect();
-    crates.sort();
-    crates.dedup();
     // The crate itself is not a dependency.
     let dependencies = crates.len() - 1;
     assert!(
         dependencies < 25,
         "vesta-embed without default features pulls {dependencies} crates: {crates:#?}"
     );
-    for heavy in ["tokio", "toml", "zookeeper-client", "sqlx-core", "hyper"] {
-        assert!(
-            !crates.iter().any(|c| c.starts_with(&format!("{heavy} "))),
-            "{heavy} in {crates:#?}"
-        );
-    }
+    assert_not_in_tree(
+        &crates,
+        &["tokio", "toml", "zookeeper-client", "sqlx-core", "hyper"],
+    );
 }

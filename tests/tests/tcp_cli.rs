@@ -9,7 +9,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use vesta_core::{GenMethod, IdFields};
-use vesta_tests::bin::{ServerChild, cargo, vesta_cmd, vesta_command, vesta_fails, vesta_ok};
+use vesta_tests::bin::{
+    ServerChild, assert_not_in_tree, cargo, dependency_tree, run_printing_ids, vesta_cmd,
+    vesta_command, vesta_fails, vesta_ok,
+};
 use vesta_tests::zk::ZkServer;
 
 fn gen_ids(servers: &str, n: u64) -> Vec<u64> {
@@ -111,55 +114,28 @@ fn the_client_alone_builds_without_the_server_stack_and_gets_ids() {
         "--features",
         "tls",
     ];
-    let tree = cargo(
-        "tree",
-        &[&client[..], &["-e", "normal", "--prefix", "none"]].concat(),
-    )
-    .output()
-    .expect("cargo tree");
-    assert!(
-        tree.status.success(),
-        "{}",
-        String::from_utf8_lossy(&tree.stderr)
+    let crates = dependency_tree(&client, None);
+    assert_not_in_tree(
+        &crates,
+        &[
+            "sqlx",
+            "hyper",
+            "vesta-segment",
+            "prometheus-client",
+            "zookeeper-client",
+        ],
     );
-    let tree = String::from_utf8_lossy(&tree.stdout);
-    for heavy in [
-        "sqlx",
-        "hyper",
-        "vesta-segment",
-        "prometheus-client",
-        "zookeeper-client",
-    ] {
-        assert!(
-            !tree.lines().any(|l| l.starts_with(&format!("{heavy} "))),
-            "{heavy} is in the client's tree:\n{tree}"
-        );
-    }
 
     let server = ServerChild::start("tcp", &[], &[]);
-    let run = cargo(
+    let (out, ids) = run_printing_ids(&mut cargo(
         "run",
         &[
             &client[..],
             &["--quiet", "--example", "client_alone", "--", &server.addr],
         ]
         .concat(),
-    )
-    .output()
-    .expect("cargo run --example client_alone");
-    let out = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let ids: Vec<u64> = out
-        .lines()
-        .filter_map(|l| l.strip_prefix("id "))
-        .map(|id| id.parse().unwrap())
-        .collect();
+    ));
     assert_eq!(ids.len(), 4, "{out}");
-    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
     for id in &ids {
         let f = IdFields::decode(*id);
         assert_eq!((f.gen_method, f.machine), (GenMethod::Server, 924), "{id}");
