@@ -1,6 +1,6 @@
-//! The segment-mode tag naming rule (what a `biz_tag` may look like) and batch cap. Leaf's column is
-//! `varchar(128)`; the characters are limited so a tag is safe in a URL path, a shell and a
-//! metrics label. It lives here, below both the store (vesta-segment) and the wire protocols,
+//! The segment-mode tag naming rule (what a `biz_tag` may look like) and batch cap. Leaf's
+//! column is `varchar(128)`; the characters are limited so a tag is safe in a URL path, a
+//! shell and a metrics label. It lives here, below both the store (vesta-segment) and the wire protocols,
 //! so a client checks a tag exactly as a server does without pulling a database driver.
 
 /// The longest tag, in characters (Leaf's `biz_tag varchar(128)`).

@@ -3,6 +3,7 @@
 //! lease, runs on a background thread owned by the issuer and stopped when it is dropped.
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use vesta_core::{
@@ -16,7 +17,7 @@ use crate::error::{IssueError, ShutdownError, StartError};
 #[cfg(feature = "zookeeper")]
 use crate::lease::LeaseSettings;
 use crate::lease::leased_generator::LeasedGenerator;
-use crate::lease::rules::pass_unknown_past;
+use crate::lease::rules::guarded_floor;
 #[cfg(feature = "state-file")]
 use crate::lease::static_source::StaticSource;
 #[cfg(feature = "tokio")]
@@ -101,9 +102,7 @@ impl<C: Clock + 'static> Issuer<C> {
         let Some(path) = config.machine.state_file.clone() else {
             // No mark anywhere: start after whatever an earlier run could have issued.
             generator_config.validate().map_err(ConfigError::from)?;
-            let tolerance_ms = generator_config.rollback_tolerance_ms();
-            let layout = &generator_config.layout;
-            let floor = pass_unknown_past(&clock, layout, machine, tolerance_ms)?;
+            let floor = guarded_floor(&clock, &generator_config, machine, 0, Duration::ZERO)?;
             generator_config.floor = Some(floor.time);
             let generator = Generator::new(generator_config, clock).map_err(ConfigError::from)?;
             return Ok(Issuer {

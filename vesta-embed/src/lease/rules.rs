@@ -13,7 +13,7 @@
 use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
 
-use vesta_core::{Clock, Epoch, Layout};
+use vesta_core::{Clock, Epoch, GeneratorConfig, Layout};
 
 use crate::error::StartError;
 
@@ -92,15 +92,24 @@ impl Floor {
     }
 }
 
-/// Passes the start guard for a holder that knows no mark ([`Floor::unknown_past`]): waits at
-/// most the tolerance plus one unit, then returns the floor to raise the generator to. Blocks
-/// the calling thread while waiting.
-pub(crate) fn pass_unknown_past<C: Clock + ?Sized>(
+/// The floor a new holder of `machine` starts from, once the start guard has let the clock get
+/// there: after `mark_ms` when a mark is known (waiting at most `max_wait`), else (`mark_ms`
+/// 0) after whatever an unknown earlier holder could have issued ([`Floor::unknown_past`],
+/// waiting at most the tolerance plus one unit). Blocks the calling thread while waiting.
+pub(crate) fn guarded_floor<C: Clock + ?Sized>(
     clock: &C,
-    layout: &Layout,
+    config: &GeneratorConfig,
     machine: u64,
-    tolerance_ms: u64,
+    mark_ms: u64,
+    max_wait: Duration,
 ) -> Result<Floor, StartError> {
+    let layout = &config.layout;
+    if mark_ms != 0 {
+        let floor = Floor::after_mark(layout, mark_ms);
+        pass_guard(clock, machine, floor.issue_from_ms, max_wait)?;
+        return Ok(floor);
+    }
+    let tolerance_ms = config.rollback_tolerance_ms();
     let now_ms = clock.now_ms();
     let floor = Floor::unknown_past(layout, now_ms, tolerance_ms);
     if now_ms.saturating_add(tolerance_ms) < layout.epoch().unix_ms() {

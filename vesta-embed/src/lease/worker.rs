@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 use vesta_core::{Clock, Layout};
 
 use super::leased_generator::LeasedGenerator;
-use super::rules::{Floor, Promise, Term, pass_guard, pass_unknown_past};
+use super::rules::{self, Floor, Promise, Term};
 use crate::error::{ShutdownError, StartError};
 use crate::status::LeaseState;
 
@@ -125,9 +125,9 @@ impl<C: Clock + 'static> Lease<C> {
         self.next_beat = Instant::now() + (self.beat / 4).max(min);
     }
 
-    /// The floor that keeps this holder at or after `mark_ms` (0: no mark known, see
-    /// `Floor::unknown_past`), once the start guard has let the clock get there (waited on a blocking thread: the runtime's other tasks, such as a
-    /// ZooKeeper session, go on meanwhile).
+    /// The floor that keeps this holder after `mark_ms` (0: no mark known), once the start
+    /// guard has let the clock get there ([`rules::guarded_floor`]; waited on a blocking
+    /// thread: the runtime's other tasks, such as a ZooKeeper session, go on meanwhile).
     pub(crate) async fn guarded_floor(
         &self,
         machine: u64,
@@ -137,18 +137,13 @@ impl<C: Clock + 'static> Lease<C> {
         let leased = self.leased.clone();
         tokio::task::spawn_blocking(move || {
             let generator = &leased.generator;
-            if mark_ms == 0 {
-                let tolerance_ms = generator.config().rollback_tolerance_ms();
-                return pass_unknown_past(
-                    generator.clock(),
-                    generator.layout(),
-                    machine,
-                    tolerance_ms,
-                );
-            }
-            let floor = Floor::after_mark(generator.layout(), mark_ms);
-            pass_guard(generator.clock(), machine, floor.issue_from_ms, max_wait)?;
-            Ok(floor)
+            rules::guarded_floor(
+                generator.clock(),
+                generator.config(),
+                machine,
+                mark_ms,
+                max_wait,
+            )
         })
         .await
         .map_err(|e| StartError::Lease(format!("the start guard failed: {e}")))?
