@@ -26,11 +26,26 @@ where
 /// The `vesta` binary as a command, its library log at `error` (`RUST_LOG`; a test may set
 /// another): the tests read its own stderr lines (startup, stop, one-line errors), and a
 /// test machine's state — e.g. a kernel that reports the clock unsynchronised, which a server
-/// rightly warns about — must not move them.
+/// rightly warns about — must not move them. `vesta gen` keeps its state files in a directory
+/// of this test process (`XDG_STATE_HOME`), not in the user's own.
 pub fn vesta_command() -> Command {
     let mut c = Command::new(vesta());
     c.env("RUST_LOG", "error");
+    c.env("XDG_STATE_HOME", state_home());
     c
+}
+
+/// This test process's `XDG_STATE_HOME` for the `vesta` processes it runs (kept: a test may
+/// look at what a run left there).
+pub fn state_home() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        tempfile::Builder::new()
+            .prefix("vesta-tests-state")
+            .tempdir()
+            .expect("a temporary state directory")
+            .keep()
+    })
 }
 
 /// The target profile directory the running test binary lives in

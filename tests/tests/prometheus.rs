@@ -56,6 +56,19 @@ fn replace(text: &str, from: &str, to: &str) -> String {
 /// `segment_db`, when given, turns segment mode on (the shipped `[segment]` section, uncommented)
 /// and leases the machine ID from it (`source = "sql"`) instead of the static ID.
 fn serve(kind: &str, file: &str, swaps: &[(&str, String)], segment_db: Option<&str>) -> Server {
+    serve_on(kind, file, swaps, segment_db, false)
+}
+
+/// [`serve`], as if on a host of its own when `own_host`: its static machine ID held in a
+/// directory of its own (`VESTA_HOLD_DIR`) instead of this host's `/dev/shm`, where a second
+/// process with the same ID would be refused at start.
+fn serve_on(
+    kind: &str,
+    file: &str,
+    swaps: &[(&str, String)],
+    segment_db: Option<&str>,
+    own_host: bool,
+) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let mut text = deploy::read(&format!("deploy/etc/vesta/{file}"));
     for (from, to) in swaps {
@@ -82,7 +95,11 @@ fn serve(kind: &str, file: &str, swaps: &[(&str, String)], segment_db: Option<&s
     }
     let config = dir.path().join(file);
     std::fs::write(&config, text).unwrap();
-    let mut child = vesta_cmd(["serve", kind, "--config", config.to_str().unwrap()])
+    let mut command = vesta_cmd(["serve", kind, "--config", config.to_str().unwrap()]);
+    if own_host {
+        command.env("VESTA_HOLD_DIR", dir.path());
+    }
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -331,8 +348,10 @@ fn a_real_prometheus_finds_every_series_the_rules_and_the_dashboard_use() {
     );
 }
 
-/// Two REST servers run with one copied config (the same static machine ID, no lease store to
-/// refuse the second): the shipped `VestaDuplicateMachineId` fires in a real Prometheus with
+/// Two REST servers run with one copied config on two hosts (the same static machine ID, no
+/// lease store to refuse the second; on one host the second would be refused at start, so the
+/// second holds its ID as on a host of its own): the shipped `VestaDuplicateMachineId` fires
+/// in a real Prometheus with
 /// their job and the shared ID, and resolves once one of them stops. The rule's `for: 1m` is
 /// shortened to 2 s in a copy of the rules (promtool tests the minute).
 #[test]
@@ -345,7 +364,7 @@ fn two_servers_with_one_machine_id_fire_the_duplicate_alert() {
     let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     let listen = |addr: &String| [("listen = \"0.0.0.0:8080\"", format!("listen = \"{addr}\""))];
     let first = serve("rest", "rest.toml", &listen(&addrs[0]), None);
-    let second = serve("rest", "rest.toml", &listen(&addrs[1]), None);
+    let second = serve_on("rest", "rest.toml", &listen(&addrs[1]), None, true);
 
     let rules_dir = tempfile::tempdir().unwrap();
     let rules = rules_dir.path().join("vesta.rules.yml");

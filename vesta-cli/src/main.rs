@@ -40,7 +40,8 @@ enum Command {
     /// Inspect machine-ID leases in ZooKeeper.
     #[command(subcommand)]
     Zk(cmd::zk::Args),
-    /// Inspect machine-ID leases in an SQL database (machine.source = "sql").
+    /// Inspect machine-ID leases (SQL, etcd, ZooKeeper); retire a mark after a layout or epoch
+    /// change.
     #[command(subcommand)]
     Machine(cmd::machine::Args),
     /// Leaf-style segment numbers: dense, increasing numbers per tag from a database table.

@@ -34,6 +34,15 @@ pub enum SeqStart {
     },
 }
 
+/// Where issuing stands: the time and seq fields of the last ID issued under a machine ID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Position {
+    /// The time field (units since the epoch).
+    pub time: u64,
+    /// The seq field.
+    pub seq: u64,
+}
+
 /// Everything that decides which IDs a generator may issue.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GeneratorConfig {
@@ -467,6 +476,53 @@ impl<C: Clock> Generator<C> {
         let b = self.bits;
         self.update_state(|cur| cur.max(b.pack(time, b.max_seq, cur & b.node_mask)));
         Ok(())
+    }
+
+    /// Continues exactly after `last`, the last ID issued under this machine ID (known to be the
+    /// last: a clean stop's record that nothing issued since): the next ID is `last`'s seq + 1
+    /// in its unit, or the next unit's first. Never moves back.
+    pub fn continue_after(&self, last: Position) -> Result<(), FieldError> {
+        self.check_floor(last.time)?;
+        let b = self.bits;
+        if last.seq > b.max_seq {
+            return Err(FieldError::out_of_range("seq", last.seq, 0, b.max_seq));
+        }
+        self.update_state(|cur| cur.max(b.pack(last.time, last.seq, cur & b.node_mask)));
+        Ok(())
+    }
+
+    /// Stops issuing, as [`fence`](Self::fence) does, and returns where issuing stopped: the
+    /// time and seq of the last ID issued (or of the floor, seq at its maximum, if none was).
+    /// Exact even against calls racing the fence: the state word is moved on in one
+    /// compare-and-swap after the fence, so a call that passed the deadline check before it
+    /// fails its own compare-and-swap, sees the fence and issues nothing. Until a new deadline
+    /// is set nothing is issued; after one, issuing goes on above the returned position.
+    pub fn stop(&self) -> Position {
+        self.fence();
+        let b = self.bits;
+        let mut cur = self.state.0.load(Ordering::Acquire);
+        loop {
+            let time = cur >> b.time_shift;
+            let seq = (cur >> b.seq_shift) & b.max_seq;
+            // Any other value will do, as long as it differs and never moves the word back.
+            let moved = if seq < b.max_seq {
+                b.pack(time, b.max_seq, cur & b.node_mask)
+            } else if time < b.max_time {
+                b.pack(time + 1, b.max_seq, cur & b.node_mask)
+            } else {
+                // The layout's very last ID: nothing can follow it anyway.
+                return Position { time, seq };
+            };
+            match self.state.0.compare_exchange_weak(
+                cur,
+                moved,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Position { time, seq },
+                Err(actual) => cur = actual,
+            }
+        }
     }
 
     /// Moves the generator to another machine ID (a new lease), whose IDs issued elsewhere reach

@@ -37,7 +37,7 @@ pub use fields::{GenMethod, IdFields};
 pub use forms::{Form, FormBuf, UnknownForm};
 pub use generator::{
     BatchIds, ConfigError, Generator, GeneratorConfig, GeneratorStats, IdBatch, IdRun,
-    MAX_ROLLBACK_TOLERANCE_MS, SeqStart,
+    MAX_ROLLBACK_TOLERANCE_MS, Position, SeqStart,
 };
 pub use id::Id;
 pub use layout::{

@@ -159,6 +159,12 @@ pub struct IssuerConfig {
     /// Recorded in every ID and picks the machine pool; set by the wrapper, not the file.
     #[serde(skip)]
     pub gen_method: GenMethod,
+    /// How long a start waits for another process to let go of the state file or of the
+    /// static machine ID on this host before it is refused naming the holder: zero (refuse at
+    /// once, the servers' way) unless the program sets it (`vesta gen` waits, so parallel runs
+    /// take turns); set by the wrapper, not the file.
+    #[serde(skip)]
+    pub hold_wait: Duration,
 }
 
 impl IssuerConfig {
@@ -272,6 +278,21 @@ impl IssuerConfig {
             ),
         ];
         set.into_iter().filter(|s| s.1).map(|s| s.0).collect()
+    }
+
+    /// The name a program's own state file of this config's static machine ID takes in a
+    /// directory of its choice (`vesta gen` keeps one per user): one file per ID space (the
+    /// layout's fields and unit, its fixed values and the genMethod) and machine ID, and not
+    /// per epoch, so that an epoch changed under it is refused rather than met with a fresh
+    /// file. E.g. `vesta-max-peak.0f3c...e2.m0.state`.
+    pub fn state_file_name(&self) -> Result<String, ConfigError> {
+        let space = crate::lease::counted_in::IdSpace::of(&self.layout()?, self.gen_method);
+        Ok(format!(
+            "{}.{}.m{}.state",
+            space.name,
+            space.key,
+            self.static_machine()?
+        ))
     }
 
     /// The SQL lease's settings, checked (`source = "sql"`).

@@ -21,6 +21,38 @@ pub enum StartError {
         /// What went wrong.
         message: String,
     },
+    /// A state file, or a static machine ID on this host, is held by another process.
+    #[error("{what} {path} is held by {holder}: {hint}")]
+    Held {
+        /// What is held: `the state file`, `machine 5 (vesta max-peak, genMethod embed) on this
+        /// host:`.
+        what: String,
+        /// The lock file.
+        path: std::path::PathBuf,
+        /// Who holds it, as its lock file says (PID, host, since when).
+        holder: String,
+        /// Why that matters and what to do.
+        hint: String,
+    },
+    /// The machine ID's mark was counted in another layout or epoch: IDs of the two can be
+    /// equal, so the mark says nothing about this issuer's IDs.
+    #[error(
+        "machine {machine}'s mark in {held_in} was counted in {theirs}, but this issuer counts \
+         in {ours}: IDs of the two can be equal. Use another machine ID, or, if IDs issued \
+         under the old mark can never meet the new ones, retire it: {retire}"
+    )]
+    CountedElsewhere {
+        /// The machine ID.
+        machine: u64,
+        /// Where the mark is (the state file, a ZooKeeper node, a table row, an etcd key).
+        held_in: String,
+        /// What the mark was counted in.
+        theirs: String,
+        /// What this issuer counts in.
+        ours: String,
+        /// The command that retires the old mark.
+        retire: String,
+    },
     /// The clock is behind the machine ID's high-water mark by more than the start guard waits.
     #[error(
         "the clock reads {now} but machine {machine} already issued up to {mark}; \

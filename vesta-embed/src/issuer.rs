@@ -19,7 +19,7 @@ use crate::lease::LeaseSettings;
 use crate::lease::leased_generator::LeasedGenerator;
 use crate::lease::rules::guarded_floor;
 #[cfg(feature = "state-file")]
-use crate::lease::static_source::StaticSource;
+use crate::lease::static_source::{StaticSource, StaticStart};
 #[cfg(feature = "tokio")]
 use crate::lease::worker::{Lease, LeaseSource, LeaseThread};
 #[cfg(feature = "zookeeper")]
@@ -125,7 +125,14 @@ impl<C: Clock + 'static> Issuer<C> {
     ) -> Result<Self, StartError> {
         let interval = config.state_file_interval()?;
         let reason = format!("reading the state file {}", path.display());
-        let source = StaticSource::new(path, machine, config.start_guard_max_wait());
+        let source = StaticSource::new(StaticStart {
+            path,
+            machine,
+            layout: generator.layout(),
+            gen_method: config.gen_method,
+            max_wait: config.start_guard_max_wait(),
+            hold_wait: config.hold_wait,
+        })?;
         let window = StaticSource::window(interval);
         Self::start_lease(config, generator, reason, (window, interval), source)
     }
@@ -154,7 +161,8 @@ impl<C: Clock + 'static> Issuer<C> {
             Some(id) => format!("registering machine {id} in ZooKeeper"),
             None => "claiming a machine ID from ZooKeeper".to_owned(),
         };
-        let source = ZkSource::new(settings, generator.clock().now_ms())?;
+        let counted_in = crate::lease::counted_in::CountedIn::of(generator.layout());
+        let source = ZkSource::new(settings, generator.clock().now_ms(), counted_in)?;
         Self::start_lease(config, generator, reason, timing, source)
     }
 
@@ -171,7 +179,8 @@ impl<C: Clock + 'static> Issuer<C> {
             Some(id) => format!("registering machine {id} in the SQL database"),
             None => "claiming a machine ID from the SQL database".to_owned(),
         };
-        let source = SqlSource::new(settings, generator.clock().now_ms());
+        let counted_in = crate::lease::counted_in::CountedIn::of(generator.layout());
+        let source = SqlSource::new(settings, generator.clock().now_ms(), counted_in);
 
         Self::start_lease(config, generator, reason, timing, source)
     }
@@ -207,7 +216,8 @@ impl<C: Clock + 'static> Issuer<C> {
             Some(id) => format!("registering machine {id} in etcd"),
             None => "claiming a machine ID from etcd".to_owned(),
         };
-        let source = EtcdSource::new(settings, generator.clock().now_ms());
+        let counted_in = crate::lease::counted_in::CountedIn::of(generator.layout());
+        let source = EtcdSource::new(settings, generator.clock().now_ms(), counted_in);
         Self::start_lease(config, generator, reason, timing, source)
     }
 
@@ -685,6 +695,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("static.state");
         let mut c = IssuerConfig::default();
+        // Each test holds its own machine ID on the host: the tests run at once.
+        c.machine.id = Some(1);
         c.machine.state_file = Some(path.clone());
         c.machine.state_file_interval_ms = 50;
         let a_clock = Arc::new(ManualClock::new(T0));
@@ -695,7 +707,7 @@ mod tests {
         assert_eq!(a.status().lease.state, LeaseState::Released);
         let rec = crate::lease::state_file::read(&path).unwrap().unwrap();
         assert!(rec.clean);
-        assert_eq!((rec.machine, rec.source.as_str()), (0, "static"));
+        assert_eq!((rec.machine, rec.source.as_str()), (1, "static"));
         assert_eq!(
             rec.mark_ms, a_second_ends,
             "the end of the last issued second"
@@ -712,7 +724,7 @@ mod tests {
         let behind = ManualClock::new(rec.mark_ms - 60_000);
         let err = Issuer::start_with_clock(c, behind).unwrap_err();
         assert!(
-            matches!(err, StartError::ClockBehindMark { machine: 0, .. }),
+            matches!(err, StartError::ClockBehindMark { machine: 1, .. }),
             "{err}"
         );
     }
@@ -723,6 +735,7 @@ mod tests {
         let path = dir.path().join("static.state");
         let mut c = IssuerConfig::default();
         c.id.id_type = Some(vesta_core::IdType::MinGranularity);
+        c.machine.id = Some(3);
         c.machine.state_file = Some(path.clone());
         c.machine.state_file_interval_ms = 50;
         let a = Issuer::start_with_clock(c.clone(), Arc::new(ManualClock::new(T0))).unwrap();
@@ -758,6 +771,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("static.state");
         let mut c = IssuerConfig::default();
+        c.machine.id = Some(2);
         c.machine.state_file = Some(path.clone());
         // No rewrite while the test runs: the term is three minutes of the manual clock.
         c.machine.state_file_interval_ms = 60_000;

@@ -147,6 +147,20 @@ pub fn say(line: &str) {
     }
 }
 
+/// Library warnings to stderr as plain lines (`RUST_LOG` overrides the level), for commands
+/// that run an issuer in the foreground: a start that waits says why.
+pub fn log_warnings() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .try_init();
+}
+
 /// Runs a server's future on a multi-threaded runtime, library events logged to stderr in
 /// `format` at `warn` and above (`RUST_LOG` overrides); ANSI colours only on a terminal, so the
 /// journal and log files get plain text.

@@ -1,17 +1,29 @@
 //! `vesta gen`: N IDs from an in-process issuer (genMethod embed), one per line, written through
 //! a buffer in batches so the layout's cap, not the CLI, is the limit.
+//!
+//! Safe by default on one host: a static machine ID keeps its mark in a state file (the
+//! config's, else one of the user's own under `$XDG_STATE_HOME/vesta`), the file is locked and
+//! the ID held on the host for the run, and a run that finds either held waits its turn (at
+//! most [`HOLD_WAIT`]). A clean stop records exactly where it stopped, so the next run goes on
+//! at once; after a crash, or another user's run, a run waits out what the ID may have issued.
 
 use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use vesta_core::{Form, IdType};
-use vesta_embed::{Issuer, IssuerConfig};
+use vesta_embed::{Issuer, IssuerConfig, MachineSource};
 
 use super::common::{LayoutArgs, MachineConfig, apply_machine_flags};
 
 /// Above this many IDs a progress bar is drawn (when stderr is a terminal).
 const PROGRESS_THRESHOLD: u64 = 1_000_000;
+
+/// The longest a run waits for another run holding its state file or machine ID on this host
+/// (runs in parallel take turns; a run that waits out an unknown past takes up to two units).
+pub const HOLD_WAIT: Duration = Duration::from_secs(10);
 
 /// Arguments of `vesta gen`.
 #[derive(clap::Args, Debug)]
@@ -73,6 +85,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut config = args.layout.issuer_config()?;
     apply_overrides(&mut config, &args);
+    config.hold_wait = HOLD_WAIT;
+    keep_own_state(&mut config)?;
+    super::common::log_warnings();
     let issuer = Issuer::start(config).context("starting the issuer")?;
     write_ids(&issuer, args.count, args.format)?;
     issuer.shutdown().context("releasing the machine ID")
@@ -94,6 +109,45 @@ fn apply_overrides(config: &mut IssuerConfig, args: &Args) {
             etcd: &mut config.etcd,
         },
     );
+}
+
+/// A static machine ID not registered anywhere keeps its mark in a state file: the config's,
+/// else the user's own, one per layout and machine ID, in `$XDG_STATE_HOME/vesta` (default
+/// `~/.local/state/vesta`).
+fn keep_own_state(config: &mut IssuerConfig) -> anyhow::Result<()> {
+    let registered = !config.registries().is_empty();
+    let leased = !matches!(
+        config.machine.source,
+        MachineSource::Static | MachineSource::Ordinal
+    );
+    if leased || registered || config.machine.state_file.is_some() {
+        return Ok(());
+    }
+    let dir = state_dir()?;
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("creating the state directory {}", dir.display()))?;
+    config.machine.state_file = Some(dir.join(config.state_file_name()?));
+    Ok(())
+}
+
+/// `$XDG_STATE_HOME/vesta`, else `$HOME/.local/state/vesta`.
+fn state_dir() -> anyhow::Result<PathBuf> {
+    let var = |name| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(state) = var("XDG_STATE_HOME") {
+        return Ok(state.join("vesta"));
+    }
+    match var("HOME") {
+        Some(home) => Ok(home.join(".local/state/vesta")),
+        None => anyhow::bail!(
+            "vesta gen keeps the machine ID's mark in $XDG_STATE_HOME/vesta or \
+             ~/.local/state/vesta, and neither XDG_STATE_HOME nor HOME is set: set one, or \
+             give --config a file with [machine] state_file"
+        ),
+    }
 }
 
 /// Issues `count` IDs in per-unit batches and prints them.

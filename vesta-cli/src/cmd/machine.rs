@@ -1,7 +1,9 @@
 //! `vesta machine ls --machine-db URL | --etcd URL | --zk CONNECT`: the machine-ID leases of
 //! every leasing source — an SQL database's `vesta_machine` table (who holds which ID, how much
 //! lease is left by the database's clock, each ID's mark), an etcd root (holder, mark), or a
-//! ZooKeeper root (as `vesta zk ls`) — as a table or one JSON object per line.
+//! ZooKeeper root (as `vesta zk ls`) — as a table or one JSON object per line; and
+//! `vesta machine retire`: a state file or a store's mark retired after a layout or epoch
+//! change.
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -17,6 +19,39 @@ pub enum Args {
     /// List the SQL leases of a scope (holder, lease left, mark), or with --etcd the etcd
     /// leases under a root
     Ls(LsArgs),
+    /// Retire a machine ID's mark (a state file, or a lease store's record) so that its next
+    /// holder starts as if none had been left: after a layout or epoch change, once IDs issued
+    /// under the old mark can never meet the new ones. Refused while the ID is held
+    Retire(RetireArgs),
+}
+
+/// Arguments of `vesta machine retire`.
+#[derive(clap::Args, Debug)]
+pub struct RetireArgs {
+    /// The machine ID whose mark a lease store keeps (not with --state-file)
+    #[arg(value_name = "MACHINE", required_unless_present = "state_file")]
+    machine: Option<u64>,
+    /// Retire this state file: it is renamed to FILE.retired-<ms> (kept for the record)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["machine", "machine_db", "etcd", "zk", "root", "scope"])]
+    state_file: Option<PathBuf>,
+    /// The mark in this SQL database's vesta_machine table
+    #[arg(long, value_name = "URL")]
+    machine_db: Option<String>,
+    /// The mark in etcd v3 at these client URLs (http://HOST:PORT[,...])
+    #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["machine_db", "zk"])]
+    etcd: Option<String>,
+    /// The mark in ZooKeeper
+    #[arg(long, value_name = "HOST:PORT[,...]", conflicts_with = "machine_db")]
+    zk: Option<String>,
+    /// etcd or ZooKeeper: the root of the leases [default: the config's, else /vesta/default]
+    #[arg(long, value_name = "PREFIX")]
+    root: Option<String>,
+    /// SQL: the leases' scope [default: the config's machine.scope, else "default"]
+    #[arg(long, value_name = "SCOPE")]
+    scope: Option<String>,
+    /// A vesta.toml whose [machine], [etcd] and [zookeeper] sections to use
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 /// Arguments of `vesta machine ls`.
@@ -49,7 +84,91 @@ pub struct LsArgs {
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args {
         Args::Ls(ls) => list(ls),
+        Args::Retire(retire) => self::retire(retire),
     }
+}
+
+/// What `retire` found and did, said in one line.
+fn retire(args: RetireArgs) -> anyhow::Result<()> {
+    let after = "its next holder starts after now + the rollback tolerance, as if no mark had \
+                 been left";
+    if let Some(path) = &args.state_file {
+        match vesta_embed::lease::retire_state_file(path)? {
+            Some(kept) => println!(
+                "retired the state file {}: kept as {}; {after}",
+                path.display(),
+                kept.display()
+            ),
+            None => println!("no state file {}: nothing to retire", path.display()),
+        }
+        return Ok(());
+    }
+    let machine = args.machine.context("the machine ID to retire")?;
+    let mut config = match &args.config {
+        Some(path) => IssuerConfig::from_toml_file(path).context("--config")?,
+        None => IssuerConfig::default(),
+    };
+    config.machine.id = None;
+    config.machine.state_file = None;
+    let other = args.etcd.is_some() || args.zk.is_some();
+    if args.root.is_some() && !other {
+        anyhow::bail!("--root applies to --etcd or --zk marks (SQL marks have --scope)");
+    }
+    if args.scope.is_some() && other {
+        anyhow::bail!(
+            "--scope applies to SQL marks (--machine-db); etcd and ZooKeeper have --root"
+        );
+    }
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")
+    };
+    let (retired, place) = if let Some(endpoints) = &args.etcd {
+        config.machine.source = MachineSource::Etcd;
+        config.etcd.endpoints = endpoints.split(',').map(|e| e.trim().to_owned()).collect();
+        if let Some(root) = args.root {
+            config.etcd.root = root;
+        }
+        let settings = EtcdSettings::from_config(&config)?;
+        let place = format!("etcd {} {}", settings.shown, settings.root);
+        let client = EtcdClient::new(settings);
+        let retired = runtime()?.block_on(client.retire(machine));
+        (retired.map_err(anyhow::Error::msg)?, place)
+    } else if let Some(connect) = &args.zk {
+        config.machine.source = MachineSource::Zookeeper;
+        config.zookeeper.connect = connect.clone();
+        if let Some(root) = args.root {
+            config.zookeeper.root = root;
+        }
+        let settings = vesta_embed::lease::LeaseSettings::from_config(&config)?;
+        let place = format!("ZooKeeper {} {}", settings.connect, settings.root);
+        (vesta_embed::lease::retire_zk(&settings, machine)?, place)
+    } else {
+        config.machine.source = MachineSource::Sql;
+        if let Some(db) = args.machine_db {
+            config.machine.db = Some(db);
+        }
+        if let Some(scope) = args.scope {
+            config.machine.scope = scope;
+        }
+        let settings = config.sql_lease()?;
+        let place = format!("{} scope {}", settings.db, settings.scope);
+        let retired = runtime()?.block_on(async {
+            let db = SqlLease::connect(&settings).await?;
+            let retired = db.retire(machine).await;
+            db.close().await;
+            retired
+        });
+        (retired.map_err(anyhow::Error::msg)?, place)
+    };
+    if retired {
+        println!("retired the mark of machine {machine} in {place}; {after}");
+    } else {
+        println!("no mark of machine {machine} in {place}: nothing to retire");
+    }
+    Ok(())
 }
 
 fn list(args: LsArgs) -> anyhow::Result<()> {

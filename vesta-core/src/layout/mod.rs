@@ -365,9 +365,11 @@ impl Layout {
     }
 
     /// How far back the clock may step before issuing fails, by default: one unit, at least
-    /// 5 ms (Vesta: 1 s for seconds, 5 ms for milliseconds; Leaf waits out 5 ms too).
+    /// 5 ms and at most [`MAX_ROLLBACK_TOLERANCE_MS`](crate::MAX_ROLLBACK_TOLERANCE_MS), the
+    /// largest accepted (Vesta: 1 s for seconds, 5 ms for milliseconds; Leaf waits out 5 ms
+    /// too; a custom layout of minutes or hours rides out a minute).
     pub fn default_rollback_tolerance_ms(&self) -> u64 {
-        self.0.unit_ms.max(5)
+        self.0.unit_ms.clamp(5, crate::MAX_ROLLBACK_TOLERANCE_MS)
     }
 
     /// The same layout counting from another epoch.

@@ -123,6 +123,14 @@ impl IssuerConfigBuilder {
         self
     }
 
+    /// How long a start waits for another process to let go of the state file, or of the
+    /// static machine ID on this host, before it is refused naming the holder (default zero:
+    /// refused at once). A command-line tool run in parallel waits; a server should not.
+    pub fn hold_wait(mut self, wait: std::time::Duration) -> Self {
+        self.config.hold_wait = wait;
+        self
+    }
+
     /// The config, if every value is valid; else an error naming the key and what is allowed.
     /// A static source needs [`machine`](Self::machine): a builder never picks a machine ID by
     /// itself (two issuers built alike would issue the same IDs).

@@ -278,6 +278,34 @@ impl EtcdClient {
         Ok(v["succeeded"].as_bool().unwrap_or(false))
     }
 
+    /// Retires the mark of `machine` (`vesta machine retire --etcd`): deleted in one
+    /// transaction that also checks no claim exists, so a live holder refuses it. `Ok(false)`
+    /// when there was no mark.
+    pub async fn retire(&self, machine: u64) -> Result<bool, String> {
+        let (claim, mark) = (
+            self.settings.claim_key(machine),
+            self.settings.mark_key(machine),
+        );
+        let v = self
+            .call(
+                "/v3/kv/txn",
+                json!({
+                    "compare": [{"target": "CREATE", "key": b64(&claim), "create_revision": "0"}],
+                    "success": [{"request_delete_range": {"key": b64(&mark)}}],
+                }),
+            )
+            .await?;
+        if !v["succeeded"].as_bool().unwrap_or(false) {
+            let holder = self.get(&claim).await?.unwrap_or_default();
+            return Err(format!(
+                "etcd {}: machine {machine} is held by {holder} under {}: stop it first",
+                self.settings.shown, self.settings.root
+            ));
+        }
+        let deleted = &v["responses"][0]["response_delete_range"]["deleted"];
+        Ok(int(deleted).is_some_and(|n| n > 0))
+    }
+
     /// The value of `key`, if any.
     pub(crate) async fn get(&self, key: &str) -> Result<Option<String>, String> {
         let v = self.call("/v3/kv/range", json!({"key": b64(key)})).await?;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use vesta_core::{Clock, Epoch};
 
 use super::Mark;
+use super::counted_in::CountedIn;
 use super::etcd::{EtcdClient, EtcdSettings};
 use super::rules::{Promise, beat_interval, fence_window};
 use super::worker::{Lease, LeaseSource};
@@ -41,11 +42,14 @@ pub(crate) struct EtcdSource {
     machine: Option<u64>,
     /// The lease or the claim is gone: the next beat claims again.
     lost: bool,
+    /// What this issuer's marks are counted in.
+    counted_in: CountedIn,
 }
 
 impl EtcdSource {
-    pub(crate) fn new(settings: EtcdSettings, now_ms: u64) -> Self {
+    pub(crate) fn new(settings: EtcdSettings, now_ms: u64, counted_in: CountedIn) -> Self {
         EtcdSource {
+            counted_in,
             client: EtcdClient::new(settings),
             holder: format!("{}:{}:{now_ms}", super::host_name(), std::process::id()),
             lease_id: None,
@@ -59,13 +63,7 @@ impl EtcdSource {
     }
 
     fn mark(&self, promise: &Promise) -> String {
-        let mark = Mark {
-            mark_ms: promise.mark_ms,
-            last_time: promise.last_time,
-            clean: promise.clean,
-            written_ms: promise.sent_ms,
-            holder: self.holder.clone(),
-        };
+        let mark = Mark::of(promise, self.holder.clone(), &self.counted_in);
         serde_json::to_string(&mark).unwrap_or_default()
     }
 
@@ -134,23 +132,38 @@ impl EtcdSource {
             )));
         };
         let taken = async {
-            let mark_ms = match self.client.get(&s.mark_key(machine)).await? {
-                Some(text) => {
+            let mark = match self.client.get(&s.mark_key(machine)).await? {
+                Some(text) => Some(
                     serde_json::from_str::<Mark>(&text)
-                        .map_err(|e| format!("the mark of machine {machine} is unreadable: {e}"))?
-                        .mark_ms
-                }
-                None => 0,
+                        .map_err(|e| format!("the mark of machine {machine} is unreadable: {e}"))?,
+                ),
+                None => None,
             };
-            Ok::<u64, String>(mark_ms)
+            Ok::<Option<Mark>, String>(mark)
         };
-        let mark_ms = match taken.await {
+        let mark = match taken.await {
             Ok(m) => m,
             Err(e) => {
                 let _ = self.client.revoke(lease_id).await;
                 return Err(StartError::Lease(e));
             }
         };
+        if let Some(mark) = &mark {
+            let counted = self.counted_in.check(
+                mark.counted_in().as_ref(),
+                machine,
+                &format!("etcd {} {}", s.shown, s.mark_key(machine)),
+                &format!(
+                    "vesta machine retire {machine} --etcd {} --root {}",
+                    s.shown, s.root
+                ),
+            );
+            if let Err(e) = counted {
+                let _ = self.client.revoke(lease_id).await;
+                return Err(e);
+            }
+        }
+        let mark_ms = mark.map_or(0, |m| m.mark_ms);
         let floor = match lease
             .guarded_floor(machine, mark_ms, s.start_guard_max_wait)
             .await

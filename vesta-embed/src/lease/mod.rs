@@ -13,10 +13,15 @@
 //! - Around ZooKeeper: [`LeaseSettings`], `zk` (the calls), `znode` (what the znodes hold),
 //!   and [`inspect`] for `vesta zk ls`. `state_file`: the local file both sources write.
 
+pub(crate) mod counted_in;
 #[cfg(feature = "etcd")]
 mod etcd;
 #[cfg(feature = "etcd")]
 pub(crate) mod etcd_source;
+#[cfg(test)]
+mod floor_props;
+#[cfg(feature = "state-file")]
+pub(crate) mod hold;
 pub(crate) mod leased_generator;
 // Each leasing source (features zookeeper, sql, etcd) uses its own part of the shared rules and
 // the lease thread; dead code is checked in the build with all of them (the workspace's).
@@ -52,8 +57,10 @@ pub use etcd::{EtcdClient, EtcdRow, EtcdSettings};
 pub use settings::LeaseSettings;
 #[cfg(feature = "sql")]
 pub use sql::{MachineRow, SqlLease, SqlSettings};
+#[cfg(feature = "state-file")]
+pub use state_file::retire as retire_state_file;
 #[cfg(feature = "zookeeper")]
-pub use zk::{LeaseError, LeaseRow, ZkCause, inspect};
+pub use zk::{LeaseError, LeaseRow, ZkCause, inspect, retire as retire_zk};
 #[cfg(any(feature = "zookeeper", feature = "etcd"))]
 pub use znode::{Claim, Mark};
 

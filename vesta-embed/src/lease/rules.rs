@@ -13,7 +13,7 @@
 use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
 
-use vesta_core::{Clock, Epoch, GeneratorConfig, Layout};
+use vesta_core::{Clock, Epoch, GeneratorConfig, Layout, Position};
 
 use crate::error::StartError;
 
@@ -93,9 +93,11 @@ impl Floor {
 }
 
 /// The floor a new holder of `machine` starts from, once the start guard has let the clock get
-/// there: after `mark_ms` when a mark is known (waiting at most `max_wait`), else (`mark_ms`
-/// 0) after whatever an unknown earlier holder could have issued ([`Floor::unknown_past`],
-/// waiting at most the tolerance plus one unit). Blocks the calling thread while waiting.
+/// there: the later of after `mark_ms` (0: no mark known) and after whatever an unknown
+/// earlier holder could have issued ([`Floor::unknown_past`]). A mark is never trusted
+/// backwards: a stale one (a restored backup, a copied file, a record another holder
+/// outran) can then never be worse than none. The wait is at most the tolerance plus one unit,
+/// or `max_wait` when the mark lies further ahead. Blocks the calling thread while waiting.
 pub(crate) fn guarded_floor<C: Clock + ?Sized>(
     clock: &C,
     config: &GeneratorConfig,
@@ -104,21 +106,41 @@ pub(crate) fn guarded_floor<C: Clock + ?Sized>(
     max_wait: Duration,
 ) -> Result<Floor, StartError> {
     let layout = &config.layout;
-    if mark_ms != 0 {
-        let floor = Floor::after_mark(layout, mark_ms);
-        pass_guard(clock, machine, floor.issue_from_ms, max_wait)?;
-        return Ok(floor);
-    }
     let tolerance_ms = config.rollback_tolerance_ms();
     let now_ms = clock.now_ms();
-    let floor = Floor::unknown_past(layout, now_ms, tolerance_ms);
+    let unknown = Floor::unknown_past(layout, now_ms, tolerance_ms);
+    let most_unknown = Duration::from_millis(tolerance_ms.saturating_add(layout.unit_ms()));
+    let floor = match (mark_ms != 0).then(|| Floor::after_mark(layout, mark_ms)) {
+        Some(marked) if marked.time > unknown.time => {
+            pass_guard(
+                clock,
+                machine,
+                marked.issue_from_ms,
+                max_wait.max(most_unknown),
+            )?;
+            return Ok(marked);
+        }
+        _ => unknown,
+    };
     if now_ms.saturating_add(tolerance_ms) < layout.epoch().unix_ms() {
         // Before the epoch nothing was issued; the generator says so at the first call.
         return Ok(floor);
     }
-    let most = Duration::from_millis(tolerance_ms.saturating_add(layout.unit_ms()));
-    pass_guard(clock, machine, floor.issue_from_ms, most)?;
+    pass_guard(clock, machine, floor.issue_from_ms, most_unknown)?;
     Ok(floor)
+}
+
+/// The start guard of a holder that continues exactly where the last one stopped (`at`): wait
+/// (at most `max_wait`) until the clock reads the start of `at`'s unit, so a clock stepped back
+/// since is waited out rather than refused at the first call.
+pub(crate) fn guard_continuation<C: Clock + ?Sized>(
+    clock: &C,
+    layout: &Layout,
+    machine: u64,
+    at: Position,
+    max_wait: Duration,
+) -> Result<(), StartError> {
+    pass_guard(clock, machine, layout.unix_ms_of(at.time), max_wait)
 }
 
 /// What the start guard decides for a clock reading and the first instant issuing may begin.
@@ -157,6 +179,15 @@ pub(crate) fn pass_guard<C: Clock + ?Sized>(
     for _ in 0..4 {
         match start_guard(clock.now_ms(), issue_from_ms, max_wait) {
             Guard::Ready => return Ok(()),
+            Guard::Wait(ms) if ms >= 1_000 => {
+                tracing::warn!(
+                    machine,
+                    wait_ms = ms,
+                    "start guard: waiting for the clock to pass every ID the machine ID's \
+                     earlier holders may have issued"
+                );
+                clock.wait_until_ms(issue_from_ms);
+            }
             Guard::Wait(ms) => {
                 tracing::info!(machine, wait_ms = ms, "start guard: waiting for the clock");
                 clock.wait_until_ms(issue_from_ms);
@@ -187,6 +218,8 @@ pub(crate) struct Promise {
     pub last_time: u64,
     /// True for the final mark, written after issuing stopped.
     pub clean: bool,
+    /// The final mark's exact position: the last ID issued (see `Generator::stop`).
+    pub stopped_at: Option<Position>,
 }
 
 /// The term of a lease: how far the holder has promised, and until when (monotonic) its last
@@ -242,6 +275,7 @@ impl Term {
             mark_ms,
             last_time,
             clean: false,
+            stopped_at: None,
         }
     }
 
@@ -283,17 +317,24 @@ impl Term {
         self.promised_ms = 0;
     }
 
-    /// The final, clean mark, written once issuing has stopped: the end of the last issued unit
-    /// and of the unit of `now`, since a call that passed the deadline check just before the
-    /// fence may still land an ID in it.
-    pub(crate) fn final_promise(&self, sent_at: Instant, now_ms: u64, last_time: u64) -> Promise {
+    /// The final, clean mark, written once issuing has stopped at `stopped_at` (the last ID
+    /// issued): the end of its unit and of the unit of `now`. The position is exact
+    /// (`Generator::stop`); the unit of `now` is covered too, so that a successor reading only
+    /// the mark never needs the position.
+    pub(crate) fn final_promise(
+        &self,
+        sent_at: Instant,
+        now_ms: u64,
+        stopped_at: Position,
+    ) -> Promise {
         Promise {
             sent_ms: now_ms,
             sent_at,
             deadline_ms: now_ms,
-            mark_ms: promise_mark_ms(&self.layout, last_time, now_ms.saturating_add(1)),
-            last_time,
+            mark_ms: promise_mark_ms(&self.layout, stopped_at.time, now_ms.saturating_add(1)),
+            last_time: stopped_at.time,
             clean: true,
+            stopped_at: Some(stopped_at),
         }
     }
 }
@@ -472,11 +513,13 @@ mod tests {
             let l = id_type.layout();
             let term = Term::new(l.clone(), Duration::from_millis(6_666));
             let now_unit = l.time_at(T0).unwrap();
-            let p = term.final_promise(Instant::now(), T0, now_unit - 1);
+            let at = |time| Position { time, seq: 3 };
+            let p = term.final_promise(Instant::now(), T0, at(now_unit - 1));
             assert!(p.clean);
+            assert_eq!(p.stopped_at, Some(at(now_unit - 1)));
             assert_eq!(p.mark_ms, unit_end_ms(l, now_unit), "{id_type:?}");
             // Issued ahead of the clock (a rollback ridden out): the issued unit counts.
-            let p = term.final_promise(Instant::now(), T0, now_unit + 2);
+            let p = term.final_promise(Instant::now(), T0, at(now_unit + 2));
             assert_eq!(p.mark_ms, unit_end_ms(l, now_unit + 2), "{id_type:?}");
         }
     }

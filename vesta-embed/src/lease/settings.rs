@@ -31,6 +31,8 @@ pub struct LeaseSettings {
     pub instance: Option<String>,
     /// The local state file, if any.
     pub state_file: Option<PathBuf>,
+    /// How long the start waits for another process to let go of the state file.
+    pub hold_wait: Duration,
     /// `embed` or `server`.
     pub pool_name: &'static str,
     /// The machine IDs this issuer may lease (the pool of its genMethod).
@@ -102,6 +104,7 @@ impl LeaseSettings {
             auth: z.auth.clone(),
             instance: z.instance.clone(),
             state_file: config.machine.state_file.clone(),
+            hold_wait: config.hold_wait,
             pool_name,
             pool,
             fixed,

@@ -20,6 +20,7 @@ use sqlx::AssertSqlSafe;
 use vesta_segment::pool::{self, AnyPool, OpenError, PoolSettings};
 use vesta_segment::url::{DbKind, DbUrl};
 
+use super::counted_in::CountedIn;
 use crate::config::{ConfigError, IssuerConfig, MachineSource};
 
 /// The longest scope name.
@@ -150,6 +151,8 @@ struct Statements {
     renew: Arc<str>,
     release: Arc<str>,
     list: Arc<str>,
+    counted_in: Arc<str>,
+    retire: Arc<str>,
 }
 
 /// `sql` with its `?` placeholders in the database's style: PostgreSQL numbers them (`$1`...).
@@ -183,10 +186,17 @@ const DDL: &str = "CREATE TABLE IF NOT EXISTS vesta_machine (
   expires_ms BIGINT NOT NULL,
   mark_ms BIGINT NOT NULL DEFAULT 0,
   updated_ms BIGINT NOT NULL,
+  counted_in VARCHAR(255) NOT NULL DEFAULT '',
   PRIMARY KEY (scope, machine_id)
 )";
 
 const PROBE: &str = "SELECT 1 FROM vesta_machine LIMIT 1";
+
+/// Tables made before marks carried what they were counted in lack the column: it is added
+/// (empty: such a mark is taken as counted in the layout in force, and rewritten with it).
+const PROBE_COUNTED_IN: &str = "SELECT counted_in FROM vesta_machine LIMIT 1";
+const ADD_COUNTED_IN: &str =
+    "ALTER TABLE vesta_machine ADD COLUMN counted_in VARCHAR(255) NOT NULL DEFAULT ''";
 
 impl Statements {
     fn for_kind(kind: DbKind) -> Statements {
@@ -227,12 +237,20 @@ impl Statements {
                     .into(),
             ),
             renew: numbered(format!(
-                "UPDATE vesta_machine SET expires_ms = {now} + ?, mark_ms = ?, updated_ms = {now} \
-                 WHERE scope = ? AND machine_id = ? AND holder = ?"
+                "UPDATE vesta_machine SET expires_ms = {now} + ?, mark_ms = ?, counted_in = ?, \
+                 updated_ms = {now} WHERE scope = ? AND machine_id = ? AND holder = ?"
             )),
             release: numbered(format!(
                 "UPDATE vesta_machine SET holder = '', expires_ms = 0, mark_ms = ?, \
-                 updated_ms = {now} WHERE scope = ? AND machine_id = ? AND holder = ?"
+                 counted_in = ?, updated_ms = {now} WHERE scope = ? AND machine_id = ? AND \
+                 holder = ?"
+            )),
+            counted_in: numbered(
+                "SELECT counted_in FROM vesta_machine WHERE scope = ? AND machine_id = ?".into(),
+            ),
+            retire: numbered(format!(
+                "UPDATE vesta_machine SET mark_ms = 0, counted_in = '', updated_ms = {now} \
+                 WHERE scope = ? AND machine_id = ? AND (holder = '' OR expires_ms < {now})"
             )),
             list: numbered(format!(
                 "SELECT machine_id, holder, expires_ms, mark_ms, updated_ms, {now} \
@@ -397,15 +415,84 @@ impl SqlLease {
         if self.bounded("reading vesta_machine", probe).await.is_ok() {
             return Ok(());
         }
-        let create =
-            async { on_pool!(&self.pool, p => sqlx::query(DDL).execute(p).await.map(|_| ())) };
-        let created = self.bounded("creating table vesta_machine", create).await;
-        let probe = async {
-            on_pool!(&self.pool, p => sqlx::query(PROBE).fetch_optional(p).await.map(|_| ()))
+        self.make_until(PROBE, DDL, "creating table vesta_machine")
+            .await?;
+        self.make_until(
+            PROBE_COUNTED_IN,
+            ADD_COUNTED_IN,
+            "adding the column counted_in to vesta_machine",
+        )
+        .await
+    }
+
+    /// Runs `make` unless `probe` already works (two processes making it at once is fine: the
+    /// loser finds it made).
+    async fn make_until(
+        &self,
+        probe: &'static str,
+        make: &'static str,
+        action: &str,
+    ) -> Result<(), String> {
+        let probing = || async {
+            on_pool!(&self.pool, p => sqlx::query(probe).fetch_optional(p).await.map(|_| ()))
         };
-        match (created, self.bounded("reading vesta_machine", probe).await) {
+        if self
+            .bounded("reading vesta_machine", probing())
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        let making =
+            async { on_pool!(&self.pool, p => sqlx::query(make).execute(p).await.map(|_| ())) };
+        let made = self.bounded(action, making).await;
+        match (made, self.bounded("reading vesta_machine", probing()).await) {
             (_, Ok(_)) => Ok(()),
             (Err(e), Err(_)) | (Ok(_), Err(e)) => Err(e),
+        }
+    }
+
+    /// What the mark of `machine` was counted in (`None`: no row, an empty column).
+    pub(crate) async fn counted_in(&self, machine: u64) -> Result<Option<CountedIn>, String> {
+        let s = &self.settings;
+        let reading = async {
+            on_pool!(&self.pool, p => {
+                sqlx::query_scalar::<_, String>(safe(&self.sql.counted_in))
+                    .bind(&s.scope)
+                    .bind(to_i64(machine))
+                    .fetch_optional(p)
+                    .await
+            })
+        };
+        let text = self.bounded("reading a mark", reading).await?;
+        Ok(text.as_deref().and_then(CountedIn::decode))
+    }
+
+    /// Retires the mark of `machine` (`vesta machine retire`): its next holder starts as if
+    /// none had been left. Refused while the ID is held; `Ok(false)` if it has no row.
+    pub async fn retire(&self, machine: u64) -> Result<bool, String> {
+        let s = &self.settings;
+        let retiring = async {
+            on_pool!(&self.pool, p => {
+                sqlx::query(safe(&self.sql.retire))
+                    .bind(&s.scope)
+                    .bind(to_i64(machine))
+                    .execute(p)
+                    .await
+                    .map(|r| r.rows_affected() == 1)
+            })
+        };
+        if self.bounded("retiring a mark", retiring).await? {
+            return Ok(true);
+        }
+        let rows = self.list().await?;
+        match rows.iter().find(|r| r.machine == machine) {
+            Some(row) => Err(format!(
+                "machine {machine} is held by {} in {} scope {:?} for another {} ms: stop it \
+                 first",
+                row.holder, s.db, s.scope, row.lease_left_ms
+            )),
+            None => Ok(false),
         }
     }
 
@@ -531,7 +618,7 @@ impl SqlLease {
         &self,
         holder: &str,
         machine: u64,
-        mark_ms: u64,
+        (mark_ms, counted_in): (u64, &str),
         timeout: Duration,
     ) -> Result<bool, String> {
         let s = &self.settings;
@@ -540,6 +627,7 @@ impl SqlLease {
                 sqlx::query(safe(&self.sql.renew))
                     .bind(to_i64(s.lease.as_millis() as u64))
                     .bind(to_i64(mark_ms))
+                    .bind(counted_in)
                     .bind(&s.scope)
                     .bind(to_i64(machine))
                     .bind(holder)
@@ -563,13 +651,14 @@ impl SqlLease {
         &self,
         holder: &str,
         machine: u64,
-        mark_ms: u64,
+        (mark_ms, counted_in): (u64, &str),
     ) -> Result<bool, String> {
         let s = &self.settings;
         let releasing = async {
             on_pool!(&self.pool, p => {
                 sqlx::query(safe(&self.sql.release))
                     .bind(to_i64(mark_ms))
+                    .bind(counted_in)
                     .bind(&s.scope)
                     .bind(to_i64(machine))
                     .bind(holder)
@@ -761,7 +850,7 @@ mod tests {
     fn postgres_statements_number_their_placeholders() {
         let s = Statements::for_kind(DbKind::Postgres);
         assert!(s.renew.contains("+ $1, mark_ms = $2"), "{}", s.renew);
-        assert!(s.renew.ends_with("holder = $5"), "{}", s.renew);
+        assert!(s.renew.ends_with("holder = $6"), "{}", s.renew);
         assert!(s.lock_pool.ends_with("FOR UPDATE"), "{}", s.lock_pool);
         let s = Statements::for_kind(DbKind::Sqlite);
         assert!(!s.lock_pool.contains("FOR UPDATE"));

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use vesta_core::{Clock, Epoch};
 
+use super::counted_in::CountedIn;
 use super::rules::{Promise, beat_interval, fence_window};
 use super::sql::{Claimed, SqlLease, SqlSettings};
 use super::worker::{Lease, LeaseSource};
@@ -50,13 +51,18 @@ pub(crate) struct SqlSource {
     machine: Option<u64>,
     /// Another holder took the ID: the next beat claims again.
     lost: bool,
+    /// What this issuer's marks are counted in, as the table's column holds it.
+    counted_in: CountedIn,
+    encoded: String,
 }
 
 impl SqlSource {
-    /// The source for `settings`.
-    pub(crate) fn new(settings: SqlSettings, now_ms: u64) -> Self {
+    /// The source for `settings`, its marks counted in `counted_in`.
+    pub(crate) fn new(settings: SqlSettings, now_ms: u64, counted_in: CountedIn) -> Self {
         let holder = format!("{}:{}:{now_ms}", super::host_name(), std::process::id());
         SqlSource {
+            encoded: counted_in.encode(),
+            counted_in,
             settings,
             holder,
             db: None,
@@ -79,13 +85,32 @@ impl SqlSource {
             .claim(&self.holder, self.machine)
             .await
             .map_err(StartError::Lease)?;
-        let floor = match lease
-            .guarded_floor(machine, mark_ms, self.settings.start_guard_max_wait)
-            .await
-        {
+        // Given back as found when the start fails: the mark and what it was counted in.
+        let mut theirs = String::new();
+        let checked = async {
+            let counted_in = db.counted_in(machine).await.map_err(StartError::Lease)?;
+            theirs = counted_in
+                .as_ref()
+                .map(CountedIn::encode)
+                .unwrap_or_default();
+            let s = &self.settings;
+            self.counted_in.check(
+                counted_in.as_ref(),
+                machine,
+                &format!("{} scope {:?}", s.db, s.scope),
+                &format!(
+                    "vesta machine retire {machine} --machine-db {} --scope {}",
+                    s.db, s.scope
+                ),
+            )?;
+            lease
+                .guarded_floor(machine, mark_ms, s.start_guard_max_wait)
+                .await
+        };
+        let floor = match checked.await {
             Ok(floor) => floor,
             Err(e) => {
-                let _ = db.release(&self.holder, machine, mark_ms).await;
+                let _ = db.release(&self.holder, machine, (mark_ms, &theirs)).await;
                 return Err(e);
             }
         };
@@ -96,7 +121,7 @@ impl SqlSource {
             .renew(
                 &self.holder,
                 machine,
-                promise.mark_ms,
+                (promise.mark_ms, &self.encoded),
                 self.settings.timeout,
             )
             .await
@@ -112,7 +137,7 @@ impl SqlSource {
                 "machine {machine} was taken by another holder right after this one claimed it"
             ))),
             Err(e) => {
-                let _ = db.release(&self.holder, machine, mark_ms).await;
+                let _ = db.release(&self.holder, machine, (mark_ms, &theirs)).await;
                 Err(StartError::Lease(e))
             }
         }
@@ -152,7 +177,12 @@ impl<C: Clock + 'static> LeaseSource<C> for SqlSource {
         let promise = lease.renewal();
         let limit = lease.write_limit(&promise, self.settings.timeout, MIN_RETRY);
         match db
-            .renew(&self.holder, machine, promise.mark_ms, limit)
+            .renew(
+                &self.holder,
+                machine,
+                (promise.mark_ms, &self.encoded),
+                limit,
+            )
             .await
         {
             Ok(true) => self.confirmed(lease, &promise, machine),
@@ -188,7 +218,9 @@ impl<C: Clock + 'static> LeaseSource<C> for SqlSource {
         let (Some(machine), Some(db)) = (self.machine, &self.db) else {
             return Ok(());
         };
-        let released = db.release(&self.holder, machine, last.mark_ms).await;
+        let released = db
+            .release(&self.holder, machine, (last.mark_ms, &self.encoded))
+            .await;
         db.close().await;
         match released {
             Ok(true) => Ok(()),

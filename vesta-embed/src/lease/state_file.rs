@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use vesta_core::Position;
+
+use super::counted_in::CountedIn;
+use super::rules::Promise;
 use crate::error::StartError;
 
 /// What the state file records.
@@ -27,10 +31,65 @@ pub struct StateRecord {
     pub mark_ms: u64,
     /// The time field of the last issued ID (in the writer's layout), for people reading it.
     pub last_time: u64,
+    /// A clean stop's exact position: the seq of the last ID issued in `last_time` (the
+    /// layout's largest seq when none was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seq: Option<u64>,
     /// True if written at a clean shutdown, after issuing had stopped.
     pub clean: bool,
     /// When the record was written (ms since the Unix epoch).
     pub written_ms: u64,
+    /// The time, seq and node fields and the unit the mark was counted in (files written
+    /// before marks carried it have none, and are rewritten with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<String>,
+    /// The epoch the mark was counted from (ms since the Unix epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_ms: Option<u64>,
+    /// A clean stop's token, also left in the host's hold of the machine ID: while both agree,
+    /// no one issued with the ID since this record (see `hold`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clean_stop: Option<String>,
+}
+
+impl StateRecord {
+    /// The record of `promise` for `machine` under `source`, counted in `counted_in`; a clean
+    /// stop's exact position comes with the promise.
+    pub(crate) fn of(
+        machine: u64,
+        source: &str,
+        promise: &Promise,
+        counted_in: &CountedIn,
+    ) -> StateRecord {
+        StateRecord {
+            machine,
+            source: source.to_owned(),
+            mark_ms: promise.mark_ms,
+            last_time: promise.last_time,
+            last_seq: promise.stopped_at.map(|at| at.seq),
+            clean: promise.clean,
+            written_ms: promise.sent_ms,
+            layout: Some(counted_in.layout.clone()),
+            epoch_ms: Some(counted_in.epoch_ms),
+            clean_stop: None,
+        }
+    }
+
+    /// What the mark was counted in, if the record says.
+    pub(crate) fn counted_in(&self) -> Option<CountedIn> {
+        CountedIn::from_record(self.layout.as_deref(), self.epoch_ms)
+    }
+
+    /// The exact position of a clean stop, if the record has one.
+    pub(crate) fn stopped_at(&self) -> Option<Position> {
+        match (self.clean, self.last_seq) {
+            (true, Some(seq)) => Some(Position {
+                time: self.last_time,
+                seq,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// Reads the state file; `Ok(None)` if it does not exist yet.
@@ -49,6 +108,25 @@ pub fn read(path: &Path) -> Result<Option<StateRecord>, StartError> {
             ),
         )
     })
+}
+
+/// Retires a state file (`vesta machine retire --state-file`): renamed to
+/// `PATH.retired-<ms since 1970>` under its lock (refused while an issuer holds it), so the
+/// next start finds no mark and begins after whatever could have been issued. Returns the new
+/// name, or `None` when there was no file.
+pub fn retire(path: &Path) -> Result<Option<PathBuf>, StartError> {
+    let _lock = super::hold::lock_state_file(path, std::time::Duration::ZERO)?;
+    if !path.exists() {
+        return Ok(None);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let mut name = path.file_name().map(|n| n.to_owned()).unwrap_or_default();
+    name.push(format!(".retired-{now}"));
+    let retired = path.with_file_name(name);
+    fs::rename(path, &retired).map_err(|e| state_error(path, format!("cannot rename it: {e}")))?;
+    Ok(Some(retired))
 }
 
 /// Writes `record` atomically: a temp file beside `path`, fsync, rename over `path`, fsync of
@@ -105,9 +183,30 @@ mod tests {
             source: "/vesta/t".into(),
             mark_ms: 1_700_000_001_000,
             last_time: 279_958_400,
+            last_seq: Some(41),
             clean: true,
             written_ms: 1_700_000_000_500,
+            layout: Some("time 30-59, seq 10-29, node 0-9, 1000 ms units".into()),
+            epoch_ms: Some(1_420_041_600_000),
+            clean_stop: Some("0123456789abcdef0123456789abcdef".into()),
         }
+    }
+
+    /// A file written before marks carried their layout and epoch still reads, as having none.
+    #[test]
+    fn an_old_file_without_the_new_keys_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.state");
+        fs::write(
+            &path,
+            "machine = 3\nsource = \"static\"\nmark_ms = 1700000001000\nlast_time = 5\n\
+             clean = true\nwritten_ms = 1700000000500\n",
+        )
+        .unwrap();
+        let r = read(&path).unwrap().unwrap();
+        assert_eq!((r.machine, r.clean, r.last_seq), (3, true, None));
+        assert_eq!(r.counted_in(), None);
+        assert_eq!(r.stopped_at(), None, "no exact position without its seq");
     }
 
     #[test]

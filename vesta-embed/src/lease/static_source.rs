@@ -1,18 +1,23 @@
 //! The static source of the lease: a machine ID from config, kept honest across restarts by its
-//! state file. At start the file's mark becomes the generator's floor (after the start guard);
+//! state file. At start the file is locked and the machine ID held on the host (`hold`); the
+//! file's mark becomes the generator's floor, never trusted backwards (after the start guard),
+//! unless the file holds a clean stop the host hold vouches for, which is continued exactly;
 //! while running, the file is rewritten every `machine.state_file_interval_ms` with a promise
 //! three intervals ahead, and the generator issues only until that promise's deadline; at
-//! shutdown a clean mark is written.
+//! shutdown a clean record with the exact position is written, then its token left in the host
+//! hold.
 //!
 //! So a crash (kill -9, power cut) can never have issued past the mark on file, and the next
-//! start begins after it. If the file cannot be written for a whole term, issuing pauses with a
-//! clear reason.
+//! start begins after it; a clean stop lets the next start continue in the same unit at once.
+//! If the file cannot be written for a whole term, issuing pauses with a clear reason.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use vesta_core::{Clock, Epoch};
+use vesta_core::{Clock, Epoch, GenMethod, Layout};
 
+use super::counted_in::{CountedIn, IdSpace};
+use super::hold::{self, HostHold, Locked};
 use super::rules::{Promise, STATE_FILE_INTERVALS_AHEAD};
 use super::state_file::{self, StateRecord};
 use super::worker::{Lease, LeaseSource};
@@ -28,16 +33,66 @@ pub(crate) struct StaticSource {
     machine: u64,
     /// How long the start guard may wait for the clock to pass the file's mark.
     max_wait: Duration,
+    counted_in: CountedIn,
+    /// The record of this machine ID found at start (read under the lock).
+    found: Option<StateRecord>,
+    /// The state file's lock, held for the life of the source.
+    _lock: Locked,
+    /// The machine ID's hold on this host, held for the life of the source.
+    hold: HostHold,
+}
+
+/// What a static source is started with.
+pub(crate) struct StaticStart<'a> {
+    /// The state file.
+    pub path: PathBuf,
+    /// The static machine ID.
+    pub machine: u64,
+    /// The layout with its epoch.
+    pub layout: &'a Layout,
+    /// The genMethod of the IDs (with the layout, the ID space the host hold is for).
+    pub gen_method: GenMethod,
+    /// The longest the start guard waits.
+    pub max_wait: Duration,
+    /// The longest the start waits for another process to let go of the file or the ID.
+    pub hold_wait: Duration,
 }
 
 impl StaticSource {
-    /// The source for `machine`, its file at `path`.
-    pub(crate) fn new(path: PathBuf, machine: u64, max_wait: Duration) -> Self {
-        StaticSource {
+    /// Locks the state file, holds the machine ID on this host, reads the file and checks that
+    /// its mark was counted in this layout and epoch. Blocks at most `hold_wait` for another
+    /// holder.
+    pub(crate) fn new(start: StaticStart<'_>) -> Result<Self, StartError> {
+        let StaticStart {
+            path,
+            machine,
+            layout,
+            gen_method,
+            max_wait,
+            hold_wait,
+        } = start;
+        let lock = hold::lock_state_file(&path, hold_wait)?;
+        let hold = HostHold::acquire(&IdSpace::of(layout, gen_method), machine, hold_wait)?;
+        let counted_in = CountedIn::of(layout);
+        // A record of another machine ID is not about this one.
+        let found = state_file::read(&path)?.filter(|r| r.machine == machine);
+        if let Some(record) = &found {
+            counted_in.check(
+                record.counted_in().as_ref(),
+                machine,
+                &format!("the state file {}", path.display()),
+                &format!("vesta machine retire --state-file {}", path.display()),
+            )?;
+        }
+        Ok(StaticSource {
             path,
             machine,
             max_wait,
-        }
+            counted_in,
+            found,
+            _lock: lock,
+            hold,
+        })
     }
 
     /// The window one write lets issuing go on for, given the rewrite interval.
@@ -46,14 +101,17 @@ impl StaticSource {
     }
 
     fn record(&self, promise: &Promise) -> StateRecord {
-        StateRecord {
-            machine: self.machine,
-            source: SOURCE.into(),
-            mark_ms: promise.mark_ms,
-            last_time: promise.last_time,
-            clean: promise.clean,
-            written_ms: promise.sent_ms,
-        }
+        StateRecord::of(self.machine, SOURCE, promise, &self.counted_in)
+    }
+
+    /// The exact position to continue from: the found record is a clean stop whose token the
+    /// host hold still has (no one issued with the ID on this host since it was written).
+    fn vouched_stop(&self) -> Option<vesta_core::Position> {
+        let record = self.found.as_ref()?;
+        let token = record.clean_stop.as_deref()?;
+        (self.hold.last_clean_stop() == Some(token))
+            .then(|| record.stopped_at())
+            .flatten()
     }
 
     /// What a caller is told once a term runs out without a new write.
@@ -81,18 +139,25 @@ impl<C: Clock + 'static> LeaseSource<C> for StaticSource {
     const THREAD: &'static str = "vesta-state-file";
 
     async fn start(&mut self, lease: &mut Lease<C>) -> Result<(), StartError> {
-        // A record of another machine ID is not about this one.
-        let mark_ms = state_file::read(&self.path)?
-            .filter(|r| r.machine == self.machine)
-            .map_or(0, |r| r.mark_ms);
-        let floor = lease
-            .guarded_floor(self.machine, mark_ms, self.max_wait)
-            .await?;
-        lease
-            .leased
-            .generator
-            .raise_floor(floor.time)
-            .map_err(|e| StartError::Lease(format!("cannot use machine {}: {e}", self.machine)))?;
+        let cannot = |e: vesta_core::FieldError| {
+            StartError::Lease(format!("cannot use machine {}: {e}", self.machine))
+        };
+        if let Some(at) = self.vouched_stop() {
+            lease
+                .guard_continuation(self.machine, at, self.max_wait)
+                .await?;
+            lease.leased.generator.continue_after(at).map_err(cannot)?;
+        } else {
+            let mark_ms = self.found.as_ref().map_or(0, |r| r.mark_ms);
+            let floor = lease
+                .guarded_floor(self.machine, mark_ms, self.max_wait)
+                .await?;
+            lease
+                .leased
+                .generator
+                .raise_floor(floor.time)
+                .map_err(cannot)?;
+        }
         self.renew(lease)
     }
 
@@ -116,7 +181,15 @@ impl<C: Clock + 'static> LeaseSource<C> for StaticSource {
 
     fn on_lost(&mut self, _lease: &mut Lease<C>, _reason: String) {}
 
+    /// The clean record with its exact position and a fresh token, then the token in the host
+    /// hold: in this order, so a crash between the two leaves a record nothing vouches for.
     async fn finish(&mut self, _lease: &mut Lease<C>, last: Promise) -> Result<(), String> {
-        state_file::write(&self.path, &self.record(&last)).map_err(|e| e.to_string())
+        let token = hold::clean_stop_token();
+        let record = StateRecord {
+            clean_stop: Some(token.clone()),
+            ..self.record(&last)
+        };
+        state_file::write(&self.path, &record).map_err(|e| e.to_string())?;
+        self.hold.record(Some(&token)).map_err(|e| e.to_string())
     }
 }

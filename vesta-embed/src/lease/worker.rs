@@ -149,6 +149,23 @@ impl<C: Clock + 'static> Lease<C> {
         .map_err(|e| StartError::Lease(format!("the start guard failed: {e}")))?
     }
 
+    /// The start guard of a holder continuing exactly after `at` ([`rules::guard_continuation`],
+    /// on a blocking thread).
+    pub(crate) async fn guard_continuation(
+        &self,
+        machine: u64,
+        at: vesta_core::Position,
+        max_wait: Duration,
+    ) -> Result<(), StartError> {
+        let leased = self.leased.clone();
+        tokio::task::spawn_blocking(move || {
+            let generator = &leased.generator;
+            rules::guard_continuation(generator.clock(), generator.layout(), machine, at, max_wait)
+        })
+        .await
+        .map_err(|e| StartError::Lease(format!("the start guard failed: {e}")))?
+    }
+
     /// Moves the generator to `machine` from `floor` (the start guard passed) and, when it is
     /// not the machine `previous` held, forgets the old machine's promises and counts the
     /// change (for `VestaMachineIdChanged`). Every leasing source calls it once it holds a
@@ -217,13 +234,14 @@ impl<C: Clock + 'static> Lease<C> {
         }
     }
 
-    /// Stops issuing for good and returns the final, clean mark to write.
+    /// Stops issuing for good and returns the final, clean mark to write, with the exact
+    /// position of the last ID issued.
     fn final_promise(&mut self) -> Promise {
         self.fence(LeaseState::Released, "the issuer was shut down");
+        let stopped_at = self.leased.generator.stop();
         let sent_at = Instant::now();
         let now_ms = self.now_ms();
-        let last = self.leased.generator.last_issued_time();
-        self.term.final_promise(sent_at, now_ms, last)
+        self.term.final_promise(sent_at, now_ms, stopped_at)
     }
 }
 

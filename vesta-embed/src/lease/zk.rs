@@ -522,6 +522,55 @@ pub struct LeaseRow {
     pub mark: Option<Mark>,
 }
 
+/// Retires the mark of `machine` under the root of `settings` (`vesta machine retire --zk`): its
+/// next holder starts as if none had been left. Holds the ID's claim meanwhile, so a live
+/// holder refuses it (`StaticIdHeld`); `Ok(false)` when there was no mark. Runs its own small
+/// runtime, so call it from synchronous code.
+pub fn retire(settings: &LeaseSettings, machine: u64) -> std::result::Result<bool, LeaseError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| LeaseError::Unreachable {
+            connect: settings.connect.clone(),
+            timeout_ms: 0,
+            cause: format!("cannot start a runtime: {e}"),
+        })?;
+    runtime.block_on(async {
+        let zk = connect(settings, settings.connect_timeout).await?;
+        zk.ensure_dirs().await?;
+        let claim = Claim {
+            host: super::host_name(),
+            pid: std::process::id(),
+            instance: Some("vesta machine retire".into()),
+            started_ms: 0,
+            claimed_ms: 0,
+        };
+        let Some(version) = zk.try_claim(machine, &claim).await? else {
+            return Err(LeaseError::StaticIdHeld {
+                connect: settings.connect.clone(),
+                machine,
+                holder: zk.claim_holder(machine).await,
+                root: settings.root.clone(),
+            });
+        };
+        let path = zk.mark_path(machine);
+        let deleted = match zk
+            .call("delete", &path, zk.client.delete(&path, None))
+            .await
+        {
+            Ok(()) => Ok(true),
+            Err(LeaseError::Op {
+                cause: ZkCause(ZkError::NoNode),
+                ..
+            }) => Ok(false),
+            Err(e) => Err(e),
+        };
+        let released = zk.release(machine, version).await;
+        let deleted = deleted?;
+        released.map(|()| deleted)
+    })
+}
+
 /// Reads every lease under the root of `settings` (for `vesta zk ls`); runs its own small
 /// runtime, so call it from synchronous code.
 pub fn inspect(settings: &LeaseSettings) -> std::result::Result<Vec<LeaseRow>, LeaseError> {

@@ -13,6 +13,8 @@ use vesta_core::{Clock, Epoch};
 use zookeeper_client::SessionState;
 
 use super::LeaseSettings;
+use super::counted_in::CountedIn;
+use super::hold::{self, Locked};
 use super::rules::{Floor, Promise, beat_interval, fence_window};
 use super::state_file::{self, StateRecord};
 use super::worker::{Lease, LeaseSource};
@@ -69,14 +71,35 @@ pub(crate) struct ZkSource {
     last_written: Option<(u64, Mark)>,
     /// Issuing from the state file, not registered in ZooKeeper (`start_without_zookeeper`).
     unregistered: bool,
+    /// What this issuer's marks are counted in.
+    counted_in: CountedIn,
+    /// The state file's lock, held for the life of the source.
+    _lock: Option<Locked>,
 }
 
 impl ZkSource {
-    /// The source for `settings`; reads the state file (if any) for the ID to prefer.
-    pub(crate) fn new(settings: LeaseSettings, now_ms: u64) -> Result<Self, StartError> {
-        let inherited = match &settings.state_file {
-            Some(path) => state_file::read(path)?,
-            None => None,
+    /// The source for `settings`; locks the state file (if any) and reads it for the ID to
+    /// prefer, refusing a record counted in another layout or epoch.
+    pub(crate) fn new(
+        settings: LeaseSettings,
+        now_ms: u64,
+        counted_in: CountedIn,
+    ) -> Result<Self, StartError> {
+        let (lock, inherited) = match &settings.state_file {
+            Some(path) => {
+                let lock = hold::lock_state_file(path, settings.hold_wait)?;
+                let record = state_file::read(path)?;
+                if let Some(r) = &record {
+                    counted_in.check(
+                        r.counted_in().as_ref(),
+                        r.machine,
+                        &format!("the state file {}", path.display()),
+                        &format!("vesta machine retire --state-file {}", path.display()),
+                    )?;
+                }
+                (Some(lock), record)
+            }
+            None => (None, None),
         };
         let claim = Claim {
             host: super::host_name(),
@@ -93,6 +116,8 @@ impl ZkSource {
             machine: None,
             last_written: None,
             unregistered: false,
+            counted_in,
+            _lock: lock,
         })
     }
 
@@ -101,13 +126,7 @@ impl ZkSource {
     }
 
     fn mark(&self, promise: &Promise) -> Mark {
-        Mark {
-            mark_ms: promise.mark_ms,
-            last_time: promise.last_time,
-            clean: promise.clean,
-            written_ms: promise.sent_ms,
-            holder: self.holder(),
-        }
+        Mark::of(promise, self.holder(), &self.counted_in)
     }
 
     /// Connects, claims an ID (preferring the one in use, else the state file's), passes the
@@ -160,7 +179,18 @@ impl ZkSource {
         // Our own last mark needs no waiting: the generator's state already covers our IDs.
         let theirs = match (&zk_mark, &self.last_written) {
             (Some((m, _)), Some((lm, lw))) if *lm == machine && m == lw => 0,
-            (Some((m, _)), _) => m.mark_ms,
+            (Some((m, _)), _) => {
+                self.counted_in.check(
+                    m.counted_in().as_ref(),
+                    machine,
+                    &format!("ZooKeeper {}", self.settings.mark_path(machine)),
+                    &format!(
+                        "vesta machine retire {machine} --zk {} --root {}",
+                        self.settings.connect, self.settings.root
+                    ),
+                )?;
+                m.mark_ms
+            }
             (None, _) => 0,
         };
         let inherited = self
@@ -431,14 +461,7 @@ impl ZkSource {
     }
 
     fn record(&self, machine: u64, promise: &Promise) -> StateRecord {
-        StateRecord {
-            machine,
-            source: self.settings.root.clone(),
-            mark_ms: promise.mark_ms,
-            last_time: promise.last_time,
-            clean: promise.clean,
-            written_ms: promise.sent_ms,
-        }
+        StateRecord::of(machine, &self.settings.root, promise, &self.counted_in)
     }
 
     fn save_state(&self, machine: u64, promise: &Promise) {

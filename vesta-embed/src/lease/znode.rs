@@ -4,6 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::counted_in::CountedIn;
+use super::rules::Promise;
+
 /// The data of a claim node: who holds the machine ID and since when.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claim {
@@ -35,6 +38,13 @@ pub struct Mark {
     pub written_ms: u64,
     /// `host:pid` of the writer.
     pub holder: String,
+    /// The time, seq and node fields and the unit the mark was counted in (absent in marks
+    /// written before marks carried it; rewritten with it at the next beat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<String>,
+    /// The epoch the mark was counted from (ms since the Unix epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_ms: Option<u64>,
 }
 
 impl Claim {
@@ -50,6 +60,24 @@ impl Claim {
 }
 
 impl Mark {
+    /// The mark of `promise`, written by `holder`, counted in `counted_in`.
+    pub(crate) fn of(promise: &Promise, holder: String, counted_in: &CountedIn) -> Mark {
+        Mark {
+            mark_ms: promise.mark_ms,
+            last_time: promise.last_time,
+            clean: promise.clean,
+            written_ms: promise.sent_ms,
+            holder,
+            layout: Some(counted_in.layout.clone()),
+            epoch_ms: Some(counted_in.epoch_ms),
+        }
+    }
+
+    /// What the mark was counted in, if it says.
+    pub(crate) fn counted_in(&self) -> Option<CountedIn> {
+        CountedIn::from_record(self.layout.as_deref(), self.epoch_ms)
+    }
+
     /// Encodes as JSON.
     pub fn to_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
@@ -81,8 +109,13 @@ mod tests {
             clean: false,
             written_ms: 5,
             holder: "h:42".into(),
+            layout: Some("time 30-59, seq 10-29, node 0-9, 1000 ms units".into()),
+            epoch_ms: Some(1_420_041_600_000),
         };
         assert_eq!(Mark::from_bytes(&m.to_bytes()), Ok(m));
+        // A mark written before marks carried their layout still reads.
+        let old = br#"{"mark_ms":3,"last_time":4,"clean":true,"written_ms":5,"holder":"h:1"}"#;
+        assert_eq!(Mark::from_bytes(old).unwrap().layout, None);
         assert!(
             Mark::from_bytes(b"{}")
                 .unwrap_err()

@@ -1,0 +1,218 @@
+//! What a mark means and whose IDs it covers.
+//!
+//! A mark is an instant, but the IDs it protects are numbers counted from an epoch in a layout:
+//! the same instant gives other numbers in another epoch or another time field, so a mark
+//! counted in one says nothing about IDs counted in the other (an epoch moved later makes new
+//! IDs equal to IDs issued before). Every mark therefore records what it was counted in
+//! ([`CountedIn`]), and a start whose layout or epoch differs is refused.
+//!
+//! [`IdSpace`] is the other half: which IDs two issuers share. Two issuers of one machine ID
+//! can issue the same ID only if every fixed field and the genMethod agree too; the host hold
+//! and `vesta gen`'s own state file are keyed by it (and not by the epoch, so an epoch changed
+//! under one of them meets the refusal instead of a fresh file).
+
+use vesta_core::{Epoch, FieldKind, GenMethod, Layout};
+
+use crate::error::StartError;
+
+/// What a mark was counted in: the time, seq and node fields, the time unit and the epoch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CountedIn {
+    /// The fields' bits and the unit, e.g. `time 30-59, seq 10-29, node 0-9, 1000 ms units`.
+    pub layout: String,
+    /// The epoch, ms since the Unix epoch.
+    pub epoch_ms: u64,
+}
+
+impl CountedIn {
+    /// What marks written under `layout` (with its epoch) are counted in.
+    pub(crate) fn of(layout: &Layout) -> Self {
+        let span = |s: vesta_core::FieldSpan| format!("{}-{}", s.low_bit, s.high_bit());
+        CountedIn {
+            layout: format!(
+                "time {}, seq {}, node {}, {} ms units",
+                span(layout.time_span()),
+                span(layout.seq_span()),
+                span(layout.node_span()),
+                layout.unit_ms()
+            ),
+            epoch_ms: layout.epoch().unix_ms(),
+        }
+    }
+
+    /// Rebuilds what a record says, if it says it (records written before marks carried it
+    /// say nothing, and are taken as counted in the layout in force).
+    pub(crate) fn from_record(layout: Option<&str>, epoch_ms: Option<u64>) -> Option<Self> {
+        Some(CountedIn {
+            layout: layout?.to_owned(),
+            epoch_ms: epoch_ms?,
+        })
+    }
+
+    /// One line for a store that keeps it in one text column (the SQL lease table):
+    /// `time 30-59, seq 10-29, node 0-9, 1000 ms units; epoch 1420041600000`.
+    pub(crate) fn encode(&self) -> String {
+        format!("{}; epoch {}", self.layout, self.epoch_ms)
+    }
+
+    /// Reads [`encode`](Self::encode)'s line; an empty one (a row written before marks
+    /// carried it, or a retired mark) is none.
+    pub(crate) fn decode(text: &str) -> Option<Self> {
+        let (layout, epoch) = text.rsplit_once("; epoch ")?;
+        Some(CountedIn {
+            layout: layout.to_owned(),
+            epoch_ms: epoch.parse().ok()?,
+        })
+    }
+
+    /// For people: the fields and unit, and the epoch as a date.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "{} from {} ({} ms)",
+            self.layout,
+            Epoch::rfc3339(self.epoch_ms),
+            self.epoch_ms
+        )
+    }
+
+    /// Refuses a mark of `machine` that another layout or epoch counted (`theirs`; `None` for
+    /// a record older than this check). `held_in` says where the mark is, `retire` the command
+    /// that retires it.
+    pub(crate) fn check(
+        &self,
+        theirs: Option<&CountedIn>,
+        machine: u64,
+        held_in: &str,
+        retire: &str,
+    ) -> Result<(), StartError> {
+        match theirs {
+            Some(theirs) if theirs != self => Err(StartError::CountedElsewhere {
+                machine,
+                held_in: held_in.to_owned(),
+                theirs: theirs.describe(),
+                ours: self.describe(),
+                retire: retire.to_owned(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The IDs an issuer can issue, but for its machine ID and epoch: its layout's fields (fixed
+/// values included), unit and genMethod. Two issuers of one machine ID in one space can
+/// collide; in two spaces they cannot (a fixed field or the genMethod differs) or their IDs
+/// mean different things (another layout).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct IdSpace {
+    /// A readable part of file names: the layout's name (`vesta-max-peak`, `leaf`).
+    pub name: String,
+    /// 16 hex digits of a stable hash of everything above.
+    pub key: String,
+}
+
+impl IdSpace {
+    /// The space of `layout` issued with `gen_method`.
+    pub(crate) fn of(layout: &Layout, gen_method: GenMethod) -> Self {
+        let mut canonical = format!("unit {};", layout.unit_ms());
+        for f in layout.fields() {
+            let value = match f.kind {
+                FieldKind::Fixed(v) => format!("={v}"),
+                FieldKind::Method => format!("={}", gen_method.code()),
+                _ => String::new(),
+            };
+            canonical.push_str(&format!(
+                " {} {}-{}{value};",
+                f.kind.name(),
+                f.span.low_bit,
+                f.span.high_bit()
+            ));
+        }
+        let name = layout
+            .full_name()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        IdSpace {
+            name,
+            key: format!("{:016x}", fnv1a(canonical.as_bytes())),
+        }
+    }
+}
+
+/// FNV-1a, 64 bits: stable across builds and platforms (file names depend on it).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vesta_core::{IdType, Preset};
+
+    #[test]
+    fn the_same_layout_and_epoch_pass_and_another_epoch_or_unit_is_refused_naming_both() {
+        let ours = CountedIn::of(IdType::MaxPeak.layout());
+        assert_eq!(
+            ours.layout,
+            "time 30-59, seq 10-29, node 0-9, 1000 ms units"
+        );
+        ours.check(Some(&ours.clone()), 5, "x", "y").unwrap();
+        ours.check(None, 5, "x", "y").unwrap();
+
+        let moved = CountedIn::of(
+            &IdType::MaxPeak
+                .layout()
+                .with_epoch(Epoch::from_unix_ms(1_420_070_400_000)),
+        );
+        let err = ours
+            .check(
+                Some(&moved),
+                5,
+                "the state file /s",
+                "vesta machine retire --state-file /s",
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("machine 5"), "{err}");
+        assert!(err.contains("the state file /s"), "{err}");
+        assert!(err.contains("2015-01-01T00:00:00.000Z"), "{err}");
+        assert!(err.contains("2014-12-31T16:00:00.000Z"), "{err}");
+        assert!(
+            err.contains("vesta machine retire --state-file /s"),
+            "{err}"
+        );
+        let millis = CountedIn::of(IdType::MinGranularity.layout());
+        assert!(ours.check(Some(&millis), 5, "x", "y").is_err());
+        assert_eq!(CountedIn::decode(&ours.encode()), Some(ours));
+        assert_eq!(CountedIn::decode(""), None);
+    }
+
+    #[test]
+    fn spaces_differ_by_fixed_fields_and_gen_method_but_not_by_epoch() {
+        let vesta = IdType::MaxPeak.layout();
+        let a = IdSpace::of(vesta, GenMethod::Embed);
+        assert_eq!(a.name, "vesta-max-peak");
+        assert_eq!(a.key.len(), 16);
+        assert_eq!(
+            a,
+            IdSpace::of(
+                &vesta.with_epoch(Epoch::from_unix_ms(1_000)),
+                GenMethod::Embed
+            )
+        );
+        assert_ne!(a, IdSpace::of(vesta, GenMethod::Rest));
+        assert_ne!(
+            a,
+            IdSpace::of(&vesta.with_fixed("version", 1).unwrap(), GenMethod::Embed)
+        );
+        assert_ne!(
+            a,
+            IdSpace::of(IdType::MinGranularity.layout(), GenMethod::Embed)
+        );
+        assert_ne!(a, IdSpace::of(&Preset::Leaf.layout(), GenMethod::Embed));
+        // Stable across builds: file names depend on it.
+        assert_eq!(fnv1a(b"vesta"), 0xee64_50b7_3492_5b16);
+    }
+}
