@@ -361,8 +361,16 @@ fn explain_rejects_bad_ids_naming_the_token() {
     );
     fails(
         &["explain", "0x1ffffffffffffffff"],
-        &["id `0x1ffffffffffffffff`"],
+        &["id `0x1ffffffffffffffff`", "a leading 0x means hex"],
     );
+    // `0x` and base62's width of characters is still hex: refused as hex when it is not.
+    fails(
+        &["explain", "0x12345678g"],
+        &["id `0x12345678g`", "a leading 0x means hex"],
+    );
+    let line = ok(&["explain", "--json", "0x123456789"]);
+    let v: Value = serde_json::from_str(line.trim()).unwrap();
+    assert_eq!(v["id"], 0x1_2345_6789u64.to_string());
     fails(&["explain", "1", "two"], &["id `two`"]);
     fails_with_stdin(
         &["explain"],
