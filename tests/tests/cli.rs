@@ -384,6 +384,43 @@ fn explain_rejects_bad_ids_naming_the_token() {
     );
 }
 
+/// A custom layout that cannot be used is refused in one line that says why once (the
+/// layout's error is not repeated as its cause).
+#[test]
+fn a_bad_custom_layout_is_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.toml");
+    std::fs::write(
+        &config,
+        "[id.layout]\nunit_ms = 1\nepoch = 0\nfields = [\n  { kind = \"time\", bits = 41 },\n  \
+         { kind = \"node\", bits = 10 },\n  { kind = \"seq\", bits = 30 },\n]\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let why = "the fields take 81 bits: allowed at most 63";
+    for args in [
+        &["gen", "--config", config, "-n", "1"][..],
+        &["layout", "--config", config],
+        &["make", "--config", config, "--time", "1", "--seq", "1"],
+    ] {
+        let out = run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert_eq!(err.matches(why).count(), 1, "{args:?}: {err}");
+        assert!(err.contains("id.layout: "), "{args:?}: {err}");
+    }
+    // An epoch that is not one names the key and the forms.
+    std::fs::write(dir.path().join("bad.toml"), "[id]\nepoch = -5\n").unwrap();
+    fails(
+        &["layout", "--config", config],
+        &[
+            "id.epoch `-5` is not valid",
+            "ms since 1970 (0 or more) or an RFC 3339 date-time",
+        ],
+    );
+}
+
 #[test]
 fn make_rejects_each_field_out_of_range_by_name() {
     let base = ["make", "--time", "1", "--seq", "1", "--machine", "1"];
