@@ -384,6 +384,94 @@ fn explain_rejects_bad_ids_naming_the_token() {
     );
 }
 
+/// A field given twice (by its own flag and by `--field`, twice by `--field`, or whole and by a
+/// part) is contradictory or redundant: refused in one line naming both, equal values too.
+#[test]
+fn make_refuses_a_field_given_twice() {
+    let base = ["make", "--time", "1", "--seq", "1"];
+    let with = |extra: &[&'static str]| {
+        let mut v = base.to_vec();
+        v.extend_from_slice(extra);
+        v
+    };
+    for (extra, said) in [
+        (
+            &["--field", "machine=1", "--machine", "2"][..],
+            "--machine 2 and --field machine=1 both set machine",
+        ),
+        (
+            &["--machine", "2", "--field", "machine=2"],
+            "--machine 2 and --field machine=2 both set machine",
+        ),
+        (
+            &["--machine", "2", "--field", "node=1"],
+            "--machine 2 and --field node=1 both set machine",
+        ),
+        (
+            &["--machine", "2", "--field", "time=5"],
+            "--time 1 and --field time=5 both set time",
+        ),
+        (
+            &["--machine", "2", "--field", "seq=1"],
+            "--seq 1 and --field seq=1 both set seq",
+        ),
+        (
+            &[
+                "--machine",
+                "2",
+                "--gen-method",
+                "server",
+                "--field",
+                "genMethod=1",
+            ],
+            "--gen-method server and --field genMethod=1 both set genMethod",
+        ),
+        (
+            &["--machine", "2", "--version", "0", "--field", "version=1"],
+            "--version 0 and --field version=1 both set version",
+        ),
+        (
+            &["--machine", "2", "--type", "max-peak", "--field", "type=1"],
+            "--type max-peak and --field type=1 both set type",
+        ),
+        (
+            &["--field", "machine=3", "--field", "machine=4"],
+            "--field machine=3 and --field machine=4 both set machine",
+        ),
+        (
+            &[
+                "--layout",
+                "twitter",
+                "--machine",
+                "2",
+                "--field",
+                "workerId=3",
+            ],
+            "--machine 2 and --field workerId=3 both set node",
+        ),
+    ] {
+        fails(&with(extra), &[said, ": give each field once"]);
+    }
+    // Once each, as before: a field by --field alone, the node by its parts.
+    let id: u64 = ok(&with(&["--machine", "2", "--field", "genMethod=1"]))
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        IdFields::decode(id).gen_method,
+        GenMethod::Server,
+        "genMethod by --field alone"
+    );
+    ok(&with(&[
+        "--layout",
+        "twitter",
+        "--field",
+        "datacenterId=1",
+        "--field",
+        "workerId=2",
+    ]));
+}
+
 /// A custom layout that cannot be used is refused in one line that says why once (the
 /// layout's error is not repeated as its cause).
 #[test]
