@@ -403,12 +403,19 @@ pub fn rest_query(data: &[u8]) {
 
 /// `vesta_core::parse_id`, which reads IDs typed by people and other systems (`vesta explain`,
 /// `/expid`), with arbitrary text. An accepted ID reads back the same from each of its
-/// spellings (decimal, Java `long`, `0x` hex, base32, base62); a refusal quotes the trimmed text
-/// it refused.
+/// spellings (decimal, Java `long`, `0x` hex, base32, base62); a text with a leading `0x` is
+/// read as hex only; a refusal quotes the trimmed text it refused.
 pub fn parse_id(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    let trimmed = text.trim();
+    if trimmed.starts_with("0x") || trimmed.starts_with("0X") {
+        match parse_id_text(text) {
+            Ok(id) => assert_eq!(Form::Hex.decode(trimmed), Some(id)),
+            Err(e) => assert!(e.hex && Form::Hex.decode(trimmed).is_none(), "{e}"),
+        }
+    }
     match parse_id_text(text) {
         Ok(id) => {
             assert_eq!(parse_id_text(&id.to_string()), Ok(id));
@@ -416,12 +423,14 @@ pub fn parse_id(data: &[u8]) {
             assert_eq!(parse_id_text(&format!("{id:#018x}")), Ok(id));
             assert_eq!(parse_id_text(&format!("  {id:#018X}\n")), Ok(id));
             // Every string form reads back in its form, and by detection unless it is digits
-            // only (digits alone are decimal).
+            // only (digits alone are decimal) or starts with `0x` (always hex).
             for form in Form::ALL {
                 let written = form.encode(id);
-                assert_eq!(form.decode(written.as_str()), Some(id), "{form}");
-                if !written.as_str().bytes().all(|b| b.is_ascii_digit()) {
-                    assert_eq!(parse_id_text(written.as_str()), Ok(id), "{form}");
+                let w = written.as_str();
+                assert_eq!(form.decode(w), Some(id), "{form}");
+                let hex_like = form != Form::Hex && (w.starts_with("0x") || w.starts_with("0X"));
+                if !w.bytes().all(|b| b.is_ascii_digit()) && !hex_like {
+                    assert_eq!(parse_id_text(w), Ok(id), "{form}");
                 }
             }
         }

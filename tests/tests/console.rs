@@ -314,3 +314,75 @@ fn tcp_console_is_served_on_the_metrics_listener() {
         &["server.console = true needs server.metrics_listen"],
     );
 }
+
+/// `GET path` with an `Authorization` header, if any: the status and the body.
+fn get_with_auth(addr: &str, path: &str, auth: Option<&str>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let auth = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().expect("an HTTP status");
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    (status, body)
+}
+
+/// Both real servers with `[server] make = false` and a token (no browser needed): the console
+/// asks for the token (the TCP server's on its metrics listener too, its /metrics and /healthz
+/// staying open), makes no ID (`/ui/make` a 404 saying why, no make form), and `/makeid` is a
+/// 404 on REST as before.
+#[test]
+fn make_off_and_a_token_hold_on_both_servers_consoles() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    let metrics = format!("127.0.0.1:{}", free_ports(1)[0]);
+    let rest = dir.path().join("rest.toml");
+    let tcp = dir.path().join("tcp.toml");
+    let server = format!(
+        "make = false\nconsole = true\nauth_token_file = \"{}\"\n",
+        token.display()
+    );
+    std::fs::write(&rest, format!("[machine]\nid = 1004\n[server]\n{server}")).unwrap();
+    std::fs::write(
+        &tcp,
+        format!("[machine]\nid = 1005\n[server]\n{server}metrics_listen = \"{metrics}\"\n"),
+    )
+    .unwrap();
+    let rest = ServerChild::start("rest", &["--config", rest.to_str().unwrap()], &[]);
+    let tcp = ServerChild::start("tcp", &["--config", tcp.to_str().unwrap()], &[]);
+    for console in [rest.addr.as_str(), metrics.as_str()] {
+        let (status, body) = get_with_auth(console, "/ui/status", None);
+        assert_eq!(status, 401, "{console}: {body}");
+        assert!(body.contains("Authorization: Bearer"), "{body}");
+        let good = Some("bearer s3cret-token");
+        assert_eq!(
+            get_with_auth(console, "/ui/status", good).0,
+            200,
+            "{console}"
+        );
+        let (status, body) = get_with_auth(console, "/ui/make?time=1&seq=1", good);
+        assert_eq!(status, 404, "{console}: {body}");
+        assert!(body.contains("[server] make = false"), "{body}");
+        let (status, body) = get_with_auth(console, "/ui/explain?id=1", good);
+        assert_eq!(status, 200, "{console}: {body}");
+        assert!(!body.contains("/ui/make"), "{console}: {body}");
+    }
+    for open in ["/metrics", "/healthz"] {
+        assert_eq!(http(&metrics, "GET", open).0, 200, "{open}");
+    }
+    let (status, body) = get_with_auth(
+        &rest.addr,
+        "/makeid?time=1&seq=1",
+        Some("Bearer s3cret-token"),
+    );
+    assert_eq!(status, 404, "{body}");
+    rest.stop_cleanly();
+    tcp.stop_cleanly();
+}

@@ -168,7 +168,7 @@ fn restart_with_the_clock_set_back_waits_or_refuses_never_duplicates() {
         msg.contains(&vesta_core::Epoch::rfc3339(b_now - 60_000)),
         "{msg}"
     );
-    assert!(msg.contains("already issued up to"), "{msg}");
+    assert!(msg.contains("promised up to"), "{msg}");
     assert_eq!(clock_c.waits(), 0, "no waiting when the gap is too large");
 
     // The refused start left the ID free: a sane clock takes it and issues above B.

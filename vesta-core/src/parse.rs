@@ -1,38 +1,52 @@
 //! Parsing IDs as people and other systems write them: unsigned decimal, negative decimal (the
 //! Java/SQL `BIGINT` view of a version-1 ID), `0x` hex, and the fixed-width string forms
-//! (13-character Crockford base32, 11-character base62; see [`crate::forms`]).
+//! (13-character Crockford base32, 11-character base62; see [`crate::forms`]). A leading `0x`
+//! is always hex, so a hex ID is never silently read as another form.
 
 use crate::forms::Form;
 
 /// Text that is not an ID.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "id `{text}` is not valid: expected an unsigned decimal up to 18446744073709551615, a \
-     negative decimal down to -9223372036854775808 (Java long), 0x hex up to 16 digits, 13 \
-     characters of base32 or 11 of base62"
+    "id `{text}` is not valid: {}",
+    if *hex {
+        "a leading 0x means hex, and it must be followed by 1 to 16 hex digits (0-9, a-f, \
+         either case)"
+    } else {
+        "expected an unsigned decimal up to 18446744073709551615, a negative decimal down to \
+         -9223372036854775808 (Java long), 0x hex up to 16 digits, 13 characters of base32 or \
+         11 of base62"
+    }
 )]
 #[non_exhaustive]
 pub struct ParseIdError {
     /// The rejected text (trimmed).
     pub text: String,
+    /// The text starts with `0x` (or `0X`), so it was read as hex and is not valid hex.
+    pub hex: bool,
 }
 
 /// Parses an ID in any of the accepted forms; surrounding whitespace is ignored. The forms
-/// overlap, so the order is fixed: digits alone are decimal; then 13 characters of base32 and
-/// 11 of base62 (what `--format` and `?format=` write, so every written ID reads back, even
-/// `0X39000000014`); then `0x` hex (write it with 16 digits, as `vesta explain` does, or any
-/// count other than 9 and 11). A base32 or base62 text made only of digits is read in its form
-/// only when the form is named ([`Form::decode`], `Id::parse_as`).
+/// overlap, so the order is fixed: a leading `0x` (or `0X`) always means hex (1 to 16 digits,
+/// anything else is an error saying so); digits alone are decimal; then 13 characters of
+/// base32 and 11 of base62. A base32 or base62 text that starts with `0x` or is made only of
+/// digits is read in its form only when the form is named ([`Form::decode`], `Id::parse_as`).
 pub fn parse_id(text: &str) -> Result<u64, ParseIdError> {
     let t = text.trim();
-    let err = || ParseIdError { text: t.to_owned() };
+    let err = |hex| ParseIdError {
+        text: t.to_owned(),
+        hex,
+    };
     if t.starts_with('-') {
-        return t.parse::<i64>().map(|v| v as u64).map_err(|_| err());
+        return t.parse::<i64>().map(|v| v as u64).map_err(|_| err(false));
     }
-    [Form::Decimal, Form::Base32, Form::Base62, Form::Hex]
+    if t.starts_with("0x") || t.starts_with("0X") {
+        return Form::Hex.decode(t).ok_or_else(|| err(true));
+    }
+    [Form::Decimal, Form::Base32, Form::Base62]
         .into_iter()
         .find_map(|f| f.decode(t))
-        .ok_or_else(err)
+        .ok_or_else(|| err(false))
 }
 
 #[cfg(test)]
@@ -64,16 +78,47 @@ mod tests {
         assert_eq!(Form::Base32.decode(all_digits.as_str()), Some(1 << 62));
         // 11 digits are decimal, not base62.
         assert_eq!(parse_id("00000000012"), Ok(12));
-        // `0x` with 9 or 11 hex digits is also a base62 or base32 text: the string form wins,
-        // so every ID written in a form reads back (a fuzz finding: 0X39000000014).
+        assert_eq!(parse_id("0x0000000123456789"), Ok(0x1_2345_6789));
+    }
+
+    /// A leading `0x` always means hex, whatever the count of digits: with 9 or 11 it is not
+    /// read as base62 or base32 (their widths), and a text that is not hex is refused as hex.
+    #[test]
+    fn a_leading_0x_always_means_hex() {
+        for digits in 1..=16 {
+            let text = format!("0x{}", "f".repeat(digits));
+            assert_eq!(parse_id(&text), Ok(u64::MAX >> (64 - 4 * digits)), "{text}");
+        }
+        assert_eq!(parse_id("0x123456789"), Ok(0x1_2345_6789));
+        assert_eq!(parse_id("0X39000000014"), Ok(0x390_0000_0014));
+        assert_eq!(parse_id(" 0x00000000001\n"), Ok(1));
+        // Such a text of base62 or base32 reads in its form when the form is named.
         let b32 = Form::Base32.encode(1_048_529_472_619_282_468);
         assert_eq!(b32.as_str(), "0X39000000014");
-        assert_eq!(parse_id(b32.as_str()), Ok(1_048_529_472_619_282_468));
         assert_eq!(
-            parse_id("0x123456789").ok(),
-            Form::Base62.decode("0x123456789")
+            Form::Base32.decode(b32.as_str()),
+            Some(1_048_529_472_619_282_468)
         );
-        assert_eq!(parse_id("0x0000000123456789"), Ok(0x1_2345_6789));
+        assert_ne!(Form::Base62.decode("0x123456789"), Some(0x1_2345_6789));
+        for bad in [
+            "0x",
+            "0X",
+            "0xZZZZZZZZZ",
+            "0x12345678g",
+            "0x10000000000000000",
+            "0x 1",
+        ] {
+            let err = parse_id(bad).unwrap_err();
+            assert!(err.hex, "{bad}");
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "id `{bad}` is not valid: a leading 0x means hex, and it must be followed \
+                     by 1 to 16 hex digits (0-9, a-f, either case)"
+                )
+            );
+        }
+        assert!(!parse_id("abc").unwrap_err().hex);
     }
 
     #[test]

@@ -81,8 +81,10 @@ proptest! {
     #[test]
     fn ids_parse_from_decimal_hex_and_java_long(id in any::<u64>()) {
         prop_assert_eq!(parse_id(&id.to_string()), Ok(id));
-        // Hex with all 16 digits: 9 or 11 digits after `0x` read as base62/base32.
+        // A leading `0x` is hex with any count of digits, all 16 or the fewest.
         prop_assert_eq!(parse_id(&format!("{id:#018x}")), Ok(id));
+        prop_assert_eq!(parse_id(&format!("{id:#x}")), Ok(id));
+        prop_assert_eq!(parse_id(&format!("{:#x}", id >> 28)), Ok(id >> 28));
         prop_assert_eq!(parse_id(&(id as i64).to_string()), Ok(id));
     }
 

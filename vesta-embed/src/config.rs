@@ -48,7 +48,7 @@ pub enum ConfigError {
     Invalid(CoreConfigError),
     /// The custom layout under `[id.layout]` cannot be used.
     #[error("invalid config: id.layout: {0}")]
-    Layout(#[from] LayoutError),
+    Layout(LayoutError),
     /// A setting is missing or inconsistent.
     #[error("invalid config: {0}")]
     Inconsistent(String),
@@ -57,6 +57,14 @@ pub enum ConfigError {
 impl From<CoreConfigError> for ConfigError {
     fn from(e: CoreConfigError) -> Self {
         ConfigError::Invalid(e)
+    }
+}
+
+// By hand rather than `#[from]`, so the layout's error is printed once, not again as a `source`
+// by callers that print the whole chain (the `vesta` binary).
+impl From<LayoutError> for ConfigError {
+    fn from(e: LayoutError) -> Self {
+        ConfigError::Layout(e)
     }
 }
 
@@ -794,32 +802,39 @@ impl Default for EtcdSection {
     }
 }
 
+/// `[id] type` by name or code; a value of any other kind is refused naming the key (an
+/// untagged enum would say only that nothing matched).
 fn de_id_type<'de, D: Deserializer<'de>>(d: D) -> Result<Option<IdType>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Code(u64),
-        Name(String),
+    struct Visitor;
+
+    impl serde::de::Visitor<'_> for Visitor {
+        type Value = IdType;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("type as max-peak (seconds), min-granularity (millis), 0 or 1")
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<IdType, E> {
+            IdType::from_code(v).map_err(E::custom)
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<IdType, E> {
+            match u64::try_from(v) {
+                Ok(v) => self.visit_u64(v),
+                Err(_) => v.to_string().parse().map_err(E::custom),
+            }
+        }
+
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<IdType, E> {
+            v.parse().map_err(E::custom)
+        }
     }
-    match Raw::deserialize(d)? {
-        Raw::Code(c) => IdType::from_code(c),
-        Raw::Name(n) => n.parse(),
-    }
-    .map(Some)
-    .map_err(serde::de::Error::custom)
+
+    d.deserialize_any(Visitor).map(Some)
 }
 
 fn de_epoch<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Epoch>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Ms(u64),
-        Text(String),
-    }
-    match Raw::deserialize(d)? {
-        Raw::Ms(ms) => Ok(Some(Epoch::from_unix_ms(ms))),
-        Raw::Text(t) => t.parse().map(Some).map_err(serde::de::Error::custom),
-    }
+    Epoch::deserialize_key(d, "id.epoch").map(Some)
 }
 
 /// The host name an ordinal is read from: `$HOSTNAME` (what Kubernetes sets to the pod name),
@@ -941,6 +956,58 @@ id = 4
             .unwrap_err()
             .to_string();
         assert!(err.contains("type 2 is out of range"), "{err}");
+    }
+
+    /// A value of the wrong kind or sign names the key and what it takes, not "did not match
+    /// any variant of untagged enum".
+    #[test]
+    fn a_bad_epoch_or_type_names_its_key_and_forms() {
+        let accepted = "ms since 1970 (0 or more) or an RFC 3339 date-time after 1970";
+        for (toml, want) in [
+            (
+                "[id]\nepoch = -5\n",
+                format!("invalid config: id.epoch `-5` is not valid: expected {accepted} (line 2)"),
+            ),
+            (
+                "[id]\nepoch = \"yesterday\"\n",
+                format!(
+                    "invalid config: id.epoch `yesterday` is not valid: expected {accepted} \
+                     (line 2)"
+                ),
+            ),
+            (
+                "[id]\nepoch = 1.5\n",
+                format!(
+                    "invalid config: invalid type: floating point `1.5`, expected id.epoch as \
+                     {accepted} (line 2)"
+                ),
+            ),
+            (
+                "[id]\ntype = -1\n",
+                "invalid config: type `-1` is not valid: expected max-peak (seconds), \
+                 min-granularity (millis), 0 or 1 (line 2)"
+                    .to_owned(),
+            ),
+            (
+                "[id]\ntype = true\n",
+                "invalid config: invalid type: boolean `true`, expected type as max-peak \
+                 (seconds), min-granularity (millis), 0 or 1 (line 2)"
+                    .to_owned(),
+            ),
+            (
+                "[id.layout]\nunit_ms = 1\nepoch = -5\nfields = []\n",
+                format!(
+                    "invalid config: id.layout.epoch `-5` is not valid: expected {accepted} \
+                     (line 3)"
+                ),
+            ),
+        ] {
+            let err = IssuerConfig::from_toml_str(toml).unwrap_err().to_string();
+            assert_eq!(err, want, "{toml}");
+        }
+        let c = IssuerConfig::from_toml_str("[id]\nepoch = 0\ntype = 1\n").unwrap();
+        assert_eq!(c.id.epoch, Some(Epoch::from_unix_ms(0)));
+        assert_eq!(c.id.id_type, Some(IdType::MinGranularity));
     }
 
     #[test]
@@ -1071,12 +1138,14 @@ id = 3000
         assert_eq!(layout.describe_bits(), "time 22-62, node 10-21, seq 0-9");
         assert_eq!(c.pools().unwrap().server(), 3696..=4095);
         let bad = toml.replace("bits = 41", "bits = 42");
-        let err = IssuerConfig::from_toml_str(&bad).unwrap_err().to_string();
-        assert!(
-            err.starts_with(
-                "invalid config: id.layout: the fields take 64 bits: allowed at most 63"
-            ),
-            "{err}"
+        let err = IssuerConfig::from_toml_str(&bad).unwrap_err();
+        // Said once: the message is not repeated as the error's source (printed by the
+        // `vesta` binary after it).
+        assert!(std::error::Error::source(&err).is_none(), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "invalid config: id.layout: the fields take 64 bits: allowed at most 63 (signed = \
+             true keeps the top bit 0 for SQL BIGINT and Java long)"
         );
         let bad = toml.replace("kind = \"seq\"", "kind = \"sequence\"");
         let err = IssuerConfig::from_toml_str(&bad).unwrap_err().to_string();

@@ -55,7 +55,7 @@ pub enum StartError {
     },
     /// The clock is behind the machine ID's high-water mark by more than the start guard waits.
     #[error(
-        "the clock reads {now} but machine {machine} already issued up to {mark}; \
+        "the clock reads {now} but machine {machine} promised up to {mark}; \
          refusing to start until the clock is past it"
     )]
     ClockBehindMark {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use vesta_core::Clock;
 use vesta_embed::{AsyncIssuer, Issuer, SystemClock};
 use vesta_service::Segments;
+use vesta_service::auth::BearerToken;
 use vesta_service::console::{Console, Traffic};
 
 use crate::budget::UnsentBudget;
@@ -34,7 +35,7 @@ pub struct App<C: Clock + 'static = SystemClock> {
     /// `/makeid` answers (`[server] make`).
     pub make: bool,
     /// The bearer token requests must carry (`[server] auth_token_file`), if any.
-    pub auth_token: Option<Arc<[u8]>>,
+    pub auth_token: Option<BearerToken>,
     /// The web console, when `[server] console` is on.
     pub console: Option<Console<C>>,
 }
@@ -55,7 +56,13 @@ impl<C: Clock + 'static> App<C> {
                 metrics: Arc::clone(&metrics),
                 max_connections: limits.max_connections,
             };
-            Console::new("REST", ids.clone(), segments.clone(), Box::new(traffic))
+            Console::new(
+                "REST",
+                ids.clone(),
+                segments.clone(),
+                Box::new(traffic),
+                limits.make,
+            )
         });
         App {
             metrics,

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use vesta_core::{GenMethod, Layout};
+use vesta_service::auth::BearerToken;
 use vesta_service::config::{DEFAULT_MAX_WAIT_MS, check};
 use vesta_service::{ConfigError, ServerSection, ServiceConfig};
 
@@ -50,7 +51,8 @@ pub struct RestSection {
     /// Response bytes held for clients that have not taken them yet, across all connections;
     /// an ID batch or a metrics scrape that would go over it gets 503.
     pub max_unsent_bytes: u64,
-    /// `/makeid` answers; `false` switches it off (404), so no client manufactures IDs.
+    /// `/makeid` answers; `false` switches it off (404), and the console's make page with it,
+    /// so no client manufactures IDs.
     pub make: bool,
     /// The web console under `/ui` (read-only pages: explain and make, status, segments);
     /// off by default, when `/ui` is a 404 like any unknown path. With `auth_token_file` set
@@ -70,24 +72,8 @@ pub struct RestSection {
 impl RestSection {
     /// The bearer token from `auth_token_file` (surrounding whitespace trimmed), if set. An
     /// unreadable or empty file is a startup error naming the key and the file.
-    pub fn auth_token(&self) -> Result<Option<std::sync::Arc<[u8]>>, ConfigError> {
-        let Some(path) = &self.auth_token_file else {
-            return Ok(None);
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigError::Inconsistent(format!(
-                "server.auth_token_file {}: cannot read it: {e}",
-                path.display()
-            ))
-        })?;
-        let token = text.trim();
-        if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(ConfigError::Inconsistent(format!(
-                "server.auth_token_file {}: the token must be one non-empty word (no spaces)",
-                path.display()
-            )));
-        }
-        Ok(Some(token.as_bytes().into()))
+    pub fn auth_token(&self) -> Result<Option<BearerToken>, ConfigError> {
+        BearerToken::from_file(self.auth_token_file.as_deref())
     }
 
     /// Smallest accepted `max_uri_bytes`: room for the longest valid `/makeid` request.

@@ -280,10 +280,14 @@ fn dispatch_now<B, C: Clock + 'static>(
     }
     if let Some(token) = &app.auth_token
         && !matches!(endpoint, Endpoint::Healthz | Endpoint::Metrics)
-        && !bearer_matches(req, token)
+        && !token.admits(
+            req.headers()
+                .get(hyper::header::AUTHORIZATION)
+                .map(|v| v.as_bytes()),
+        )
     {
         return answered(Err(ApiError::unauthorized(
-            "this server needs Authorization: Bearer <token> ([server] auth_token_file)",
+            vesta_service::auth::NEEDS_TOKEN,
         )));
     }
     let query = uri.query();
@@ -321,18 +325,6 @@ fn dispatch_now<B, C: Clock + 'static>(
         }
         Endpoint::Other => Err(ApiError::not_found(path)),
     })
-}
-
-/// The request's `Authorization: Bearer` token equals `token`, compared in time independent
-/// of where they differ (no timing oracle for the token's bytes).
-fn bearer_matches<B>(req: &Request<B>, token: &[u8]) -> bool {
-    let Some(value) = req.headers().get(hyper::header::AUTHORIZATION) else {
-        return false;
-    };
-    let Some(given) = value.as_bytes().strip_prefix(b"Bearer ") else {
-        return false;
-    };
-    given.len() == token.len() && given.iter().zip(token).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
 }
 
 #[cfg(test)]

@@ -736,9 +736,10 @@ async fn get_with_auth(addr: std::net::SocketAddr, path: &str, auth: Option<&str
 }
 
 /// `[server] auth_token_file`: every endpoint but /healthz and /metrics needs the bearer token
-/// (401 with a JSON error and `WWW-Authenticate` otherwise), the console's pages too;
-/// `[server] make = false` turns /makeid into a 404 that says why; a token file that cannot be
-/// read fails the start.
+/// (401 with a JSON error and `WWW-Authenticate` otherwise), the console's pages too; the
+/// scheme is read in any case (RFC 9110). `[server] make = false` turns /makeid into a 404
+/// that says why, and the console's make page too, its form gone from the explain page; a
+/// token file that cannot be read fails the start.
 #[tokio::test]
 async fn a_token_guards_the_endpoints_and_makeid_can_be_switched_off() {
     let dir = tempfile::tempdir().unwrap();
@@ -759,6 +760,7 @@ async fn a_token_guards_the_endpoints_and_makeid_can_be_switched_off() {
         ("/genid", None),
         ("/genid", Some("Bearer wrong-token!")),
         ("/genid", Some("Bearer s3cret-token2")),
+        ("/genid", Some("Bearer s3cret-toke")),
         ("/genid", Some("Basic s3cret-token")),
         ("/expid?id=1", None),
         ("/ui/status", None),
@@ -774,8 +776,11 @@ async fn a_token_guards_the_endpoints_and_makeid_can_be_switched_off() {
         );
     }
     let good = Some("Bearer s3cret-token");
-    let r = get_with_auth(addr, "/genid", good).await;
-    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let auth = format!("{scheme} s3cret-token");
+        let r = get_with_auth(addr, "/genid", Some(&auth)).await;
+        assert!(r.starts_with("HTTP/1.1 200"), "{auth}: {r}");
+    }
     let r = get_with_auth(addr, "/ui/status", good).await;
     assert!(r.starts_with("HTTP/1.1 200"), "{r}");
     assert!(r.contains("<h1>Status · REST server</h1>"), "{r}");
@@ -786,6 +791,13 @@ async fn a_token_guards_the_endpoints_and_makeid_can_be_switched_off() {
     let r = get_with_auth(addr, "/makeid?time=1&seq=1", good).await;
     assert!(r.starts_with("HTTP/1.1 404"), "{r}");
     assert!(r.contains("[server] make = false"), "{r}");
+    let r = get_with_auth(addr, "/ui/make?time=1&seq=1&machine=930", good).await;
+    assert!(r.starts_with("HTTP/1.1 404"), "{r}");
+    assert!(r.contains("([server] make = false)"), "{r}");
+    assert!(!r.contains("id=\"made\""), "{r}");
+    let r = get_with_auth(addr, "/ui/explain?id=1", good).await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert!(!r.contains("/ui/make"), "no make form or link: {r}");
     server.stop().await;
 
     std::fs::remove_file(&file).unwrap();

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use vesta_core::{GenMethod, Layout};
+use vesta_service::auth::BearerToken;
 use vesta_service::config::{DEFAULT_MAX_WAIT_MS, check};
 use vesta_service::{ConfigError, ServerSection, ServiceConfig};
 
@@ -41,11 +42,17 @@ pub struct TcpSection {
     pub max_pending_per_connection: u64,
     /// Where to serve `GET /metrics` (Prometheus) and `GET /healthz` over HTTP; none when unset.
     pub metrics_listen: Option<SocketAddr>,
-    /// `MAKE` answers; `false` refuses it (`INVALID_ARGUMENT`), so no client manufactures IDs.
+    /// `MAKE` answers; `false` refuses it (`INVALID_ARGUMENT`), and the console's make page
+    /// with it (404), so no client manufactures IDs.
     pub make: bool,
     /// The web console under `/ui` of the metrics listener (read-only pages: explain and
     /// make, status, segments); off by default. Needs `metrics_listen`.
     pub console: bool,
+    /// A file holding the bearer token the console asks for (`Authorization: Bearer TOKEN`),
+    /// as the REST server's key of the same name; unset: no token. `/metrics` and `/healthz`
+    /// stay open (scrapers and health checks carry none), and the binary protocol has no
+    /// token: it relies on the network and TLS.
+    pub auth_token_file: Option<std::path::PathBuf>,
     /// PEM certificate chain (leaf first): with `tls_key`, the server speaks TLS only. Read
     /// again on SIGHUP.
     pub tls_cert: Option<std::path::PathBuf>,
@@ -67,6 +74,7 @@ impl Default for TcpSection {
             metrics_listen: None,
             make: true,
             console: false,
+            auth_token_file: None,
             tls_cert: None,
             tls_key: None,
         }
@@ -74,6 +82,12 @@ impl Default for TcpSection {
 }
 
 impl TcpSection {
+    /// The console's bearer token from `auth_token_file`, if set; an unreadable or empty file
+    /// is a startup error naming the key and the file, as on the REST server.
+    pub fn auth_token(&self) -> Result<Option<BearerToken>, ConfigError> {
+        BearerToken::from_file(self.auth_token_file.as_deref())
+    }
+
     /// The idle timeout as a duration.
     pub(crate) fn idle_timeout(&self) -> Duration {
         Duration::from_millis(self.idle_timeout_ms)
@@ -193,6 +207,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("max_conections"), "{err}");
+    }
+
+    /// The REST server's key, the same way: a path read at start, not at load.
+    #[test]
+    fn the_console_token_file_is_the_rest_servers_key() {
+        let c = TcpConfig::from_toml_str(
+            "[server]\nmetrics_listen = \"127.0.0.1:0\"\nconsole = true\n\
+             auth_token_file = \"/nonexistent/token\"\n",
+        )
+        .unwrap();
+        let path = c.server.auth_token_file.as_deref().unwrap();
+        assert_eq!(path, std::path::Path::new("/nonexistent/token"));
+        let err = c.server.auth_token().unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "invalid config: server.auth_token_file /nonexistent/token: cannot read it"
+            ),
+            "{err}"
+        );
+        assert!(TcpConfig::default().server.auth_token().unwrap().is_none());
     }
 
     #[test]

@@ -12,6 +12,7 @@ use prometheus_client::registry::Registry;
 use vesta_core::Clock;
 use vesta_embed::AsyncIssuer;
 use vesta_service::Segments;
+use vesta_service::auth::BearerToken;
 use vesta_service::console::{Console, Pages, Traffic};
 use vesta_service::health::Health;
 use vesta_service::metrics::Connections;
@@ -185,6 +186,8 @@ pub(crate) struct TcpExposition<C: Clock + 'static> {
     pub segments: Option<Arc<Segments>>,
     /// The web console, when `[server] console` is on.
     pub console: Option<Console<C>>,
+    /// The bearer token the console asks for (`[server] auth_token_file`), if set.
+    pub auth_token: Option<BearerToken>,
 }
 
 impl<C: Clock + 'static> Exposition for TcpExposition<C> {
@@ -201,6 +204,10 @@ impl<C: Clock + 'static> Exposition for TcpExposition<C> {
 
     fn console(&self) -> Option<&dyn Pages> {
         self.console.as_ref().map(|c| c as &dyn Pages)
+    }
+
+    fn console_token(&self) -> Option<&BearerToken> {
+        self.auth_token.as_ref()
     }
 }
 

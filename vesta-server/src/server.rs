@@ -37,6 +37,7 @@ use crate::proto::{
     Dialect, ErrorCode, Outcome, Pending, Request, Response, ServerContext, ServerInfo, explain,
     hello, info, make, next_id, next_ids, ping, segment, trans_time,
 };
+use vesta_service::auth::BearerToken;
 use vesta_service::console::Console;
 
 /// A bound server, ready to [`serve`](TcpServer::serve).
@@ -47,6 +48,8 @@ pub struct TcpServer<C: Clock + 'static = SystemClock> {
     /// The HTTP listener for `/metrics` and `/healthz`, when `server.metrics_listen` is set.
     metrics_listener: Option<TcpListener>,
     ctx: Arc<ServerContext<C>>,
+    /// The bearer token the console on the metrics listener asks for, when set.
+    auth_token: Option<BearerToken>,
     /// TLS, when `server.tls_cert` and `tls_key` are set.
     tls: Option<ServerTls>,
     /// The SIGHUP watcher (TLS reload), from the start on.
@@ -98,6 +101,7 @@ impl<C: Clock + 'static> TcpServer<C> {
         tls: Option<ServerTls>,
     ) -> Result<Self, ServeError> {
         limits.cap_max_batch(p.issuer.issuer().layout().capacity_per_second());
+        let auth_token = limits.auth_token()?;
         let metrics_listener = match limits.metrics_listen {
             Some(addr) => Some(
                 TcpListener::bind(addr)
@@ -122,6 +126,7 @@ impl<C: Clock + 'static> TcpServer<C> {
                 metrics,
                 segments: p.segments,
             }),
+            auth_token,
             sighup: watch_sighup(tls.clone()),
             tls,
         })
@@ -167,6 +172,7 @@ impl<C: Clock + 'static> TcpServer<C> {
             listener,
             metrics_listener,
             ctx,
+            auth_token,
             tls,
             sighup,
             ..
@@ -181,6 +187,7 @@ impl<C: Clock + 'static> TcpServer<C> {
                 ctx.ids.clone(),
                 ctx.segments.clone(),
                 Box::new(traffic),
+                ctx.limits.make,
             )
         });
         let exposition = Arc::new(TcpExposition {
@@ -188,6 +195,7 @@ impl<C: Clock + 'static> TcpServer<C> {
             ids: ctx.ids.clone(),
             segments: ctx.segments.clone(),
             console,
+            auth_token,
         });
         let metrics_http =
             metrics_listener.map(|l| tokio::spawn(metrics_http::serve(l, exposition)));

@@ -1,6 +1,7 @@
 //! The TCP server's metrics listener against a real server: `/metrics` has the issuer's shared
 //! metrics and the server's own (IDs issued, connections, requests by op, errors by code);
-//! `/healthz` answers 200 while issuing and 503 with the reason when fenced.
+//! `/healthz` answers 200 while issuing and 503 with the reason when fenced; the console there
+//! asks for the bearer token when one is set and makes no ID with `[server] make = false`.
 
 mod common;
 
@@ -13,14 +14,25 @@ use common::{Raw, config};
 
 /// `GET path` over HTTP/1.1; the status code and the body.
 async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let (status, _, body) = get_with_auth(addr, path, None).await;
+    (status, body)
+}
+
+/// `GET path` with an optional `Authorization` header; the status, the head and the body.
+async fn get_with_auth(
+    addr: std::net::SocketAddr,
+    path: &str,
+    auth: Option<&str>,
+) -> (u16, String, String) {
     let mut s = TcpStream::connect(addr).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let auth = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();
     let status = out[9..12].parse().unwrap();
-    let body = out.split_once("\r\n\r\n").unwrap().1.to_owned();
-    (status, body)
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    (status, head.to_owned(), body.to_owned())
 }
 
 fn sample(metrics: &str, name: &str) -> f64 {
@@ -117,4 +129,70 @@ async fn connections_at_the_limit_and_refusals_are_counted() {
     );
     drop((held, refused));
     handle.shutdown().await.unwrap();
+}
+
+/// `[server] auth_token_file` on the TCP server: the console on the metrics listener asks for
+/// the bearer token as the REST server does (401 with `WWW-Authenticate`; the scheme in any
+/// case), while `/metrics` and `/healthz` stay open for scrapers and health checks. With
+/// `[server] make = false` the console makes no ID: `/ui/make` is a 404 saying why and the
+/// explain page has no make form. A token file that cannot be read fails the start.
+#[tokio::test]
+async fn the_console_asks_for_the_token_and_makes_nothing_with_make_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, "s3cret-token\n").unwrap();
+    let mut c = config(952);
+    c.server.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    c.server.console = true;
+    c.server.make = false;
+    c.server.auth_token_file = Some(file.clone());
+    let server = vesta_server::TcpServer::start(c.clone()).await.unwrap();
+    let http = server.metrics_addr().expect("a metrics listener");
+    let handle = vesta_server::ServerHandle::spawn(server);
+
+    for (path, auth) in [
+        ("/ui/status", None),
+        ("/ui/explain?id=1", Some("Bearer wrong-token!")),
+        ("/ui/make?time=1&seq=1", None),
+        ("/ui", Some("Basic s3cret-token")),
+        ("/ui/status", Some("Bearer s3cret-token2")),
+    ] {
+        let (status, head, body) = get_with_auth(http, path, auth).await;
+        assert_eq!(status, 401, "{path} {auth:?}: {body}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("www-authenticate: bearer"),
+            "{head}"
+        );
+        assert!(
+            body.contains(r#"{"error":"this server needs Authorization: Bearer"#),
+            "{body}"
+        );
+    }
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let auth = format!("{scheme} s3cret-token");
+        let (status, _, body) = get_with_auth(http, "/ui/status", Some(&auth)).await;
+        assert_eq!(status, 200, "{auth}: {body}");
+        assert!(body.contains("<h1>Status · TCP server</h1>"), "{body}");
+    }
+    for open in ["/metrics", "/healthz"] {
+        assert_eq!(get(http, open).await.0, 200, "{open}");
+    }
+
+    let good = Some("Bearer s3cret-token");
+    let (status, _, body) = get_with_auth(http, "/ui/make?time=1&seq=1&machine=952", good).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("([server] make = false)"), "{body}");
+    assert!(!body.contains("id=\"made\""), "{body}");
+    let (status, _, body) = get_with_auth(http, "/ui/explain?id=1", good).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains("/ui/make"), "no make form or link: {body}");
+    handle.shutdown().await.unwrap();
+
+    std::fs::remove_file(&file).unwrap();
+    let err = vesta_server::TcpServer::start(c)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("server.auth_token_file"), "{err}");
 }

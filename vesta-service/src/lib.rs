@@ -12,12 +12,16 @@
 //! - [`shutdown`]: the SIGINT/SIGTERM future and the trigger that tells connections to drain;
 //! - [`segments`]: segment mode (`[segment] db`): the Leaf-compatible number store both
 //!   servers serve, its start policy and the give-back at shutdown ([`Segments`]);
+//! - [`auth`]: the bearer token of `[server] auth_token_file`, matched alike by both servers
+//!   ([`auth::BearerToken`]);
 //! - [`metrics`]: the issuer's and the segments' Prometheus metrics and the open-connections
 //!   gauge, the same on both servers;
 //! - errors: [`ConfigError`] (a refused config), [`ServeError`] (why a server did not start).
 //!
 //! The wire protocols stay in `vesta-server` (TCP) and `vesta-rest` (HTTP).
 
+#[cfg(feature = "server")]
+pub mod auth;
 #[cfg(feature = "server")]
 pub mod config;
 #[cfg(feature = "server")]

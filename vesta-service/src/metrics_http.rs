@@ -2,7 +2,9 @@
 //! /metrics` for Prometheus and `GET /healthz` for load balancers and service managers, on an
 //! address of its own (`server.metrics_listen`). HTTP/1.1 only, a header read timeout, and no
 //! other path, so it adds little to what a hostile client can reach. With `[server] console`
-//! on, the console's read-only pages are served under `/ui` too.
+//! on, the console's read-only pages are served under `/ui` too, behind the bearer token when
+//! `[server] auth_token_file` is set (`/metrics` and `/healthz` stay open: scrapers and health
+//! checks carry no token).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -10,13 +12,16 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue};
+use hyper::header::{
+    AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue, WWW_AUTHENTICATE,
+};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
+use crate::auth::{BearerToken, NEEDS_TOKEN};
 use crate::console::{HEADERS, Pages, is_console_path};
 
 /// The OpenMetrics content type Prometheus asks for.
@@ -31,6 +36,10 @@ pub trait Exposition: Send + Sync + 'static {
     fn health(&self) -> (bool, String);
     /// The web console, served under `/ui` when on.
     fn console(&self) -> Option<&dyn Pages> {
+        None
+    }
+    /// The bearer token the console's pages need, if one is configured.
+    fn console_token(&self) -> Option<&BearerToken> {
         None
     }
 }
@@ -62,7 +71,7 @@ pub async fn serve(listener: TcpListener, exposition: Arc<dyn Exposition>) {
                 async move {
                     let response = match exposition.console() {
                         Some(pages) if is_console_path(req.uri().path()) => {
-                            console(pages, &req).await
+                            console(pages, exposition.console_token(), &req).await
                         }
                         _ => answer(&*exposition, req.method(), req.uri().path()),
                     };
@@ -78,8 +87,13 @@ pub async fn serve(listener: TcpListener, exposition: Arc<dyn Exposition>) {
     }
 }
 
-/// A console page, `GET` only, its target bounded.
-async fn console<B>(pages: &dyn Pages, req: &Request<B>) -> Response<Full<Bytes>> {
+/// A console page, `GET` only, its target bounded, and with the bearer token when one is set
+/// (the REST server's check, [`BearerToken::admits`]).
+async fn console<B>(
+    pages: &dyn Pages,
+    token: Option<&BearerToken>,
+    req: &Request<B>,
+) -> Response<Full<Bytes>> {
     let target = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
     let refused = |status, why: String| {
         let body = serde_json::json!({ "error": why }).to_string();
@@ -93,6 +107,16 @@ async fn console<B>(pages: &dyn Pages, req: &Request<B>) -> Response<Full<Bytes>
             StatusCode::URI_TOO_LONG,
             format!("the request target is {target} bytes, over the limit of {MAX_TARGET_BYTES}"),
         );
+    }
+    if let Some(token) = token
+        && !token.admits(req.headers().get(AUTHORIZATION).map(|v| v.as_bytes()))
+    {
+        let mut r = refused(StatusCode::UNAUTHORIZED, NEEDS_TOKEN.into());
+        r.headers_mut().insert(
+            WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"vesta\""),
+        );
+        return r;
     }
     let page = pages.page(req.uri().path(), req.uri().query()).await;
     let mut r = Response::new(Full::new(Bytes::from(page.html)));

@@ -121,13 +121,22 @@ pub fn parse_u64(name: &str, value: &str) -> Result<u64, BadRequest> {
 /// Parses an ID parameter in any form [`vesta_core::parse_id`] accepts.
 pub fn parse_id_param(name: &str, text: &str) -> Result<u64, BadRequest> {
     vesta_core::parse_id(text).map_err(|e| {
+        let text = shorten(e.text.as_str());
+        if e.hex {
+            return BadRequest::invalid_param(
+                name,
+                format_args!(
+                    "`{text}` is not an ID: a leading 0x means hex, and it must be followed by 1 \
+                     to 16 hex digits (0-9, a-f, either case)"
+                ),
+            );
+        }
         BadRequest::invalid_param(
             name,
             format_args!(
-                "`{}` is not an ID: expected an unsigned decimal up to {}, a negative decimal \
-                 down to {} (Java long), 0x hex up to 16 digits, 13 characters of base32 or 11 \
-                 of base62",
-                shorten(e.text.as_str()),
+                "`{text}` is not an ID: expected an unsigned decimal up to {}, a negative \
+                 decimal down to {} (Java long), 0x hex up to 16 digits, 13 characters of \
+                 base32 or 11 of base62",
                 u64::MAX,
                 i64::MIN
             ),
@@ -245,5 +254,21 @@ mod tests {
         let long = "9".repeat(200);
         let e = parse_u64("seq", &long).unwrap_err();
         assert!(e.message.len() < 200, "{e}");
+    }
+
+    /// `0x` and 9 (base62's width) or 11 (base32's) hex digits is hex; `0x` and anything but
+    /// hex is refused as hex, not with the list of every form.
+    #[test]
+    fn a_leading_0x_is_hex_in_an_id_parameter() {
+        assert_eq!(parse_id_param("id", "0x123456789"), Ok(0x1_2345_6789));
+        assert_eq!(parse_id_param("id", "0x12345678901"), Ok(0x123_4567_8901));
+        let e = parse_id_param("id", "0xZZZZZZZZZ").unwrap_err();
+        assert_eq!(
+            e.message,
+            "invalid parameter id: `0xZZZZZZZZZ` is not an ID: a leading 0x means hex, and it \
+             must be followed by 1 to 16 hex digits (0-9, a-f, either case)"
+        );
+        let e = parse_id_param("id", "zz").unwrap_err();
+        assert!(e.message.contains("13 characters of base32"), "{e}");
     }
 }

@@ -1,5 +1,6 @@
 //! `vesta make`: an ID of the layout in force made from chosen fields, to repair data. Every
-//! field is range-checked; one that is missing or that the layout does not have is named.
+//! field is range-checked; one that is missing, that the layout does not have, or that is given
+//! twice (by its flag and by `--field`, say) is named.
 
 use anyhow::{Context, bail};
 use vesta_core::{FieldValues, GenMethod, IdType, Layout};
@@ -41,22 +42,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         config.id.id_type = Some(t);
     }
     let layout = config.layout()?;
-    let mut values = FieldValues::new()
-        .with("time", parse_time(&args.time, &layout)?)
-        .with("seq", args.seq);
-    if let Some(m) = args.machine {
-        values.set("machine", m);
-    }
-    if layout.id_type().is_some() {
-        values.set("genMethod", args.gen_method.unwrap_or_default().code());
-    } else if args.gen_method.is_some() || args.id_version.is_some() {
+    if layout.id_type().is_none() && (args.gen_method.is_some() || args.id_version.is_some()) {
         bail!(
             "--gen-method and --version are fields of Vesta's layouts, not of {}",
             layout.name()
         );
     }
+    let mut given = Given::new(&layout);
+    given.add(
+        "time",
+        parse_time(&args.time, &layout)?,
+        format!("--time {}", args.time.trim()),
+    )?;
+    given.add("seq", args.seq, format!("--seq {}", args.seq))?;
+    if let Some(m) = args.machine {
+        given.add("machine", m, format!("--machine {m}"))?;
+    }
+    if let Some(g) = args.gen_method {
+        given.add("genMethod", g.code(), format!("--gen-method {g}"))?;
+    }
     if let Some(v) = args.id_version {
-        values.set("version", u64::from(v));
+        given.add("version", u64::from(v), format!("--version {v}"))?;
+    }
+    if let Some(t) = args.id_type {
+        // The type chose the layout above; it is a field too, which --field may not set again.
+        given.check("type", format!("--type {}", t.name()))?;
     }
     for f in &args.fields {
         let (name, value) = f
@@ -66,10 +76,76 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .trim()
             .parse::<u64>()
             .with_context(|| format!("--field {name}: `{value}` is not an unsigned integer"))?;
-        values.set(name.trim(), value);
+        given.add(
+            name.trim(),
+            value,
+            format!("--field {}={value}", name.trim()),
+        )?;
+    }
+    let mut values = given.values;
+    if layout.id_type().is_some() && values.get("genMethod").is_none() {
+        values.set("genMethod", GenMethod::default().code());
     }
     println!("{}", layout.make(&values)?);
     Ok(())
+}
+
+/// The field values given on the command line, each given once: a field set by its own flag
+/// and again by `--field` (or twice by `--field`, or whole and by a part) is refused naming
+/// both, whether the values differ or not, so no value silently wins over another.
+struct Given<'a> {
+    layout: &'a Layout,
+    values: FieldValues,
+    /// What set each field so far: its name, its bits in the layout (if it has it) and the
+    /// words that set it.
+    said: Vec<(String, Option<u64>, String)>,
+}
+
+impl<'a> Given<'a> {
+    fn new(layout: &'a Layout) -> Self {
+        Given {
+            layout,
+            values: FieldValues::new(),
+            said: Vec::new(),
+        }
+    }
+
+    /// Records `name = value`, set by `said`, unless that field was set already.
+    fn add(&mut self, name: &str, value: u64, said: String) -> anyhow::Result<()> {
+        self.check(name, said)?;
+        self.values.set(name, value);
+        Ok(())
+    }
+
+    /// Refuses `name` (set by `said`) if an earlier flag set the same bits or the same name.
+    fn check(&mut self, name: &str, said: String) -> anyhow::Result<()> {
+        let bits = bits_named(self.layout, name);
+        let clash = self
+            .said
+            .iter()
+            .find(|(n, b, _)| n == name || matches!((b, bits), (Some(a), Some(b)) if a & b != 0));
+        if let Some((earlier, _, earlier_said)) = clash {
+            let field = bits
+                .and_then(|b| self.layout.fields().iter().find(|f| f.span.mask() & b != 0))
+                .map_or(earlier.as_str(), |f| f.name.as_str());
+            bail!("{earlier_said} and {said} both set {field}: give each field once");
+        }
+        self.said.push((name.to_owned(), bits, said));
+        Ok(())
+    }
+}
+
+/// The bits `name` stands for in `layout`: a field by its own name or its role (`machine`,
+/// `time`, ...), or a node part; `None` for a name the layout has not (`make` names it).
+fn bits_named(layout: &Layout, name: &str) -> Option<u64> {
+    layout.field(name).map(|f| f.span.mask()).or_else(|| {
+        layout
+            .fields()
+            .iter()
+            .flat_map(|f| &f.parts)
+            .find(|p| p.name == name)
+            .map(|p| p.span.mask())
+    })
 }
 
 /// Whole units, or an RFC 3339 instant converted to the unit containing it.

@@ -15,12 +15,23 @@ use crate::query::{BadRequest, Query, parse_id_param, shorten};
 /// The layout choice naming the server's own layout.
 const OWN: &str = "server";
 
-/// The explain form (with `explain`'s result when it has an `id`), then the make form (with
-/// `make`'s result when the page answers `/ui/make`).
+/// What the page shows of the make form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MakeForm<'a> {
+    /// None at all: `[server] make = false`, so nothing on the page makes an ID.
+    Off,
+    /// The form, blank (the explain page).
+    Blank,
+    /// The form filled from `/ui/make`'s query, and the ID it makes (or why not).
+    Made(Option<&'a str>),
+}
+
+/// The explain form (with `explain`'s result when it has an `id`), then the make form as
+/// `make` says.
 pub fn page<C: Clock + 'static>(
     issuer: &Issuer<C>,
     explain: Option<&str>,
-    make: Option<Option<&str>>,
+    make: MakeForm<'_>,
 ) -> String {
     let mut h = Html::default();
     let asked = Query::parse(explain, "/ui/explain", &["id", "layout"]);
@@ -41,7 +52,11 @@ pub fn page<C: Clock + 'static>(
         },
         Ok(_) => {}
     }
-    let made_query = make.map(|q| without_blanks(q.unwrap_or("")));
+    let made_query = match make {
+        MakeForm::Off => return h.into_string(),
+        MakeForm::Blank => None,
+        MakeForm::Made(q) => Some(without_blanks(q.unwrap_or(""))),
+    };
     make_form(&mut h, issuer, made_query.as_deref());
     if let Some(q) = &made_query {
         match make_from_query(issuer.layout(), Some(q), &issuer.own_values()) {

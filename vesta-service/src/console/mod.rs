@@ -3,7 +3,8 @@
 //! an issuer, as Leaf's monitor pages are.
 //!
 //! - `/ui`, `/ui/explain`: an ID in any form explained in any layout; `/ui/make`: an ID made
-//!   from fields, with `/makeid`'s checks and messages ([`crate::make`]).
+//!   from fields, with `/makeid`'s checks and messages ([`crate::make`]). With `[server] make
+//!   = false` the make form is not shown and `/ui/make` is a 404 saying why, as `/makeid` is.
 //! - `/ui/status`: the layout and its end of life, the machine ID, its source and lease,
 //!   issuing and refusal rates over the last minutes, refusals by reason, connections.
 //! - `/ui/segments` (segment mode): each tag's two buffers as Leaf's `/cache` shows them, and
@@ -29,6 +30,7 @@ use vesta_core::Clock;
 use vesta_embed::AsyncIssuer;
 
 use crate::segments::Segments;
+use explain::MakeForm;
 pub use html::CONTENT_SECURITY_POLICY;
 use html::Nav;
 use rates::Rates;
@@ -93,19 +95,23 @@ struct Inner<C: Clock + 'static> {
     ids: AsyncIssuer<C>,
     segments: Option<Arc<Segments>>,
     traffic: Box<dyn Traffic>,
+    /// `[server] make`: off, no page makes an ID (the form is gone, `/ui/make` is a 404).
+    make: bool,
     rates: Rates,
     started: Instant,
 }
 
 impl<C: Clock + 'static> Console<C> {
     /// The console of a `server` (`REST` or `TCP`) issuing through `ids`, with `segments` when
-    /// segment mode is on and its counters in `traffic`. Inside a tokio runtime it samples the
-    /// counters every 10 s on a task that ends with the console.
+    /// segment mode is on and its counters in `traffic`; `make` is the server's `[server]
+    /// make`, so switching `/makeid` or `MAKE` off switches the make form off too. Inside a
+    /// tokio runtime it samples the counters every 10 s on a task that ends with the console.
     pub fn new(
         server: &'static str,
         ids: AsyncIssuer<C>,
         segments: Option<Arc<Segments>>,
         traffic: Box<dyn Traffic>,
+        make: bool,
     ) -> Self {
         let console = Console {
             inner: Arc::new(Inner {
@@ -113,6 +119,7 @@ impl<C: Clock + 'static> Console<C> {
                 ids,
                 segments,
                 traffic,
+                make,
                 rates: Rates::default(),
                 started: Instant::now(),
             }),
@@ -130,13 +137,26 @@ impl<C: Clock + 'static> Console<C> {
         let segments_on = i.segments.is_some();
         let (status, title, nav, refresh, body) = match path {
             "/ui" | "/ui/" | "/ui/explain" => {
-                let body = explain::page(i.ids.issuer(), query, None);
+                let make = if i.make {
+                    MakeForm::Blank
+                } else {
+                    MakeForm::Off
+                };
+                let body = explain::page(i.ids.issuer(), query, make);
                 (200, "Explain an ID", Nav::Explain, None, body)
             }
-            "/ui/make" => {
-                let body = explain::page(i.ids.issuer(), None, Some(query));
+            "/ui/make" if i.make => {
+                let body = explain::page(i.ids.issuer(), None, MakeForm::Made(query));
                 (200, "Make an ID", Nav::Explain, None, body)
             }
+            // The same 404 and reason as `/makeid` when it is off, as a console page.
+            "/ui/make" => (
+                404,
+                "Make an ID",
+                Nav::None,
+                None,
+                not_found("making IDs is switched off on this server ([server] make = false)"),
+            ),
             "/ui/status" => {
                 let body = status::page(i);
                 (200, "Status", Nav::Status, Some(5), body)
@@ -159,10 +179,12 @@ impl<C: Clock + 'static> Console<C> {
                 "Not found",
                 Nav::None,
                 None,
-                not_found(
+                not_found(if i.make {
                     "no console page here: the pages are /ui/explain, /ui/make, /ui/status and \
-                     /ui/segments",
-                ),
+                     /ui/segments"
+                } else {
+                    "no console page here: the pages are /ui/explain, /ui/status and /ui/segments"
+                }),
             ),
         };
         let title = format!("{title} · {} server", i.server);
@@ -222,4 +244,72 @@ fn not_found(why: &str) -> String {
     let mut h = html::Html::default();
     h.error(why);
     h.into_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use vesta_core::ManualClock;
+    use vesta_embed::{Issuer, IssuerConfig};
+
+    use super::*;
+
+    struct Quiet;
+
+    impl Traffic for Quiet {
+        fn issued(&self) -> u64 {
+            0
+        }
+
+        fn refusals(&self) -> Vec<(String, u64)> {
+            Vec::new()
+        }
+
+        fn connections(&self) -> (u64, u64) {
+            (0, 1)
+        }
+    }
+
+    fn console(make: bool) -> Console<Arc<ManualClock>> {
+        let clock = Arc::new(ManualClock::new(1_800_000_000_000));
+        let issuer = Issuer::start_with_clock(IssuerConfig::default(), clock).unwrap();
+        let ids = AsyncIssuer::new(Arc::new(issuer), Duration::from_secs(3)).unwrap();
+        Console::new("REST", ids, None, Box::new(Quiet), make)
+    }
+
+    /// `[server] make = false` leaves no page that makes an ID: no form, no link, and
+    /// `/ui/make` is the 404 `/makeid` is, saying why; with it on, both are there.
+    #[tokio::test]
+    async fn make_off_takes_the_form_away_and_refuses_its_page() {
+        let on = console(true);
+        let page = on.answer("/ui/explain", Some("id=1")).await;
+        assert!(page.html.contains("action=\"/ui/make\""), "{}", page.html);
+        let made = on.answer("/ui/make", Some("time=1&seq=2")).await;
+        assert_eq!(made.status, 200);
+        assert!(made.html.contains("<p id=\"made\">"), "{}", made.html);
+
+        let off = console(false);
+        for (path, query) in [
+            ("/ui", None),
+            ("/ui/explain", Some("id=1")),
+            ("/ui/nothing", None),
+            ("/ui/status", None),
+        ] {
+            let page = off.answer(path, query).await;
+            assert!(!page.html.contains("/ui/make"), "{path}: {}", page.html);
+            assert!(!page.html.contains("id=\"make\""), "{path}: {}", page.html);
+        }
+        let refused = off.answer("/ui/make", Some("time=1&seq=2")).await;
+        assert_eq!(refused.status, 404);
+        assert!(
+            refused
+                .html
+                .contains("making IDs is switched off on this server ([server] make = false)"),
+            "{}",
+            refused.html
+        );
+        assert!(!refused.html.contains("id=\"made\""), "{}", refused.html);
+        assert!(!refused.html.contains("<form"), "{}", refused.html);
+    }
 }
