@@ -329,3 +329,56 @@ pub fn a_duplicated_static_id_is_refused(args: &[&str], named: &str) {
         server.stop_cleanly();
     }
 }
+
+/// A store's mark counted in another epoch (issue 30): an issuer of `config` (a pool of one
+/// machine ID, `machine`) stops cleanly, leaving its mark; the same config with a later epoch
+/// is refused in one line naming both epochs and `vesta machine retire` (`held_in` names the
+/// store); `vesta machine retire MACHINE ARGS` is refused while the ID is held, then retires
+/// the mark, after which the new epoch starts (and a second retire finds its new mark).
+pub fn a_mark_of_another_epoch_is_refused_until_retired(
+    config: &IssuerConfig,
+    machine: u64,
+    retire_args: &[&str],
+    held_in: &str,
+) {
+    let first = Issuer::start(config.clone()).unwrap();
+    assert_eq!(first.status().machine, machine);
+    first.next_id().unwrap();
+    first.shutdown().unwrap();
+    drop(first);
+
+    let mut moved = config.clone();
+    moved.id.epoch = Some(vesta_core::Epoch::from_unix_ms(1_451_606_400_000));
+    let err = Issuer::start(moved.clone())
+        .expect_err("started under another epoch")
+        .to_string();
+    for needle in [
+        &format!("machine {machine}'s mark in"),
+        held_in,
+        "2014-12-31T16:00:00.000Z",
+        "2016-01-01T00:00:00.000Z",
+        &format!("vesta machine retire {machine}"),
+    ] {
+        assert!(err.contains(needle), "{needle:?} not in {err}");
+    }
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    let machine_arg = machine.to_string();
+    let retire = [
+        &["machine", "retire", machine_arg.as_str()][..],
+        retire_args,
+    ]
+    .concat();
+    let holder = Issuer::start(config.clone()).unwrap();
+    crate::bin::vesta_fails(&retire, &["held by"]);
+    holder.shutdown().unwrap();
+    drop(holder);
+    let said = vesta_ok(&retire);
+    assert!(
+        said.contains(&format!("retired the mark of machine {machine}")),
+        "{said}"
+    );
+    let again = Issuer::start(moved).unwrap();
+    again.next_id().unwrap();
+    again.shutdown().unwrap();
+}

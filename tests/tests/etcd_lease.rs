@@ -82,6 +82,18 @@ fn a_duplicated_static_id_is_refused() {
 }
 
 #[test]
+fn a_mark_of_another_epoch_is_refused_until_retired() {
+    let etcd = Etcd::start();
+    let url = etcd.url();
+    lease::a_mark_of_another_epoch_is_refused_until_retired(
+        &config(&url, "/vesta/epochs", 1),
+        0,
+        &["--etcd", &url, "--root", "/vesta/epochs"],
+        "/vesta/epochs/last/0",
+    );
+}
+
+#[test]
 fn a_killed_etcd_fences_the_holder_and_a_restarted_one_lets_it_issue_again() {
     let etcd = std::cell::RefCell::new(Etcd::start());
     let mut c = config(&etcd.borrow().url(), "/vesta/fenced", 4);

@@ -13,7 +13,9 @@
 //! - a static machine ID registered in the table is refused to a second live holder;
 //! - a partition through a proxy (blackhole, cut; PostgreSQL and MariaDB) fences the holder
 //!   before its ID can move to a successor, which starts after the holder's mark; healed, the
-//!   old holder stays fenced.
+//!   old holder stays fenced;
+//! - a mark counted in another epoch is refused until `vesta machine retire`, and a table made
+//!   before marks carried it gains the column.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -92,6 +94,49 @@ fn a_duplicated_static_id_is_refused(url: &str) {
     lease::a_duplicated_static_id_is_refused(&["--machine-db", url], "scope \"default\"");
 }
 
+/// Scenario 7: a mark counted in another epoch is refused until `vesta machine retire`.
+fn a_mark_of_another_epoch_is_refused_until_retired(url: &str) {
+    let config = config(url, "epochs", 1);
+    vesta_tests::lease::a_mark_of_another_epoch_is_refused_until_retired(
+        &config,
+        0,
+        &["--machine-db", url, "--scope", "epochs"],
+        "scope \"epochs\"",
+    );
+}
+
+/// Scenario 8: a table made before marks carried their layout and epoch (no `counted_in`
+/// column) gains the column; its mark is still waited out, then rewritten with it. `make`
+/// runs SQL on the database.
+fn an_old_table_gains_the_column(url: &str, make: &dyn Fn(&str)) {
+    make(
+        "CREATE TABLE vesta_machine (scope VARCHAR(128) NOT NULL, machine_id BIGINT NOT NULL, \
+         holder VARCHAR(255) NOT NULL DEFAULT '', expires_ms BIGINT NOT NULL, mark_ms BIGINT \
+         NOT NULL DEFAULT 0, updated_ms BIGINT NOT NULL, PRIMARY KEY (scope, machine_id))",
+    );
+    // A mark two seconds ahead of the clock: the start waits it out.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let mark = now + 2_000;
+    make(&format!(
+        "INSERT INTO vesta_machine VALUES ('old', 0, '', 0, {mark}, {now})"
+    ));
+    let issuer = vesta_embed::Issuer::start(config(url, "old", 1)).unwrap();
+    let id = issuer.next_id().unwrap();
+    let at = vesta_core::Epoch::VESTA.unix_ms() + issuer.explain(id).time() * 1000;
+    assert!(u128::from(at) >= mark, "issued inside the old mark");
+    issuer.shutdown().unwrap();
+    let listed = vesta_ok(&["machine", "ls", "--machine-db", url, "--scope", "old"]);
+    assert!(listed.contains("1 machine IDs, 0 leased"), "{listed}");
+    // Rewritten with what it was counted in: another epoch is now refused.
+    let mut moved = config(url, "old", 1);
+    moved.id.epoch = Some(vesta_core::Epoch::from_unix_ms(1_451_606_400_000));
+    let err = vesta_embed::Issuer::start(moved).expect_err("another epoch");
+    assert!(err.to_string().contains("was counted in"), "{err}");
+}
+
 /// Scenario 4: nothing answers: one line naming the database (a refused connection fails at
 /// once; the bound of a silent one is the partition scenario's).
 fn unreachable(url: &str) {
@@ -141,6 +186,38 @@ mod sqlite {
     fn a_duplicated_static_id_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         super::a_duplicated_static_id_is_refused(&url(dir.path()));
+    }
+
+    #[test]
+    fn a_mark_of_another_epoch_is_refused_until_retired() {
+        let dir = tempfile::tempdir().unwrap();
+        super::a_mark_of_another_epoch_is_refused_until_retired(&url(dir.path()));
+    }
+
+    #[test]
+    fn an_old_table_gains_the_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = url(dir.path());
+        let path = dir.path().join("machines.db");
+        let make = |sql: &str| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                use sqlx::ConnectOptions;
+                let mut c = sqlx::sqlite::SqliteConnectOptions::new()
+                    .filename(&path)
+                    .create_if_missing(true)
+                    .connect()
+                    .await
+                    .unwrap();
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+                    .execute(&mut c)
+                    .await
+                    .unwrap();
+            });
+        };
+        super::an_old_table_gains_the_column(&url, &make);
     }
 
     #[test]
@@ -222,6 +299,21 @@ mod postgres {
     fn an_unreachable_database_fails_the_start_in_one_line() {
         super::unreachable("postgres://vesta@127.0.0.1:1/x");
     }
+
+    #[test]
+    fn a_mark_of_another_epoch_is_refused_until_retired() {
+        let pg = Postgres::start();
+        super::a_mark_of_another_epoch_is_refused_until_retired(&pg.create_database("epochs"));
+    }
+
+    #[test]
+    fn an_old_table_gains_the_column() {
+        let pg = Postgres::start();
+        let url = pg.create_database("old");
+        super::an_old_table_gains_the_column(&url, &|sql| {
+            pg.psql("old", sql);
+        });
+    }
 }
 
 mod mariadb {
@@ -253,6 +345,15 @@ mod mariadb {
     fn a_killed_holder_keeps_its_id_until_its_lease_expires() {
         let db = MariaDb::start();
         super::a_killed_holder_keeps_its_id_until_its_lease_expires(&db.create_database("killed"));
+    }
+
+    #[test]
+    fn an_old_table_gains_the_column() {
+        let db = MariaDb::start();
+        let url = db.create_database("old");
+        super::an_old_table_gains_the_column(&url, &|sql| {
+            db.sql(&format!("USE old; {sql}"));
+        });
     }
 
     #[test]

@@ -396,3 +396,15 @@ fn a_duplicated_static_id_is_refused() {
         "under /vesta/default/machines",
     );
 }
+
+#[test]
+fn a_mark_of_another_epoch_is_refused_until_retired() {
+    let zk = ZkServer::start();
+    let connect = zk.connect();
+    vesta_tests::lease::a_mark_of_another_epoch_is_refused_until_retired(
+        &config(&connect, "/vesta/epochs", 1),
+        0,
+        &["--zk", &connect, "--root", "/vesta/epochs"],
+        "ZooKeeper /vesta/epochs/last/0",
+    );
+}

@@ -406,15 +406,9 @@ impl SqlLease {
         }
     }
 
-    /// Creates `vesta_machine` unless it exists (two processes creating it at once is fine:
-    /// the loser finds it made).
+    /// Creates `vesta_machine` unless it exists, and adds the `counted_in` column to a table
+    /// made before it (two processes doing either at once is fine: the loser finds it made).
     async fn ensure_table(&self) -> Result<(), String> {
-        let probe = async {
-            on_pool!(&self.pool, p => sqlx::query(PROBE).fetch_optional(p).await.map(|_| ()))
-        };
-        if self.bounded("reading vesta_machine", probe).await.is_ok() {
-            return Ok(());
-        }
         self.make_until(PROBE, DDL, "creating table vesta_machine")
             .await?;
         self.make_until(
