@@ -31,6 +31,14 @@ enum Command {
     /// Make an ID from chosen fields (to repair data) and print it.
     Make(cmd::make::Args),
     /// Issue IDs from an in-process issuer and print one per line.
+    ///
+    /// Safe on one host: a static machine ID keeps its mark in a state file (the config's
+    /// [machine] state_file, else the user's own in $XDG_STATE_HOME/vesta, default
+    /// ~/.local/state/vesta), locked and held on the host for the run. Parallel runs take turns
+    /// (each waits at most 10 s); a run after a clean one continues from its last ID at once,
+    /// after a crash it first waits out what the ID may have issued. Across hosts a static ID is
+    /// not safe by itself: lease it (--zk, --etcd, --machine-db), register it there (--machine N
+    /// with one of them), or use --server.
     Gen(cmd::generate::Args),
     /// Show both bit layouts, their capacity, epoch and end of life.
     Layout(cmd::layout::Args),

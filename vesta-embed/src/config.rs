@@ -384,8 +384,66 @@ impl IssuerConfig {
         Ok(Duration::from_millis(ms))
     }
 
+    /// Every wait a start or a lease may make is bounded: a key set past its bound is refused
+    /// (a start must end with an issuer or an error, never hang for days). The lower bounds are
+    /// each source's own checks.
+    fn check_waits(&self) -> Result<(), ConfigError> {
+        const MINUTE: u64 = 60_000;
+        let (m, z, e) = (&self.machine, &self.zookeeper, &self.etcd);
+        for (key, value, min, max) in [
+            (
+                "machine.state_file_interval_ms",
+                m.state_file_interval_ms,
+                10,
+                MINUTE,
+            ),
+            (
+                "machine.start_guard_max_wait_ms",
+                m.start_guard_max_wait_ms,
+                0,
+                10 * MINUTE,
+            ),
+            ("machine.lease_ms", m.lease_ms, 300, 10 * MINUTE),
+            ("machine.db_timeout_ms", m.db_timeout_ms, 1, 10 * MINUTE),
+            (
+                "clock.sync_wait_ms",
+                self.clock.sync_wait_ms,
+                0,
+                60 * MINUTE,
+            ),
+            (
+                "zookeeper.session_timeout_ms",
+                z.session_timeout_ms,
+                100,
+                10 * MINUTE,
+            ),
+            (
+                "zookeeper.connect_timeout_ms",
+                z.connect_timeout_ms,
+                1,
+                10 * MINUTE,
+            ),
+            (
+                "zookeeper.report_interval_ms",
+                z.report_interval_ms,
+                10,
+                10 * MINUTE,
+            ),
+            ("etcd.ttl_ms", e.ttl_ms, 2_000, 10 * MINUTE),
+            ("etcd.timeout_ms", e.timeout_ms, 1, 10 * MINUTE),
+        ] {
+            if value > max {
+                return Err(ConfigError::Inconsistent(format!(
+                    "{key} {value} is out of range: allowed {min}..={max}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The generator config for `machine` with no floor; checks every value.
     pub fn generator_config(&self, machine: u64) -> Result<GeneratorConfig, ConfigError> {
+        self.check_waits()?;
         let margin = self.id.end_of_life_margin_days;
         if margin > IdSection::MAX_END_OF_LIFE_MARGIN_DAYS {
             return Err(ConfigError::Inconsistent(format!(
@@ -1044,6 +1102,42 @@ id = 4
             .unwrap_err()
             .to_string();
         assert!(!err.contains("moved"), "{err}");
+    }
+
+    /// A wait set past its bound is refused by name, at load and at start alike.
+    #[test]
+    fn every_wait_has_an_upper_bound() {
+        for (key, text) in [
+            (
+                "machine.start_guard_max_wait_ms",
+                "[machine]\nstart_guard_max_wait_ms = 600001",
+            ),
+            (
+                "machine.state_file_interval_ms",
+                "[machine]\nstate_file_interval_ms = 60001",
+            ),
+            ("clock.sync_wait_ms", "[clock]\nsync_wait_ms = 3600001"),
+            (
+                "zookeeper.session_timeout_ms",
+                "[zookeeper]\nsession_timeout_ms = 600001",
+            ),
+            (
+                "etcd.timeout_ms",
+                "[etcd]\ntimeout_ms = 18446744073709551615",
+            ),
+        ] {
+            let err = IssuerConfig::from_toml_str(text).unwrap_err().to_string();
+            assert!(err.contains(key) && err.contains("out of range"), "{err}");
+        }
+        let mut c = IssuerConfig::default();
+        c.machine.start_guard_max_wait_ms = u64::MAX;
+        let err =
+            crate::Issuer::start_with_clock(c, vesta_core::ManualClock::new(1_700_000_000_000))
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("allowed 0..=600000"), "{err}");
+        // The largest allowed loads.
+        IssuerConfig::from_toml_str("[machine]\nstart_guard_max_wait_ms = 600000").unwrap();
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use vesta_core::{Epoch, IdType, ManualClock};
+use vesta_core::{Clock, Epoch, IdType, ManualClock};
 use vesta_embed::{Issuer, IssuerConfig, StartError};
 
 /// Mid-second, so "the same unit" really is one.
@@ -252,4 +252,32 @@ fn an_old_state_file_is_read_and_rewritten_with_layout_and_epoch() {
         "{text}"
     );
     assert!(text.contains("epoch_ms = 1420041600000"), "{text}");
+}
+
+/// A custom layout counting minutes or hours: its default rollback tolerance follows the unit
+/// (capped at a minute) instead of failing on `rollback_tolerance_ms`, a key nobody set; a
+/// start without a mark waits for the next unit (at most the tolerance plus one unit) and a
+/// clean restart continues at once.
+#[test]
+fn a_layout_of_minutes_or_hours_starts_and_continues() {
+    for (machine, unit_ms) in [(20, 60_000u64), (21, 3_600_000)] {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "[id.layout]\nname = \"slow\"\nunit_ms = {unit_ms}\nepoch = \"2020-01-01T00:00:00Z\"\n\
+             fields = [{{ kind = \"time\", bits = 31 }}, {{ kind = \"node\", bits = 10 }}, \
+             {{ kind = \"seq\", bits = 22 }}]\n[machine]\nid = {machine}\nstate_file = {:?}\n",
+            dir.path().join("slow.state")
+        );
+        let c = IssuerConfig::from_toml_str(&text).unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let a = Issuer::start_with_clock(c.clone(), clock.clone()).unwrap();
+        let waited = clock.now_ms() - T0;
+        assert!(waited <= 60_000 + unit_ms, "{unit_ms}: waited {waited} ms");
+        let first = issue(&a, 2);
+        drop(a);
+        let waits = clock.waits();
+        let b = Issuer::start_with_clock(c, clock.clone()).unwrap();
+        assert_eq!(clock.waits(), waits, "{unit_ms}: a clean restart waited");
+        assert!(issue(&b, 1)[0] > first[1]);
+    }
 }

@@ -26,6 +26,11 @@ const PROGRESS_THRESHOLD: u64 = 1_000_000;
 pub const HOLD_WAIT: Duration = Duration::from_secs(10);
 
 /// Arguments of `vesta gen`.
+///
+/// Safe on one host: a static machine ID keeps its mark in a state file (the config's, else the
+/// user's own in $XDG_STATE_HOME/vesta), locked and held on the host for the run; parallel runs
+/// take turns (at most 10 s each), and a run after a clean one continues at once. Across hosts
+/// use a leasing source (--zk, --etcd, --machine-db) or --server.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// How many IDs
