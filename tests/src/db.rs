@@ -71,16 +71,27 @@ fn which(tool: &str) -> Option<PathBuf> {
 
 /// `target/tmp/db-templates`, next to the test binaries.
 fn templates_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    // target/<profile>/deps/<test-binary> → target/tmp/db-templates
-    let target = exe
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::parent)
-        .expect("target dir");
-    let dir = target.join("tmp").join("db-templates");
+    let dir = target_dir().join("tmp").join("db-templates");
     fs::create_dir_all(&dir).expect("creating target/tmp/db-templates");
     dir
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR` when set, else the nearest directory above the
+/// running executable that holds cargo's `CACHEDIR.TAG` (a test binary sits in
+/// `target/<profile>/deps`, the soak in `target/<profile>`: counting parents is not enough).
+pub fn target_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+        let dir = PathBuf::from(dir);
+        if dir.is_absolute() {
+            return dir;
+        }
+    }
+    let exe = std::env::current_exe().expect("the running executable's path");
+    exe.ancestors()
+        .skip(1)
+        .find(|d| d.join("CACHEDIR.TAG").is_file())
+        .unwrap_or_else(|| panic!("no cargo target directory above {}", exe.display()))
+        .to_owned()
 }
 
 /// The template `name` under [`templates_dir`], made by `make(dir)` if missing. Made in a temp
