@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use vesta_core::Epoch;
-use vesta_embed::lease::{EtcdClient, EtcdSettings, MachineRow, SqlLease};
+use vesta_embed::lease::{EtcdClient, EtcdSettings, MachineRow, SqlLease, SqlSettings};
 use vesta_embed::{IssuerConfig, MachineSource};
 
 /// Arguments of `vesta machine`.
@@ -25,6 +25,91 @@ pub enum Args {
     Retire(RetireArgs),
 }
 
+/// Which lease store: `--machine-db` (with `--scope`), `--etcd` or `--zk` (with `--root`), and
+/// the config they default from. Shared by `ls` and `retire`.
+#[derive(clap::Args, Debug)]
+pub struct StoreArgs {
+    /// The etcd v3 leases at these client URLs (http://HOST:PORT[,...])
+    #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["machine_db", "zk"])]
+    etcd: Option<String>,
+    /// The ZooKeeper leases (as `vesta zk ls`)
+    #[arg(long, value_name = "HOST:PORT[,...]", conflicts_with = "machine_db")]
+    zk: Option<String>,
+    /// etcd or ZooKeeper: the root of the leases [default: the config's, else /vesta/default]
+    #[arg(long, value_name = "PREFIX")]
+    root: Option<String>,
+    /// The SQL database holding vesta_machine [default: the config's machine.db]
+    #[arg(long, value_name = "URL")]
+    machine_db: Option<String>,
+    /// SQL: the leases' scope [default: the config's machine.scope, else "default"]
+    #[arg(long, value_name = "SCOPE")]
+    scope: Option<String>,
+    /// A vesta.toml whose [machine], [etcd] and [zookeeper] sections to use
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+/// A lease store resolved from [`StoreArgs`]: its checked settings (and, for ZooKeeper, the
+/// config `vesta zk ls` reads).
+enum Store {
+    Sql(SqlSettings),
+    Etcd(EtcdSettings),
+    Zk(IssuerConfig),
+}
+
+impl StoreArgs {
+    /// The store named by the flags (SQL unless `--etcd` or `--zk`), over the config file's
+    /// sections or the defaults; `--root` and `--scope` must go with their stores.
+    fn resolve(self) -> anyhow::Result<Store> {
+        let other = self.etcd.is_some() || self.zk.is_some();
+        if self.root.is_some() && !other {
+            anyhow::bail!("--root applies to --etcd or --zk leases (SQL leases have --scope)");
+        }
+        if self.scope.is_some() && other {
+            anyhow::bail!(
+                "--scope applies to SQL leases (--machine-db); etcd and ZooKeeper have --root"
+            );
+        }
+        let mut config = match &self.config {
+            Some(path) => IssuerConfig::from_toml_file(path).context("--config")?,
+            None => IssuerConfig::default(),
+        };
+        config.machine.id = None;
+        config.machine.state_file = None;
+        if let Some(endpoints) = &self.etcd {
+            config.machine.source = MachineSource::Etcd;
+            config.etcd.endpoints = endpoints.split(',').map(|e| e.trim().to_owned()).collect();
+            if let Some(root) = self.root {
+                config.etcd.root = root;
+            }
+            return Ok(Store::Etcd(EtcdSettings::from_config(&config)?));
+        }
+        if let Some(connect) = self.zk {
+            config.zookeeper.connect = connect;
+            if let Some(root) = self.root {
+                config.zookeeper.root = root;
+            }
+            return Ok(Store::Zk(config));
+        }
+        config.machine.source = MachineSource::Sql;
+        if let Some(db) = self.machine_db {
+            config.machine.db = Some(db);
+        }
+        if let Some(scope) = self.scope {
+            config.machine.scope = scope;
+        }
+        Ok(Store::Sql(config.sql_lease()?))
+    }
+}
+
+/// A small runtime for a command's calls to a store.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
 /// Arguments of `vesta machine retire`.
 #[derive(clap::Args, Debug)]
 pub struct RetireArgs {
@@ -34,47 +119,15 @@ pub struct RetireArgs {
     /// Retire this state file: it is renamed to FILE.retired-<ms> (kept for the record)
     #[arg(long, value_name = "FILE", conflicts_with_all = ["machine", "machine_db", "etcd", "zk", "root", "scope"])]
     state_file: Option<PathBuf>,
-    /// The mark in this SQL database's vesta_machine table
-    #[arg(long, value_name = "URL")]
-    machine_db: Option<String>,
-    /// The mark in etcd v3 at these client URLs (http://HOST:PORT[,...])
-    #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["machine_db", "zk"])]
-    etcd: Option<String>,
-    /// The mark in ZooKeeper
-    #[arg(long, value_name = "HOST:PORT[,...]", conflicts_with = "machine_db")]
-    zk: Option<String>,
-    /// etcd or ZooKeeper: the root of the leases [default: the config's, else /vesta/default]
-    #[arg(long, value_name = "PREFIX")]
-    root: Option<String>,
-    /// SQL: the leases' scope [default: the config's machine.scope, else "default"]
-    #[arg(long, value_name = "SCOPE")]
-    scope: Option<String>,
-    /// A vesta.toml whose [machine], [etcd] and [zookeeper] sections to use
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
+    #[command(flatten)]
+    store: StoreArgs,
 }
 
 /// Arguments of `vesta machine ls`.
 #[derive(clap::Args, Debug)]
 pub struct LsArgs {
-    /// Read the etcd v3 leases at these client URLs instead (http://HOST:PORT[,...])
-    #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["machine_db", "zk"])]
-    etcd: Option<String>,
-    /// Read the ZooKeeper leases instead (as `vesta zk ls`)
-    #[arg(long, value_name = "HOST:PORT[,...]", conflicts_with = "machine_db")]
-    zk: Option<String>,
-    /// etcd or ZooKeeper: the root of the leases [default: the config's, else /vesta/default]
-    #[arg(long, value_name = "PREFIX")]
-    root: Option<String>,
-    /// The database holding vesta_machine [default: the config's machine.db]
-    #[arg(long, value_name = "URL")]
-    machine_db: Option<String>,
-    /// The leases' scope [default: the config's machine.scope, else "default"]
-    #[arg(long, value_name = "SCOPE")]
-    scope: Option<String>,
-    /// A vesta.toml whose [machine] section to use
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
+    #[command(flatten)]
+    store: StoreArgs,
     /// One JSON object per line
     #[arg(long)]
     json: bool,
@@ -104,64 +157,29 @@ fn retire(args: RetireArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let machine = args.machine.context("the machine ID to retire")?;
-    let mut config = match &args.config {
-        Some(path) => IssuerConfig::from_toml_file(path).context("--config")?,
-        None => IssuerConfig::default(),
-    };
-    config.machine.id = None;
-    config.machine.state_file = None;
-    let other = args.etcd.is_some() || args.zk.is_some();
-    if args.root.is_some() && !other {
-        anyhow::bail!("--root applies to --etcd or --zk marks (SQL marks have --scope)");
-    }
-    if args.scope.is_some() && other {
-        anyhow::bail!(
-            "--scope applies to SQL marks (--machine-db); etcd and ZooKeeper have --root"
-        );
-    }
-    let runtime = || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("cannot start the async runtime")
-    };
-    let (retired, place) = if let Some(endpoints) = &args.etcd {
-        config.machine.source = MachineSource::Etcd;
-        config.etcd.endpoints = endpoints.split(',').map(|e| e.trim().to_owned()).collect();
-        if let Some(root) = args.root {
-            config.etcd.root = root;
+    let (retired, place) = match args.store.resolve()? {
+        Store::Etcd(settings) => {
+            let place = format!("etcd {} {}", settings.shown, settings.root);
+            let client = EtcdClient::new(settings);
+            let retired = runtime()?.block_on(client.retire(machine));
+            (retired.map_err(anyhow::Error::msg)?, place)
         }
-        let settings = EtcdSettings::from_config(&config)?;
-        let place = format!("etcd {} {}", settings.shown, settings.root);
-        let client = EtcdClient::new(settings);
-        let retired = runtime()?.block_on(client.retire(machine));
-        (retired.map_err(anyhow::Error::msg)?, place)
-    } else if let Some(connect) = &args.zk {
-        config.machine.source = MachineSource::Zookeeper;
-        config.zookeeper.connect = connect.clone();
-        if let Some(root) = args.root {
-            config.zookeeper.root = root;
+        Store::Zk(mut config) => {
+            config.machine.source = MachineSource::Zookeeper;
+            let settings = vesta_embed::lease::LeaseSettings::from_config(&config)?;
+            let place = format!("ZooKeeper {} {}", settings.connect, settings.root);
+            (vesta_embed::lease::retire_zk(&settings, machine)?, place)
         }
-        let settings = vesta_embed::lease::LeaseSettings::from_config(&config)?;
-        let place = format!("ZooKeeper {} {}", settings.connect, settings.root);
-        (vesta_embed::lease::retire_zk(&settings, machine)?, place)
-    } else {
-        config.machine.source = MachineSource::Sql;
-        if let Some(db) = args.machine_db {
-            config.machine.db = Some(db);
+        Store::Sql(settings) => {
+            let place = format!("{} scope {}", settings.db, settings.scope);
+            let retired = runtime()?.block_on(async {
+                let db = SqlLease::connect(&settings).await?;
+                let retired = db.retire(machine).await;
+                db.close().await;
+                retired
+            });
+            (retired.map_err(anyhow::Error::msg)?, place)
         }
-        if let Some(scope) = args.scope {
-            config.machine.scope = scope;
-        }
-        let settings = config.sql_lease()?;
-        let place = format!("{} scope {}", settings.db, settings.scope);
-        let retired = runtime()?.block_on(async {
-            let db = SqlLease::connect(&settings).await?;
-            let retired = db.retire(machine).await;
-            db.close().await;
-            retired
-        });
-        (retired.map_err(anyhow::Error::msg)?, place)
     };
     if retired {
         println!("retired the mark of machine {machine} in {place}; {after}");
@@ -172,40 +190,16 @@ fn retire(args: RetireArgs) -> anyhow::Result<()> {
 }
 
 fn list(args: LsArgs) -> anyhow::Result<()> {
-    let mut config = match &args.config {
-        Some(path) => IssuerConfig::from_toml_file(path).context("--config")?,
-        None => IssuerConfig::default(),
-    };
-    let other = args.etcd.is_some() || args.zk.is_some();
-    if args.root.is_some() && !other {
-        anyhow::bail!("--root applies to --etcd or --zk leases (SQL leases have --scope)");
+    let json = args.json;
+    match args.store.resolve()? {
+        Store::Etcd(settings) => list_etcd(settings, json),
+        Store::Zk(config) => super::zk::list_leases(config, None, None, None, json),
+        Store::Sql(settings) => list_sql(settings, json),
     }
-    if args.scope.is_some() && other {
-        anyhow::bail!(
-            "--scope applies to SQL leases (--machine-db); etcd and ZooKeeper have --root"
-        );
-    }
-    if let Some(endpoints) = &args.etcd {
-        return list_etcd(config, endpoints, args.root, args.json);
-    }
-    if args.zk.is_some() {
-        return super::zk::list_leases(config, args.zk, args.root, None, args.json);
-    }
-    config.machine.source = MachineSource::Sql;
-    config.machine.id = None;
-    config.machine.state_file = None;
-    if let Some(db) = args.machine_db {
-        config.machine.db = Some(db);
-    }
-    if let Some(scope) = args.scope {
-        config.machine.scope = scope;
-    }
-    let settings = config.sql_lease()?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let rows = runtime.block_on(async {
+}
+
+fn list_sql(settings: SqlSettings, json: bool) -> anyhow::Result<()> {
+    let rows = runtime()?.block_on(async {
         let db = SqlLease::connect_existing(&settings).await?;
         let rows = db.list().await;
         db.close().await;
@@ -213,7 +207,7 @@ fn list(args: LsArgs) -> anyhow::Result<()> {
     });
     let rows = rows.map_err(anyhow::Error::msg)?;
     let mut out = BufWriter::new(io::stdout().lock());
-    if args.json {
+    if json {
         for row in &rows {
             serde_json::to_writer(&mut out, row)?;
             writeln!(out)?;
@@ -226,26 +220,9 @@ fn list(args: LsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn list_etcd(
-    mut config: IssuerConfig,
-    endpoints: &str,
-    root: Option<String>,
-    json: bool,
-) -> anyhow::Result<()> {
-    config.machine.source = MachineSource::Etcd;
-    config.machine.id = None;
-    config.machine.state_file = None;
-    config.etcd.endpoints = endpoints.split(',').map(|e| e.trim().to_owned()).collect();
-    if let Some(root) = root {
-        config.etcd.root = root;
-    }
-    let settings = EtcdSettings::from_config(&config)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+fn list_etcd(settings: EtcdSettings, json: bool) -> anyhow::Result<()> {
     let client = EtcdClient::new(settings.clone());
-    let rows = runtime
+    let rows = runtime()?
         .block_on(client.rows())
         .map_err(anyhow::Error::msg)?;
     let mut out = BufWriter::new(io::stdout().lock());

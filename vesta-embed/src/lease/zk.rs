@@ -527,15 +527,7 @@ pub struct LeaseRow {
 /// holder refuses it (`StaticIdHeld`); `Ok(false)` when there was no mark. Runs its own small
 /// runtime, so call it from synchronous code.
 pub fn retire(settings: &LeaseSettings, machine: u64) -> std::result::Result<bool, LeaseError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| LeaseError::Unreachable {
-            connect: settings.connect.clone(),
-            timeout_ms: 0,
-            cause: format!("cannot start a runtime: {e}"),
-        })?;
-    runtime.block_on(async {
+    runtime(settings)?.block_on(async {
         let zk = connect(settings, settings.connect_timeout).await?;
         zk.ensure_dirs().await?;
         let claim = Claim {
@@ -574,18 +566,22 @@ pub fn retire(settings: &LeaseSettings, machine: u64) -> std::result::Result<boo
 /// Reads every lease under the root of `settings` (for `vesta zk ls`); runs its own small
 /// runtime, so call it from synchronous code.
 pub fn inspect(settings: &LeaseSettings) -> std::result::Result<Vec<LeaseRow>, LeaseError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    runtime(settings)?.block_on(async {
+        let zk = connect(settings, settings.connect_timeout).await?;
+        zk.list().await
+    })
+}
+
+/// A small runtime for a command's one ZooKeeper call.
+fn runtime(settings: &LeaseSettings) -> std::result::Result<tokio::runtime::Runtime, LeaseError> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| LeaseError::Unreachable {
             connect: settings.connect.clone(),
             timeout_ms: 0,
             cause: format!("cannot start a runtime: {e}"),
-        })?;
-    runtime.block_on(async {
-        let zk = connect(settings, settings.connect_timeout).await?;
-        zk.list().await
-    })
+        })
 }
 
 #[cfg(test)]
