@@ -54,7 +54,7 @@ pub struct StoreArgs {
 enum Store {
     Sql(SqlSettings),
     Etcd(EtcdSettings),
-    Zk(IssuerConfig),
+    Zk(Box<IssuerConfig>),
 }
 
 impl StoreArgs {
@@ -89,7 +89,7 @@ impl StoreArgs {
             if let Some(root) = self.root {
                 config.zookeeper.root = root;
             }
-            return Ok(Store::Zk(config));
+            return Ok(Store::Zk(Box::new(config)));
         }
         config.machine.source = MachineSource::Sql;
         if let Some(db) = self.machine_db {
@@ -193,7 +193,7 @@ fn list(args: LsArgs) -> anyhow::Result<()> {
     let json = args.json;
     match args.store.resolve()? {
         Store::Etcd(settings) => list_etcd(settings, json),
-        Store::Zk(config) => super::zk::list_leases(config, None, None, None, json),
+        Store::Zk(config) => super::zk::list_leases(*config, None, None, None, json),
         Store::Sql(settings) => list_sql(settings, json),
     }
 }
