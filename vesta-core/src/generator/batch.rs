@@ -9,7 +9,7 @@ pub struct IdRun {
     /// How many IDs; the k-th is `first + k * step`.
     pub count: u64,
     /// The distance between IDs whose sequence numbers differ by one: the layout's
-    /// [`seq_step`](Layout::seq_step) (1024 in Vesta's layouts, 1 where seq is the lowest field).
+    /// [`seq_step`](crate::Layout::seq_step) (1024 in Vesta's layouts, 1 where seq is the lowest field).
     pub step: u64,
 }
 

@@ -75,7 +75,7 @@ impl GeneratorConfig {
         self.pools.unwrap_or_else(|| self.layout.default_pools())
     }
 
-    /// Checks every value as [`Generator::new`] does, without a clock: pools that split the
+    /// Checks every value as [`Generator::new`](crate::Generator::new) does, without a clock: pools that split the
     /// layout's node width, the machine ID in its pool, a tolerance of at most
     /// [`MAX_ROLLBACK_TOLERANCE_MS`], a random sequence start within a unit's capacity and a
     /// floor within the layout. Errors name the field and its allowed range.
