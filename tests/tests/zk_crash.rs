@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vesta_core::{Clock, ManualClock};
-use vesta_embed::lease::{LeaseSettings, inspect};
+use vesta_embed::lease::{ZkSettings, inspect};
 use vesta_embed::{Issuer, IssuerConfig, MachineSource, SystemClock};
 use vesta_tests::bin::vesta_cmd;
 use vesta_tests::zk::ZkServer;
@@ -32,7 +32,7 @@ fn killed_holder_frees_its_id_after_the_session_timeout_and_no_id_repeats() {
     fs::write(&conf, config_toml(&zk.connect())).unwrap();
     let config = IssuerConfig::from_toml_file(&conf).unwrap();
     assert_eq!(config.machine.source, MachineSource::Zookeeper);
-    let settings = LeaseSettings::from_config(&config).unwrap();
+    let settings = ZkSettings::from_config(&config).unwrap();
 
     // The holder: a real `vesta gen` process issuing for far longer than the test runs.
     let out_path = dir.path().join("holder.out");

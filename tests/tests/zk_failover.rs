@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use vesta_embed::lease::{LeaseSettings, inspect};
+use vesta_embed::lease::{ZkSettings, inspect};
 use vesta_embed::{IssueError, Issuer, IssuerConfig, LeaseState, MachineSource};
 use vesta_tests::zk::{ZkEnsemble, ZkServer};
 
@@ -100,7 +100,7 @@ fn zookeeper_stopped_past_the_session_timeout_fences_then_resumes_with_a_valid_l
 
     // The lease it holds now is real: ZooKeeper shows this process's claim on machine 0.
     let rows = inspect(
-        &LeaseSettings::from_config(&config(&zk.connect(), "/vesta/outage", 1, 1500)).unwrap(),
+        &ZkSettings::from_config(&config(&zk.connect(), "/vesta/outage", 1, 1500)).unwrap(),
     )
     .unwrap();
     assert!(rows[0].held);
@@ -201,7 +201,7 @@ fn start_without_zookeeper_issues_from_a_recent_state_file_and_registers_later()
     assert_eq!(status.lease.note, None, "{:?}", status.lease);
     assert_eq!(status.lease.state, LeaseState::Held);
     assert!(offline.next_id().unwrap() > id);
-    let rows = inspect(&LeaseSettings::from_config(&c).unwrap()).unwrap();
+    let rows = inspect(&ZkSettings::from_config(&c).unwrap()).unwrap();
     let row = rows.iter().find(|r| r.machine == 0).unwrap();
     assert!(row.held);
     assert_eq!(row.claim.as_ref().unwrap().pid, std::process::id());

@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use vesta_core::{Clock, ManualClock};
-use vesta_embed::lease::{LeaseSettings, inspect};
+use vesta_embed::lease::{ZkSettings, inspect};
 use vesta_embed::{IssueError, Issuer, IssuerConfig, LeaseState, MachineSource, StartError};
 use vesta_tests::zk::{ZkServer, zk_cli, zk_cli_script};
 
@@ -70,7 +70,7 @@ fn concurrent_leases_are_distinct_the_pool_runs_out_and_a_released_id_is_reused(
     }
 
     // `zk ls` sees four holders, each with a mark.
-    let settings = LeaseSettings::from_config(&config(&connect, "/vesta/concurrent", 4)).unwrap();
+    let settings = ZkSettings::from_config(&config(&connect, "/vesta/concurrent", 4)).unwrap();
     let rows = inspect(&settings).unwrap();
     assert_eq!(rows.iter().filter(|r| r.held).count(), 4);
     assert!(
@@ -185,7 +185,7 @@ fn digest_acl_keeps_other_clients_out() {
     let issuer = Issuer::start(c.clone()).unwrap();
     issuer.next_id().unwrap();
 
-    let with_auth = LeaseSettings::from_config(&c).unwrap();
+    let with_auth = ZkSettings::from_config(&c).unwrap();
     let rows = inspect(&with_auth).unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(
@@ -195,7 +195,7 @@ fn digest_acl_keeps_other_clients_out() {
 
     let mut wrong = c.clone();
     wrong.zookeeper.auth = Some("vesta:wrong".into());
-    let err = inspect(&LeaseSettings::from_config(&wrong).unwrap()).unwrap_err();
+    let err = inspect(&ZkSettings::from_config(&wrong).unwrap()).unwrap_err();
     assert!(err.to_string().contains("not authorized"), "{err}");
 
     // An issuer with the wrong password cannot lease under the protected root.
@@ -247,7 +247,7 @@ fn a_claim_deleted_by_hand_fences_and_re_leases() {
     assert!(after > before);
     // It holds a real claim again, in a new session.
     let rows =
-        inspect(&LeaseSettings::from_config(&config(&zk.connect(), "/vesta/manual", 4)).unwrap())
+        inspect(&ZkSettings::from_config(&config(&zk.connect(), "/vesta/manual", 4)).unwrap())
             .unwrap();
     let row = rows.iter().find(|r| r.machine == status.machine).unwrap();
     assert!(row.held);
@@ -263,7 +263,7 @@ fn the_final_mark_is_written_over_a_mark_version_moved_behind_the_holders_back()
     // Long beats, so nothing but the shutdown writes the mark after the tampering.
     c.zookeeper.session_timeout_ms = 30_000;
     c.zookeeper.report_interval_ms = 20_000;
-    let settings = LeaseSettings::from_config(&c).unwrap();
+    let settings = ZkSettings::from_config(&c).unwrap();
     let issuer = Issuer::start(c).unwrap();
     let machine = issuer.status().machine;
     let last = issuer.next_id().unwrap();
@@ -378,7 +378,7 @@ fn leases_work_for_node_fields_from_5_to_22_bits() {
     let id = server.next_id().unwrap();
     let x = Explanation::new(id, server.layout());
     assert_eq!(x.value("workerId"), Some(3_784_704));
-    let settings = LeaseSettings::from_config(&c).unwrap();
+    let settings = ZkSettings::from_config(&c).unwrap();
     let rows = inspect(&settings).unwrap();
     assert!(
         rows.iter().any(|r| r.machine == 3_784_704 && r.held),

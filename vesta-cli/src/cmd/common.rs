@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use vesta_core::{Epoch, Layout, Preset};
-use vesta_embed::config::{LayoutChoice, MachineSection, ZooKeeperSection};
-use vesta_embed::{IssuerConfig, MachineSource};
+use vesta_embed::IssuerConfig;
+use vesta_embed::config::{LayoutChoice, MachineSections, Registry};
 
 /// Where the layout and epoch come from: `--layout` and `--epoch`, else `--config`, else
 /// Vesta's.
@@ -57,59 +57,20 @@ pub fn apply_layout_flags(
     }
 }
 
-/// Applies `--machine N` (a static ID) or `--zk CONNECT`, `--machine-db URL`, `--etcd URL` (a
-/// leased one, dropping any static `machine.id`) to a config's sections; `--machine N` with a
-/// store registers N there.
+/// Applies `--machine N` (a static ID) and `--zk CONNECT`, `--machine-db URL` or `--etcd URL`
+/// (a registry: the ID leased from it, or N registered there) to a config's sections.
 pub fn apply_machine_flags(
     machine: Option<u64>,
     zk: Option<&str>,
     machine_db: Option<&str>,
     etcd: Option<&str>,
-    config: &mut MachineConfig<'_>,
+    sections: MachineSections<'_>,
 ) {
-    let (section, zookeeper) = (&mut *config.machine, &mut *config.zookeeper);
-    if let Some(id) = machine {
-        section.source = MachineSource::Static;
-        section.id = Some(id);
-    }
-    if let Some(connect) = zk {
-        // A lease replaces the file's static machine ID, which a leased config may not keep.
-        // With --machine N the static ID is registered in ZooKeeper instead.
-        if machine.is_none() {
-            section.source = MachineSource::Zookeeper;
-            section.id = None;
-        }
-        zookeeper.connect = connect.to_owned();
-    }
-    if let Some(url) = machine_db {
-        // The database keeps the mark, so a state file goes. With --machine N the static ID is
-        // registered there (a second live holder is refused); without, one is leased.
-        if machine.is_none() {
-            section.source = MachineSource::Sql;
-            section.id = None;
-        }
-        section.state_file = None;
-        section.db = Some(url.to_owned());
-    }
-    if let Some(endpoints) = etcd {
-        // As with --machine-db: with --machine N the static ID is registered in etcd.
-        if machine.is_none() {
-            section.source = MachineSource::Etcd;
-            section.id = None;
-        }
-        section.state_file = None;
-        config.etcd.endpoints = endpoints.split(',').map(|e| e.trim().to_owned()).collect();
-    }
-}
-
-/// The config sections the machine flags write.
-pub struct MachineConfig<'a> {
-    /// `[machine]`.
-    pub machine: &'a mut MachineSection,
-    /// `[zookeeper]`.
-    pub zookeeper: &'a mut ZooKeeperSection,
-    /// `[etcd]`.
-    pub etcd: &'a mut vesta_embed::config::EtcdSection,
+    let registry = zk
+        .map(|a| (Registry::ZooKeeper, a))
+        .or(machine_db.map(|a| (Registry::Sql, a)))
+        .or(etcd.map(|a| (Registry::Etcd, a)));
+    sections.choose(machine, registry);
 }
 
 /// How a server writes its log lines to stderr.

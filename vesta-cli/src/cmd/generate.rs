@@ -14,9 +14,10 @@ use std::time::Duration;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use vesta_core::{Form, IdType};
+use vesta_embed::config::MachineSections;
 use vesta_embed::{Issuer, IssuerConfig, MachineSource};
 
-use super::common::{LayoutArgs, MachineConfig, apply_machine_flags};
+use super::common::{LayoutArgs, apply_machine_flags};
 
 /// Above this many IDs a progress bar is drawn (when stderr is a terminal).
 const PROGRESS_THRESHOLD: u64 = 1_000_000;
@@ -108,7 +109,7 @@ fn apply_overrides(config: &mut IssuerConfig, args: &Args) {
         zk,
         args.machine_db.as_deref(),
         args.etcd.as_deref(),
-        &mut MachineConfig {
+        MachineSections {
             machine: &mut config.machine,
             zookeeper: &mut config.zookeeper,
             etcd: &mut config.etcd,

@@ -166,7 +166,7 @@ fn retire(args: RetireArgs) -> anyhow::Result<()> {
         }
         Store::Zk(mut config) => {
             config.machine.source = MachineSource::Zookeeper;
-            let settings = vesta_embed::lease::LeaseSettings::from_config(&config)?;
+            let settings = vesta_embed::lease::ZkSettings::from_config(&config)?;
             let place = format!("ZooKeeper {} {}", settings.connect, settings.root);
             (vesta_embed::lease::retire_zk(&settings, machine)?, place)
         }

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use vesta_core::{Epoch, IdType, Preset};
+use vesta_embed::config::MachineSections;
 use vesta_embed::{MachineSource, Status};
 use vesta_rest::{RestSection, RestServer};
 use vesta_segment::GiveBackOutcome;
@@ -16,8 +17,7 @@ use vesta_server::{TcpSection, TcpServer};
 use vesta_service::{Segments, ServeReport, ServerSection, ServiceConfig, shutdown};
 
 use super::common::{
-    LogFormat, MachineConfig, apply_layout_flags, apply_machine_flags, run_server, say,
-    set_log_format,
+    LogFormat, apply_layout_flags, apply_machine_flags, run_server, say, set_log_format,
 };
 use crate::notify::{notify, spawn_watchdog, watchdog_interval};
 
@@ -117,7 +117,7 @@ impl ServerArgs {
             zk,
             machine_db,
             self.etcd.as_deref(),
-            &mut MachineConfig {
+            MachineSections {
                 machine: &mut config.machine,
                 zookeeper: &mut config.zookeeper,
                 etcd: &mut config.etcd,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use vesta_core::Epoch;
 use vesta_embed::IssuerConfig;
-use vesta_embed::lease::{LeaseRow, LeaseSettings, inspect};
+use vesta_embed::lease::{LeaseRow, ZkSettings, inspect};
 
 /// Arguments of `vesta zk`.
 #[derive(clap::Subcommand, Debug)]
@@ -76,7 +76,7 @@ pub fn list_leases(
     config.machine.source = vesta_embed::MachineSource::Zookeeper;
     config.machine.id = None;
     config.machine.ordinal_offset = 0;
-    let settings = LeaseSettings::from_config(&config)?;
+    let settings = ZkSettings::from_config(&config)?;
     let rows = inspect(&settings)?;
     let now = vesta_embed::SystemClock::precise();
     let now = vesta_core::Clock::now_ms(&now);
@@ -106,7 +106,7 @@ fn json_row(row: &LeaseRow) -> serde_json::Value {
 
 fn write_table(
     out: &mut impl Write,
-    settings: &LeaseSettings,
+    settings: &ZkSettings,
     rows: &[LeaseRow],
     now_ms: u64,
 ) -> io::Result<()> {

@@ -11,7 +11,9 @@
 //! and `vesta gen`'s own state file are keyed by it (and not by the epoch, so an epoch changed
 //! under one of them meets the refusal instead of a fresh file).
 
-use vesta_core::{Epoch, FieldKind, GenMethod, Layout};
+use vesta_core::{Epoch, Layout};
+#[cfg(feature = "state-file")]
+use vesta_core::{FieldKind, GenMethod};
 
 use crate::error::StartError;
 
@@ -42,6 +44,7 @@ impl CountedIn {
 
     /// Rebuilds what a record says, if it says it (records written before marks carried it
     /// say nothing, and are taken as counted in the layout in force).
+    #[cfg(any(feature = "state-file", feature = "etcd"))]
     pub(crate) fn from_record(layout: Option<&str>, epoch_ms: Option<u64>) -> Option<Self> {
         Some(CountedIn {
             layout: layout?.to_owned(),
@@ -51,12 +54,14 @@ impl CountedIn {
 
     /// One line for a store that keeps it in one text column (the SQL lease table):
     /// `time 30-59, seq 10-29, node 0-9, 1000 ms units; epoch 1420041600000`.
+    #[cfg(any(test, feature = "sql"))]
     pub(crate) fn encode(&self) -> String {
         format!("{}; epoch {}", self.layout, self.epoch_ms)
     }
 
     /// Reads [`encode`](Self::encode)'s line; an empty one (a row written before marks
     /// carried it, or a retired mark) is none.
+    #[cfg(any(test, feature = "sql"))]
     pub(crate) fn decode(text: &str) -> Option<Self> {
         let (layout, epoch) = text.rsplit_once("; epoch ")?;
         Some(CountedIn {
@@ -102,6 +107,7 @@ impl CountedIn {
 /// values included), unit and genMethod. Two issuers of one machine ID in one space can
 /// collide; in two spaces they cannot (a fixed field or the genMethod differs) or their IDs
 /// mean different things (another layout).
+#[cfg(feature = "state-file")]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct IdSpace {
     /// A readable part of file names: the layout's name (`vesta-max-peak`, `leaf`).
@@ -110,6 +116,7 @@ pub(crate) struct IdSpace {
     pub key: String,
 }
 
+#[cfg(feature = "state-file")]
 impl IdSpace {
     /// The space of `layout` issued with `gen_method`.
     pub(crate) fn of(layout: &Layout, gen_method: GenMethod) -> Self {
@@ -140,6 +147,7 @@ impl IdSpace {
 }
 
 /// FNV-1a, 64 bits: stable across builds and platforms (file names depend on it).
+#[cfg(feature = "state-file")]
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)

@@ -10,9 +10,10 @@
 //!   `sql_source` (a `vesta_machine` table, feature `sql`; the calls in `sql`), `etcd_source`
 //!   (etcd v3, feature `etcd`; the calls in `etcd`).
 //! - `leased_generator`: the generator with the lease state the issuer reports.
-//! - Around ZooKeeper: [`LeaseSettings`], `zk` (the calls), `znode` (what the znodes hold),
+//! - Around ZooKeeper: [`ZkSettings`], `zk` (the calls), `znode` (what the znodes hold),
 //!   and [`inspect`] for `vesta zk ls`. `state_file`: the local file both sources write.
 
+#[cfg(any(feature = "state-file", feature = "sql", feature = "etcd"))]
 pub(crate) mod counted_in;
 #[cfg(feature = "etcd")]
 mod etcd;
@@ -30,7 +31,6 @@ pub(crate) mod leased_generator;
     allow(dead_code)
 )]
 pub(crate) mod rules;
-mod settings;
 #[cfg(feature = "sql")]
 mod sql;
 #[cfg(feature = "sql")]
@@ -47,6 +47,7 @@ pub(crate) mod static_source;
 pub(crate) mod worker;
 #[cfg(feature = "zookeeper")]
 mod zk;
+mod zk_settings;
 #[cfg(feature = "zookeeper")]
 pub(crate) mod zk_source;
 #[cfg(any(feature = "zookeeper", feature = "etcd"))]
@@ -54,13 +55,13 @@ mod znode;
 
 #[cfg(feature = "etcd")]
 pub use etcd::{EtcdClient, EtcdRow, EtcdSettings};
-pub use settings::LeaseSettings;
 #[cfg(feature = "sql")]
 pub use sql::{MachineRow, SqlLease, SqlSettings};
 #[cfg(feature = "state-file")]
 pub use state_file::retire as retire_state_file;
 #[cfg(feature = "zookeeper")]
 pub use zk::{LeaseError, LeaseRow, ZkCause, inspect, retire as retire_zk};
+pub use zk_settings::ZkSettings;
 #[cfg(any(feature = "zookeeper", feature = "etcd"))]
 pub use znode::{Claim, Mark};
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, MultiWriteError};
 
-use super::LeaseSettings;
+use super::ZkSettings;
 use super::rules::claim_order;
 use super::znode::{Claim, Mark};
 
@@ -142,7 +142,7 @@ pub(crate) struct ZkLease {
 }
 
 /// Connects, bounded by `timeout`, with digest auth when configured.
-pub(crate) async fn connect(s: &LeaseSettings, timeout: Duration) -> Result<ZkLease> {
+pub(crate) async fn connect(s: &ZkSettings, timeout: Duration) -> Result<ZkLease> {
     let mut connector = Client::connector().with_session_timeout(s.session_timeout);
     if let Some(auth) = &s.auth {
         connector = connector.with_auth("digest", auth.as_bytes());
@@ -310,7 +310,7 @@ impl ZkLease {
     /// (`s.fixed`) only itself.
     pub async fn claim_any(
         &self,
-        s: &LeaseSettings,
+        s: &ZkSettings,
         preferred: Option<u64>,
         claim: &Claim,
     ) -> Result<(u64, i32)> {
@@ -526,7 +526,7 @@ pub struct LeaseRow {
 /// next holder starts as if none had been left. Holds the ID's claim meanwhile, so a live
 /// holder refuses it (`StaticIdHeld`); `Ok(false)` when there was no mark. Runs its own small
 /// runtime, so call it from synchronous code.
-pub fn retire(settings: &LeaseSettings, machine: u64) -> std::result::Result<bool, LeaseError> {
+pub fn retire(settings: &ZkSettings, machine: u64) -> std::result::Result<bool, LeaseError> {
     runtime(settings)?.block_on(async {
         let zk = connect(settings, settings.connect_timeout).await?;
         zk.ensure_dirs().await?;
@@ -565,7 +565,7 @@ pub fn retire(settings: &LeaseSettings, machine: u64) -> std::result::Result<boo
 
 /// Reads every lease under the root of `settings` (for `vesta zk ls`); runs its own small
 /// runtime, so call it from synchronous code.
-pub fn inspect(settings: &LeaseSettings) -> std::result::Result<Vec<LeaseRow>, LeaseError> {
+pub fn inspect(settings: &ZkSettings) -> std::result::Result<Vec<LeaseRow>, LeaseError> {
     runtime(settings)?.block_on(async {
         let zk = connect(settings, settings.connect_timeout).await?;
         zk.list().await
@@ -573,7 +573,7 @@ pub fn inspect(settings: &LeaseSettings) -> std::result::Result<Vec<LeaseRow>, L
 }
 
 /// A small runtime for a command's one ZooKeeper call.
-fn runtime(settings: &LeaseSettings) -> std::result::Result<tokio::runtime::Runtime, LeaseError> {
+fn runtime(settings: &ZkSettings) -> std::result::Result<tokio::runtime::Runtime, LeaseError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

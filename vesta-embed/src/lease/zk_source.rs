@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use vesta_core::{Clock, Epoch};
 use zookeeper_client::SessionState;
 
-use super::LeaseSettings;
+use super::ZkSettings;
 use super::counted_in::CountedIn;
 use super::hold::{self, Locked};
 use super::rules::{Floor, Promise, beat_interval, fence_window};
@@ -33,7 +33,7 @@ const MIN_RETRY: Duration = Duration::from_millis(100);
 const SHUTDOWN_CALL_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The window and beat before ZooKeeper granted a session timeout.
-pub(crate) fn initial_timing(settings: &LeaseSettings) -> (Duration, Duration) {
+pub(crate) fn initial_timing(settings: &ZkSettings) -> (Duration, Duration) {
     let window = fence_window(settings.session_timeout);
     (window, beat_interval(settings.report_interval, window))
 }
@@ -59,7 +59,7 @@ struct Held {
 
 /// The machine ID leased from ZooKeeper.
 pub(crate) struct ZkSource {
-    settings: LeaseSettings,
+    settings: ZkSettings,
     /// Who we are, as the claim node says (`claimed_ms` is set at each claim).
     claim: Claim,
     /// The state file's record from before this process, used once at the first claim.
@@ -81,7 +81,7 @@ impl ZkSource {
     /// The source for `settings`; locks the state file (if any) and reads it for the ID to
     /// prefer, refusing a record counted in another layout or epoch.
     pub(crate) fn new(
-        settings: LeaseSettings,
+        settings: ZkSettings,
         now_ms: u64,
         counted_in: CountedIn,
     ) -> Result<Self, StartError> {

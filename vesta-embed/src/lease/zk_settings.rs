@@ -9,7 +9,7 @@ use crate::config::{ConfigError, IssuerConfig, MachineSource};
 
 /// Everything the ZooKeeper lease needs, checked and converted from [`IssuerConfig`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LeaseSettings {
+pub struct ZkSettings {
     /// `host:port[,host:port...]`.
     pub connect: String,
     /// Root znode, e.g. `/vesta/default`; claims live under `<root>/machines`, marks under
@@ -43,7 +43,7 @@ pub struct LeaseSettings {
     pub fixed: Option<u64>,
 }
 
-impl LeaseSettings {
+impl ZkSettings {
     /// Checks the `[zookeeper]` section and picks the pool of the config's genMethod.
     pub fn from_config(config: &IssuerConfig) -> Result<Self, ConfigError> {
         let z = &config.zookeeper;
@@ -93,7 +93,7 @@ impl LeaseSettings {
             .pools()?
             .for_gen_method(config.gen_method)
             .map_err(vesta_core::ConfigError::from)?;
-        Ok(LeaseSettings {
+        Ok(ZkSettings {
             connect: z.connect.trim().to_owned(),
             root: z.root.clone(),
             session_timeout: Duration::from_millis(z.session_timeout_ms),
@@ -130,21 +130,21 @@ mod tests {
     #[test]
     fn settings_check_root_auth_and_pick_the_pool() {
         let mut c = IssuerConfig::default();
-        let err = LeaseSettings::from_config(&c).unwrap_err().to_string();
+        let err = ZkSettings::from_config(&c).unwrap_err().to_string();
         assert!(err.contains("zookeeper.connect is not set"), "{err}");
         c.zookeeper.connect = "127.0.0.1:2181".into();
-        let s = LeaseSettings::from_config(&c).unwrap();
+        let s = ZkSettings::from_config(&c).unwrap();
         assert_eq!(
             s.fixed,
             Some(0),
             "a static ID with zookeeper.connect is registered"
         );
         c.zookeeper.start_without_zookeeper = true;
-        let err = LeaseSettings::from_config(&c).unwrap_err().to_string();
+        let err = ZkSettings::from_config(&c).unwrap_err().to_string();
         assert!(err.contains("zookeeper.start_without_zookeeper"), "{err}");
         c.zookeeper.start_without_zookeeper = false;
         c.machine.source = MachineSource::Zookeeper;
-        let s = LeaseSettings::from_config(&c).unwrap();
+        let s = ZkSettings::from_config(&c).unwrap();
         assert_eq!(s.fixed, None, "a lease claims from the pool");
         assert_eq!(s.pool, 0..=923);
         assert_eq!(s.claim_path(4), "/vesta/default/machines/4");
@@ -152,18 +152,18 @@ mod tests {
         assert_eq!(s.start_guard_max_wait, Duration::from_millis(5_000));
         c.machine.start_guard_max_wait_ms = 1_234;
         assert_eq!(
-            LeaseSettings::from_config(&c).unwrap().start_guard_max_wait,
+            ZkSettings::from_config(&c).unwrap().start_guard_max_wait,
             Duration::from_millis(1_234),
             "the guard's wait comes from [machine]"
         );
         c.gen_method = GenMethod::Server;
-        assert_eq!(LeaseSettings::from_config(&c).unwrap().pool, 924..=1023);
+        assert_eq!(ZkSettings::from_config(&c).unwrap().pool, 924..=1023);
         c.zookeeper.root = "vesta/x".into();
-        let err = LeaseSettings::from_config(&c).unwrap_err().to_string();
+        let err = ZkSettings::from_config(&c).unwrap_err().to_string();
         assert!(err.contains("zookeeper.root `vesta/x`"), "{err}");
         c.zookeeper.root = "/v".into();
         c.zookeeper.auth = Some("nopassword".into());
-        let err = LeaseSettings::from_config(&c).unwrap_err().to_string();
+        let err = ZkSettings::from_config(&c).unwrap_err().to_string();
         assert!(err.contains("zookeeper.auth"), "{err}");
     }
 }

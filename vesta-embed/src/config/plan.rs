@@ -1,0 +1,340 @@
+//! The machine plan: which machine ID an issuer uses and what keeps it honest, decided once from
+//! the config and checked there ([`IssuerConfig::plan`]). Validation and the start read the same
+//! value, so they cannot disagree.
+//!
+//! An ID is fixed (`static`, or `ordinal` from the host name) or leased from a registry's pool.
+//! Its mark is kept nowhere, in a state file, or in one registry (ZooKeeper, an SQL table,
+//! etcd), which also refuses a second live holder of a fixed ID. A registry this build leaves
+//! out is refused here, naming its feature: the features stay inside [`Registry::keeper`].
+
+use std::ops::RangeInclusive;
+#[cfg(feature = "state-file")]
+use std::path::PathBuf;
+
+use vesta_core::ConfigError as CoreConfigError;
+
+use super::{
+    ConfigError, EtcdSection, IssuerConfig, MachineSection, MachineSource, ZooKeeperSection,
+};
+
+/// Which machine ID an issuer uses, and what keeps it honest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MachinePlan {
+    /// The machine ID the config fixes (`static`, `ordinal`); `None` when a registry leases one
+    /// from the pool.
+    pub fixed: Option<u64>,
+    /// The pool of the genMethod: the IDs a lease may take (a fixed ID lies in it).
+    pub pool: RangeInclusive<u64>,
+    /// Where the mark is kept.
+    pub keeper: Keeper,
+}
+
+impl MachinePlan {
+    /// The machine ID an issuer starts on: the fixed one, else the pool's first (a placeholder
+    /// until the lease is held; the generator is fenced meanwhile).
+    pub fn first_machine(&self) -> u64 {
+        self.fixed.unwrap_or(*self.pool.start())
+    }
+}
+
+/// Where a machine ID's mark is kept (and, for a registry, what refuses a second holder). A
+/// build without a source's feature has no variant for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Keeper {
+    /// Nowhere: a fixed ID without a state file. A start takes the floor after whatever an
+    /// earlier run could have issued (docs/machine-ids.md).
+    Nothing,
+    /// A local state file of a fixed ID (feature `state-file`).
+    #[cfg(feature = "state-file")]
+    StateFile(PathBuf),
+    /// ZooKeeper: a leased ID, or a fixed one registered there (feature `zookeeper`).
+    #[cfg(feature = "zookeeper")]
+    ZooKeeper(Box<crate::lease::ZkSettings>),
+    /// An SQL table: a leased ID, or a fixed one registered there (feature `sql`).
+    #[cfg(feature = "sql")]
+    Sql(Box<crate::lease::SqlSettings>),
+    /// etcd v3: a leased ID, or a fixed one registered there (feature `etcd`).
+    #[cfg(feature = "etcd")]
+    Etcd(Box<crate::lease::EtcdSettings>),
+}
+
+/// A registry of machine IDs: what leases one, or refuses a second holder of a fixed one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Registry {
+    /// ZooKeeper (`[zookeeper] connect`).
+    ZooKeeper,
+    /// An SQL database's `vesta_machine` table (`[machine] db`).
+    Sql,
+    /// etcd v3 (`[etcd] endpoints`).
+    Etcd,
+}
+
+impl Registry {
+    /// In the order a config's keys are named in messages.
+    const ALL: [Registry; 3] = [Registry::Sql, Registry::Etcd, Registry::ZooKeeper];
+
+    /// The key that configures it.
+    pub const fn key(self) -> &'static str {
+        match self {
+            Registry::ZooKeeper => "zookeeper.connect",
+            Registry::Sql => "machine.db",
+            Registry::Etcd => "etcd.endpoints",
+        }
+    }
+
+    /// The source that leases from it.
+    pub const fn source(self) -> MachineSource {
+        match self {
+            Registry::ZooKeeper => MachineSource::Zookeeper,
+            Registry::Sql => MachineSource::Sql,
+            Registry::Etcd => MachineSource::Etcd,
+        }
+    }
+
+    /// The vesta-embed feature it needs, and its name in messages.
+    const fn feature(self) -> (&'static str, &'static str) {
+        match self {
+            Registry::ZooKeeper => ("zookeeper", "ZooKeeper"),
+            Registry::Sql => ("sql", "an SQL database"),
+            Registry::Etcd => ("etcd", "etcd"),
+        }
+    }
+
+    fn is_set(self, config: &IssuerConfig) -> bool {
+        match self {
+            Registry::ZooKeeper => !config.zookeeper.connect.trim().is_empty(),
+            Registry::Sql => config.machine.db.is_some(),
+            Registry::Etcd => !config.etcd.endpoints.is_empty(),
+        }
+    }
+
+    /// Its keeper for `config` (the settings checked), or why this build has none.
+    #[cfg_attr(
+        not(any(feature = "zookeeper", feature = "sql", feature = "etcd")),
+        allow(unused_variables)
+    )]
+    fn keeper(self, config: &IssuerConfig) -> Result<Keeper, ConfigError> {
+        match self {
+            #[cfg(feature = "zookeeper")]
+            Registry::ZooKeeper => Ok(Keeper::ZooKeeper(Box::new(
+                crate::lease::ZkSettings::from_config(config)?,
+            ))),
+            #[cfg(feature = "sql")]
+            Registry::Sql => Ok(Keeper::Sql(Box::new(
+                crate::lease::SqlSettings::from_config(config)?,
+            ))),
+            #[cfg(feature = "etcd")]
+            Registry::Etcd => Ok(Keeper::Etcd(Box::new(
+                crate::lease::EtcdSettings::from_config(config)?,
+            ))),
+            #[allow(unreachable_patterns)]
+            other => {
+                let (feature, name) = other.feature();
+                Err(ConfigError::Inconsistent(format!(
+                    "a machine ID from {name} (machine.source = \"{}\", or a static ID \
+                     registered with {}) needs vesta-embed built with its feature `{feature}`",
+                    other.source().name(),
+                    other.key()
+                )))
+            }
+        }
+    }
+}
+
+/// The sections that say which machine ID (an issuer's, or a server config's own copies).
+#[derive(Debug)]
+pub struct MachineSections<'a> {
+    /// `[machine]`.
+    pub machine: &'a mut MachineSection,
+    /// `[zookeeper]`.
+    pub zookeeper: &'a mut ZooKeeperSection,
+    /// `[etcd]`.
+    pub etcd: &'a mut EtcdSection,
+}
+
+impl MachineSections<'_> {
+    /// `--machine N` and a registry from a command line: with an ID, N is static (registered
+    /// in the registry, if one is given); without, the ID is leased from the registry. A
+    /// registry keeps the mark, so an SQL or etcd registry drops the state file (a ZooKeeper
+    /// lease keeps it: the ID to prefer next time).
+    pub fn choose(self, id: Option<u64>, registry: Option<(Registry, &str)>) {
+        if let Some(id) = id {
+            self.machine.source = MachineSource::Static;
+            self.machine.id = Some(id);
+        }
+        let Some((registry, address)) = registry else {
+            return;
+        };
+        if id.is_none() {
+            // A lease replaces the file's static machine ID, which a leased config may not keep.
+            self.machine.source = registry.source();
+            self.machine.id = None;
+        }
+        match registry {
+            Registry::ZooKeeper => self.zookeeper.connect = address.to_owned(),
+            Registry::Sql => {
+                self.machine.state_file = None;
+                self.machine.db = Some(address.to_owned());
+            }
+            Registry::Etcd => {
+                self.machine.state_file = None;
+                self.etcd.endpoints = address.split(',').map(|e| e.trim().to_owned()).collect();
+            }
+        }
+    }
+}
+
+impl IssuerConfig {
+    /// Which machine ID and what keeps it honest, every key it depends on checked: the fixed ID
+    /// in the pool of the genMethod, at most one registry for it, a registry's settings, a
+    /// static `machine.id` with a leasing source refused rather than ignored.
+    pub fn plan(&self) -> Result<MachinePlan, ConfigError> {
+        let m = &self.machine;
+        if m.source != MachineSource::Ordinal && m.ordinal_offset != 0 {
+            return Err(ConfigError::Inconsistent(format!(
+                "machine.ordinal_offset {} is set but machine.source is not \"ordinal\"",
+                m.ordinal_offset
+            )));
+        }
+        let (_, pool) = self
+            .pools()?
+            .for_gen_method(self.gen_method)
+            .map_err(CoreConfigError::from)?;
+        let leased = Registry::ALL.into_iter().find(|r| r.source() == m.source);
+        if let Some(registry) = leased {
+            if let Some(id) = m.id {
+                return Err(ConfigError::Inconsistent(format!(
+                    "machine.id {id} is set but machine.source is {}, which leases a machine ID \
+                     from the pool: remove machine.id, or use source = \"static\"",
+                    m.source.name()
+                )));
+            }
+            return Ok(MachinePlan {
+                fixed: None,
+                pool,
+                keeper: registry.keeper(self)?,
+            });
+        }
+        let registered: Vec<Registry> = Registry::ALL
+            .into_iter()
+            .filter(|r| r.is_set(self))
+            .collect();
+        if registered.len() > 1 {
+            let keys: Vec<&str> = registered.iter().map(|r| r.key()).collect();
+            return Err(ConfigError::Inconsistent(format!(
+                "{} are all set with a static machine ID: register it in one of them",
+                keys.join(" and ")
+            )));
+        }
+        let keeper = match registered.first() {
+            Some(registry) => registry.keeper(self)?,
+            None => self.local_keeper()?,
+        };
+        Ok(MachinePlan {
+            fixed: Some(self.static_machine()?),
+            pool,
+            keeper,
+        })
+    }
+
+    /// A fixed ID's own keeper: its state file, if any.
+    fn local_keeper(&self) -> Result<Keeper, ConfigError> {
+        match &self.machine.state_file {
+            None => Ok(Keeper::Nothing),
+            #[cfg(feature = "state-file")]
+            Some(path) => {
+                self.state_file_interval()?;
+                Ok(Keeper::StateFile(path.clone()))
+            }
+            #[cfg(not(feature = "state-file"))]
+            Some(_) => Err(ConfigError::Inconsistent(super::STATE_FILE_FEATURE.into())),
+        }
+    }
+
+    /// The registries a static (or ordinal) machine ID is registered in, by the key that
+    /// configures each: `machine.db`, `etcd.endpoints`, `zookeeper.connect` (at most one may be
+    /// set; [`plan`](Self::plan) says so).
+    pub fn registries(&self) -> Vec<&'static str> {
+        Registry::ALL
+            .into_iter()
+            .filter(|r| r.is_set(self))
+            .map(Registry::key)
+            .collect()
+    }
+
+    /// `--machine N` and a registry from a command line ([`MachineSections::choose`]).
+    pub fn choose_machine(&mut self, id: Option<u64>, registry: Option<(Registry, &str)>) {
+        MachineSections {
+            machine: &mut self.machine,
+            zookeeper: &mut self.zookeeper,
+            etcd: &mut self.etcd,
+        }
+        .choose(id, registry);
+    }
+
+    /// The static machine ID: the configured one, else the first of the genMethod's pool; for
+    /// `source = "ordinal"`, the host name's trailing number plus `machine.ordinal_offset`.
+    pub fn static_machine(&self) -> Result<u64, ConfigError> {
+        let (name, range) = self
+            .pools()?
+            .for_gen_method(self.gen_method)
+            .map_err(CoreConfigError::from)?;
+        if self.machine.source != MachineSource::Ordinal {
+            return Ok(self.machine.id.unwrap_or(*range.start()));
+        }
+        if let Some(id) = self.machine.id {
+            return Err(ConfigError::Inconsistent(format!(
+                "machine.id {id} is set but machine.source is ordinal, which takes the machine \
+                 ID from the host name: remove machine.id, or use source = \"static\""
+            )));
+        }
+        let host = ordinal_host_name();
+        let machine = ordinal_machine(&host, self.machine.ordinal_offset)?;
+        if !range.contains(&machine) {
+            return Err(ConfigError::Inconsistent(format!(
+                "machine.source = \"ordinal\": host name {host:?} gives machine ID {machine} \
+                 (ordinal + machine.ordinal_offset {}), outside the {name} pool {}..={}",
+                self.machine.ordinal_offset,
+                range.start(),
+                range.end()
+            )));
+        }
+        Ok(machine)
+    }
+}
+
+/// The host name an ordinal is read from: `$HOSTNAME` (what Kubernetes sets to the pod name),
+/// else the system's host name.
+fn ordinal_host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(crate::lease::host_name)
+}
+
+/// The machine ID of a StatefulSet pod named `host` (`NAME-ORDINAL`): its trailing decimal
+/// number plus `offset`. A name without one, or a sum past `u64`, is refused naming the host.
+pub fn ordinal_machine(host: &str, offset: u64) -> Result<u64, ConfigError> {
+    let digits = host.len() - host.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let tail = &host[host.len() - digits..];
+    let ordinal = tail.parse::<u64>().map_err(|_| {
+        ConfigError::Inconsistent(if tail.is_empty() {
+            format!(
+                "machine.source = \"ordinal\": host name {host:?} has no trailing number (a \
+                 StatefulSet pod is named NAME-ORDINAL); set HOSTNAME or use source = \"static\""
+            )
+        } else {
+            format!("machine.source = \"ordinal\": the ordinal of host name {host:?} is too large")
+        })
+    })?;
+    ordinal.checked_add(offset).ok_or_else(|| {
+        ConfigError::Inconsistent(format!(
+            "machine.source = \"ordinal\": ordinal {ordinal} + machine.ordinal_offset {offset} \
+             overflows"
+        ))
+    })
+}

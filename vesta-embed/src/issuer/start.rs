@@ -1,0 +1,174 @@
+//! How an issuer starts: the keeper of its machine plan, one arm each (the features stay inside
+//! [`with_keeper`]), and the clock-sync check before anything is issued.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use vesta_core::{Clock, Generator};
+
+use super::Issuer;
+use crate::config::{IssuerConfig, Keeper, MachinePlan, RequireSync};
+use crate::error::StartError;
+use crate::lease::leased_generator::LeasedGenerator;
+use crate::lease::rules::guarded_floor;
+use crate::status::LeaseInfo;
+
+/// Starts `generator` (on the plan's first machine ID, fenced until a lease holds one) with the
+/// plan's keeper: nothing (the floor after an unknown past, at once), a state file, or a
+/// registry, each on a lease thread that holds the ID before anything is issued.
+pub(super) fn with_keeper<C: Clock + 'static>(
+    config: IssuerConfig,
+    plan: MachinePlan,
+    generator: Generator<C>,
+) -> Result<Issuer<C>, StartError> {
+    let machine = plan.first_machine();
+    match plan.keeper {
+        Keeper::Nothing => unkept(config, machine, generator),
+        #[cfg(feature = "state-file")]
+        Keeper::StateFile(path) => {
+            use crate::lease::static_source::{StaticSource, StaticStart};
+            let interval = config.state_file_interval()?;
+            let reason = format!("reading the state file {}", path.display());
+            let source = StaticSource::new(StaticStart {
+                path,
+                machine,
+                layout: generator.layout(),
+                gen_method: config.gen_method,
+                max_wait: config.start_guard_max_wait(),
+                hold_wait: config.hold_wait,
+            })?;
+            let timing = (StaticSource::window(interval), interval);
+            leased(config, generator, reason, timing, source)
+        }
+        #[cfg(feature = "zookeeper")]
+        Keeper::ZooKeeper(settings) => {
+            use crate::lease::zk_source::{self, ZkSource};
+            let timing = zk_source::initial_timing(&settings);
+            let reason = acquiring(settings.fixed, "ZooKeeper");
+            let counted_in = crate::lease::counted_in::CountedIn::of(generator.layout());
+            let source = ZkSource::new(*settings, generator.clock().now_ms(), counted_in)?;
+            leased(config, generator, reason, timing, source)
+        }
+        #[cfg(feature = "sql")]
+        Keeper::Sql(settings) => {
+            use crate::lease::sql_source::{self, SqlSource};
+            let timing = sql_source::timing(&settings);
+            let reason = acquiring(settings.fixed, "the SQL database");
+            let counted_in = crate::lease::counted_in::CountedIn::of(generator.layout());
+            let source = SqlSource::new(*settings, generator.clock().now_ms(), counted_in);
+            leased(config, generator, reason, timing, source)
+        }
+        #[cfg(feature = "etcd")]
+        Keeper::Etcd(settings) => {
+            use crate::lease::etcd_source::{self, EtcdSource};
+            let timing = etcd_source::initial_timing(&settings);
+            let reason = acquiring(settings.fixed, "etcd");
+            let counted_in = crate::lease::counted_in::CountedIn::of(generator.layout());
+            let source = EtcdSource::new(*settings, generator.clock().now_ms(), counted_in);
+            leased(config, generator, reason, timing, source)
+        }
+    }
+}
+
+/// Why a leasing issuer is not issuing yet: a fixed ID being registered, or one being claimed.
+#[cfg(any(feature = "zookeeper", feature = "sql", feature = "etcd"))]
+fn acquiring(fixed: Option<u64>, store: &str) -> String {
+    match fixed {
+        Some(id) => format!("registering machine {id} in {store}"),
+        None => format!("claiming a machine ID from {store}"),
+    }
+}
+
+/// A fixed ID that nothing records: start after whatever an earlier run could have issued.
+fn unkept<C: Clock + 'static>(
+    config: IssuerConfig,
+    machine: u64,
+    generator: Generator<C>,
+) -> Result<Issuer<C>, StartError> {
+    let floor = guarded_floor(
+        generator.clock(),
+        generator.config(),
+        machine,
+        0,
+        Duration::ZERO,
+    )?;
+    generator
+        .raise_floor(floor.time)
+        .map_err(|e| StartError::Lease(format!("cannot use machine {machine}: {e}")))?;
+    Ok(Issuer {
+        leased: Arc::new(LeasedGenerator::new(generator, LeaseInfo::fixed())),
+        config,
+        lease_thread: Mutex::new(None),
+    })
+}
+
+/// Runs `source` on a lease thread for `generator`, which stays fenced (`reason` says why)
+/// until the source holds the machine ID; `timing` is the first (window, beat).
+#[cfg(any(feature = "state-file", feature = "sql", feature = "etcd"))]
+fn leased<C: Clock + 'static, S: crate::lease::worker::LeaseSource<C>>(
+    config: IssuerConfig,
+    generator: Generator<C>,
+    reason: String,
+    (window, beat): (Duration, Duration),
+    source: S,
+) -> Result<Issuer<C>, StartError> {
+    use crate::lease::worker::{Lease, LeaseThread};
+    use crate::status::LeaseState;
+    generator.fence();
+    let info = LeaseInfo {
+        state: LeaseState::Acquiring,
+        reason: Some(reason),
+        ..LeaseInfo::fixed()
+    };
+    let leased = Arc::new(LeasedGenerator::new(generator, info));
+    let thread = LeaseThread::spawn(Lease::new(leased.clone(), window, beat), source)?;
+    Ok(Issuer {
+        leased,
+        config,
+        lease_thread: Mutex::new(Some(thread)),
+    })
+}
+
+/// `clock.require_sync`: asks the kernel (through the clock) whether the clock is synchronised
+/// before anything is issued. An unsynchronised clock may be far ahead (a hardware clock set
+/// wrong at boot): IDs issued then sit in the future, and once a time service steps the clock
+/// back the issuer refuses for as long as the offset.
+pub(super) fn check_clock_sync<C: Clock>(
+    config: &IssuerConfig,
+    clock: &C,
+) -> Result<(), StartError> {
+    let policy = config.clock.require_sync;
+    if policy == RequireSync::Off {
+        return Ok(());
+    }
+    let began = std::time::Instant::now();
+    let limit = std::time::Duration::from_millis(config.clock.sync_wait_ms);
+    loop {
+        let Some(sync) = clock.sync() else {
+            return Ok(()); // unknown here: nothing to go by
+        };
+        if sync.synchronised {
+            return Ok(());
+        }
+        let max_error_ms = sync.max_error_us / 1000;
+        match policy {
+            RequireSync::Wait if began.elapsed() < limit => {
+                std::thread::sleep(std::time::Duration::from_millis(200).min(limit));
+            }
+            RequireSync::Wait => {
+                return Err(StartError::ClockUnsynchronised {
+                    max_error_ms,
+                    waited_ms: began.elapsed().as_millis() as u64,
+                });
+            }
+            _ => {
+                tracing::warn!(
+                    max_error_ms,
+                    "the kernel reports the system clock unsynchronised (STA_UNSYNC): IDs carry \
+                     its time; start a time service (clock.require_sync = \"wait\" waits for it)"
+                );
+                return Ok(());
+            }
+        }
+    }
+}
