@@ -54,8 +54,7 @@ impl Issuer<SystemClock> {
 
 impl<C: Clock + 'static> Issuer<C> {
     /// Starts an issuer reading time from `clock` (tests pass a manual clock): the machine
-    /// plan decided once ([`IssuerConfig::plan`]), then its keeper started
-    /// ([`start::with_keeper`]).
+    /// plan decided once ([`IssuerConfig::plan`]), then its keeper started.
     pub fn start_with_clock(config: IssuerConfig, clock: C) -> Result<Self, StartError> {
         start::check_clock_sync(&config, &clock)?;
         let plan = config.plan()?;
