@@ -206,7 +206,7 @@ pub struct MachineSection {
     /// three intervals ahead, so a restart after a crash waits at most about that long.
     pub state_file_interval_ms: u64,
     /// The longest the start guard waits for the clock to pass the machine ID's mark (from
-    /// ZooKeeper or the state file, for either source); a clock further behind is a startup
+    /// its registry or the state file, for every source); a clock further behind is a startup
     /// error naming both times.
     pub start_guard_max_wait_ms: u64,
     /// `source = "ordinal"`: added to the host name's trailing number (so two StatefulSets,

@@ -1,7 +1,9 @@
-//! The lease on a machine ID: one model, two sources. A holder may issue only within a term
-//! that each confirmed renewal extends, every renewal writes a promise (a mark) covering all the
-//! holder issued or may still issue in that term, and a successor starts only after the mark.
-//! docs/zookeeper.md explains the rules for operators.
+//! The lease on a machine ID: one model, four sources of it (a static ID's state file,
+//! ZooKeeper, an SQL table, etcd; the fifth way, a static ID with nothing to keep its mark, needs
+//! no lease). A holder may issue only within a term that each confirmed renewal extends, every
+//! renewal writes a promise (a mark) covering all the holder issued or may still issue in that
+//! term, and a successor starts only after the mark, never trusted backwards. docs/zookeeper.md
+//! explains the rules for operators.
 //!
 //! - `rules`: the rules themselves, pure and unit-tested with a manual clock —
 //!   term, promise marks, watchdog, floor from a mark, start guard, final clean mark.
@@ -9,9 +11,12 @@
 //! - Sources: `static_source` (a static ID and its state file), `zk_source` (ZooKeeper),
 //!   `sql_source` (a `vesta_machine` table, feature `sql`; the calls in `sql`), `etcd_source`
 //!   (etcd v3, feature `etcd`; the calls in `etcd`).
-//! - `leased_generator`: the generator with the lease state the issuer reports.
-//! - Around ZooKeeper: [`ZkSettings`], `zk` (the calls), `znode` (what the znodes hold),
-//!   and [`inspect`] for `vesta zk ls`. `state_file`: the local file both sources write.
+//! - What every source shares: `counted_in` (a mark's layout and epoch; the ID space), `hold`
+//!   (one process per state file and per static ID on a host), `state_file` (the local file of
+//!   a static ID, and ZooKeeper's second copy of the mark), `leased_generator` (the generator
+//!   with the lease state the issuer reports).
+//! - Around ZooKeeper: [`ZkSettings`], `zk` (the calls), `znode` (what the znodes hold; etcd's
+//!   marks too), and [`inspect`] for `vesta zk ls`.
 
 #[cfg(any(feature = "state-file", feature = "sql", feature = "etcd"))]
 pub(crate) mod counted_in;

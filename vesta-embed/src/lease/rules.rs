@@ -1,4 +1,4 @@
-//! The lease rules, once for both sources and free of I/O: every time comes in as an argument
+//! The lease rules, once for every source and free of I/O: every time comes in as an argument
 //! (wall-clock ms, monotonic instants) or through the [`Clock`] trait, so the unit tests drive
 //! them with a manual clock.
 //!

@@ -1,4 +1,4 @@
-//! The lease thread, the same for both sources: a thread with its own single-threaded tokio
+//! The lease thread, the same for every source: a thread with its own single-threaded tokio
 //! runtime, owned by the issuer. It lets its [`LeaseSource`] take the machine ID (start guard,
 //! floor, first promise), then renews at every beat, fences when the term lapses (the
 //! generator's wall-clock deadline plus a monotonic watchdog here, since wall clocks jump), and
@@ -21,8 +21,8 @@ use super::rules::{self, Floor, Promise, Term};
 use crate::error::{ShutdownError, StartError};
 use crate::status::LeaseState;
 
-/// Where a machine ID and its promises come from: ZooKeeper, or a static ID with its state
-/// file. The lease thread calls these in order: `start` once, then `beat` at every beat (and
+/// Where a machine ID and its promises come from: a static ID's state file, ZooKeeper, an SQL
+/// table or etcd. The lease thread calls these in order: `start` once, then `beat` at every beat (and
 /// `on_lost` when `lost` resolves), then `finish` once.
 pub(crate) trait LeaseSource<C: Clock + 'static>: Send + 'static {
     /// The thread's name.
@@ -245,7 +245,7 @@ impl<C: Clock + 'static> Lease<C> {
     }
 }
 
-/// The issuer's handle on its lease thread: one stop, one join, for either source.
+/// The issuer's handle on its lease thread: one stop, one join, for any source.
 pub(crate) struct LeaseThread {
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<Result<(), String>>>,
