@@ -8,6 +8,7 @@ pub mod bin;
 pub mod chromium;
 pub mod db;
 pub mod deploy;
+pub mod docs;
 pub mod etcd;
 pub mod leaf;
 pub mod lease;

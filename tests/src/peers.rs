@@ -43,6 +43,28 @@ pub fn sonyflake(id: u64) -> (u64, u64, u64, u64) {
     (msb, time, sequence, id & mask_machine_id)
 }
 
+/// Sonyflake v2's `Decompose` (sony/sonyflake/v2, sonyflake.go) for its settings' bit lengths:
+/// `(time in units since the start time, sequence, machine)`; v2 has no `msb` key.
+pub fn sonyflake_v2(id: i64, bits_sequence: u32, bits_machine: u32) -> (i64, i64, i64) {
+    let time = id >> (bits_sequence + bits_machine);
+    let mask_sequence = ((1i64 << bits_sequence) - 1) << bits_machine;
+    let sequence = (id & mask_sequence) >> bits_machine;
+    let mask_machine = (1i64 << bits_machine) - 1;
+    (time, sequence, id & mask_machine)
+}
+
+/// Sonyflake v2's `Compose` (`elapsedTime << (bitsSequence + bitsMachine) | sequence <<
+/// bitsMachine | machine`), for checking `make`.
+pub fn sonyflake_v2_compose(
+    elapsed: i64,
+    sequence: i64,
+    machine: i64,
+    bits_sequence: u32,
+    bits_machine: u32,
+) -> i64 {
+    elapsed << (bits_sequence + bits_machine) | sequence << bits_machine | machine
+}
+
 /// UidGenerator's `DefaultUidGenerator.parseUID` (baidu/uid-generator) with its default bits
 /// (sign 1, timeBits 28, workerBits 22, seqBits 13): `(timestamp seconds, workerId,
 /// sequence)`, `epoch_seconds` in place of its `epochStr`.

@@ -56,14 +56,26 @@ fn read(preset: Preset, id: u64) -> (i64, i64, i64, i64) {
             let (t, w, s) = peers::uid_generator(id as i64, UID_EPOCH_S);
             (t * 1000, w, s, 8192)
         }
+        Preset::SonyflakeV2 => {
+            // v2's defaults: 8 sequence bits, 16 machine bits, 10 ms from 2025-01-01 UTC.
+            let (t, s, m) = peers::sonyflake_v2(id as i64, 8, 16);
+            let start = 1_735_689_600_000 / 10;
+            assert_eq!(
+                peers::sonyflake_v2_compose(t, s, m, 8, 16),
+                id as i64,
+                "Compose gives the ID back"
+            );
+            ((start + t) * 10, m, s, 256)
+        }
         other => panic!("{other} is not a peer"),
     }
 }
 
-const PEERS: [(Preset, u64); 4] = [
+const PEERS: [(Preset, u64); 5] = [
     (Preset::Leaf, 901),
     (Preset::Twitter, 3 << 5 | 17),
     (Preset::Sonyflake, 40_000),
+    (Preset::SonyflakeV2, 41_000),
     (Preset::UidGenerator, 3_000_000),
 ];
 
@@ -406,4 +418,30 @@ fn a_twitter_layout_rest_server_makes_ids_from_datacenter_and_worker() {
         body.contains("datacenterId 32 is out of range for twitter: allowed 0..=31"),
         "{body}"
     );
+}
+
+/// Sonyflake v2 with settings (12 sequence bits, 10 machine bits, 1 ms, from 2025-06-01), as
+/// docs/migrate.md writes it: the IDs read by v2's own `Decompose` with those bits, and made
+/// back by its `Compose`.
+#[test]
+fn sonyflake_v2_settings_as_the_guide_writes_them() {
+    let toml = vesta_tests::docs::snippet_with("docs/migrate.md", "toml", "sonyflake-v2-custom");
+    let config = IssuerConfig::from_toml_str(&toml).unwrap();
+    let issuer = Issuer::start(config).unwrap();
+    let start_ms = 1_748_736_000_000_i64; // 2025-06-01T00:00:00Z, on a whole ms
+    let before = now_ms();
+    let ids: Vec<u64> = issuer.next_ids(10_000).unwrap().iter().collect();
+    let after = now_ms();
+    for id in ids {
+        let (t, s, m) = peers::sonyflake_v2(id as i64, 12, 10);
+        assert_eq!(m, 3);
+        assert!((0..4096).contains(&s));
+        let at = start_ms + t;
+        assert!(
+            at >= before - 1 && at <= after + 1,
+            "{at} not in {before}..={after}"
+        );
+        assert_eq!(peers::sonyflake_v2_compose(t, s, m, 12, 10), id as i64);
+    }
+    issuer.shutdown().unwrap();
 }

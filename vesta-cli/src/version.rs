@@ -75,7 +75,9 @@ mod tests {
         assert!(long.contains("epoch 2014-12-31T16:00:00.000Z (1420041600000 ms, Vesta's)"));
         assert!(long.contains("type max-peak"), "{long}");
         assert!(
-            long.contains("layouts  vesta, leaf, twitter, sonyflake, uid-generator, custom"),
+            long.contains(
+                "layouts  vesta, leaf, twitter, sonyflake, sonyflake-v2, uid-generator, custom"
+            ),
             "{long}"
         );
         for id_type in IdType::ALL {

@@ -12,7 +12,7 @@ use vesta_embed::config::{LayoutChoice, MachineSections, Registry};
 /// Vesta's.
 #[derive(clap::Args, Debug, Clone)]
 pub struct LayoutArgs {
-    /// Layout of the IDs: vesta, leaf, twitter, sonyflake or uid-generator (a custom layout
+    /// Layout of the IDs: vesta, leaf, twitter, sonyflake, sonyflake-v2 or uid-generator (a custom layout
     /// comes from --config's [id.layout]) [default: the config's, else vesta]
     #[arg(long, value_name = "NAME")]
     pub layout: Option<Preset>,

@@ -45,7 +45,7 @@ pub struct ServerArgs {
     /// Address to listen on (port 0 picks a free port) [default: from the config]
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
-    /// Layout of the IDs: vesta, leaf, twitter, sonyflake or uid-generator (a custom layout
+    /// Layout of the IDs: vesta, leaf, twitter, sonyflake, sonyflake-v2 or uid-generator (a custom layout
     /// comes from --config's [id.layout]) [default: the config's, else vesta]
     #[arg(long, value_name = "NAME")]
     pub layout: Option<Preset>,

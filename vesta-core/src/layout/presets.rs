@@ -5,8 +5,11 @@
 //!   10 worker bits | 12 sequence bits.
 //! - `twitter`: Twitter's IdWorker, the same 64 bits with the worker split into datacenter (5)
 //!   and worker (5).
-//! - `sonyflake`: sign 0 | 39 bits of 10 ms since 2014-09-01T00:00:00Z | 8 sequence bits |
-//!   16 machine bits.
+//! - `sonyflake`: Sonyflake v1 (`sony/sonyflake`): sign 0 | 39 bits of 10 ms since
+//!   2014-09-01T00:00:00Z | 8 sequence bits | 16 machine bits.
+//! - `sonyflake-v2`: Sonyflake v2 (`sony/sonyflake/v2`, since May 2025) with its defaults: the
+//!   same bits, counted from 2025-01-01T00:00:00Z. v2's settings (`BitsSequence`,
+//!   `BitsMachineID`, `TimeUnit` in whole ms, `StartTime`) are a custom layout (docs/migrate.md).
 //! - `uid-generator`: Baidu's `DefaultUidGenerator`: sign 0 | 28 bits of seconds since
 //!   2016-05-20T00:00:00+08:00 | 22 worker bits | 13 sequence bits.
 //!
@@ -24,6 +27,8 @@ use crate::error::FieldError;
 pub const TWITTER_EPOCH_MS: u64 = 1_288_834_974_657;
 /// Sonyflake's default start time: 2014-09-01T00:00:00Z.
 pub const SONYFLAKE_EPOCH_MS: u64 = 1_409_529_600_000;
+/// Sonyflake v2's default start time: 2025-01-01T00:00:00Z.
+pub const SONYFLAKE_V2_EPOCH_MS: u64 = 1_735_689_600_000;
 /// UidGenerator's default epoch: 2016-05-20T00:00:00+08:00.
 pub const UID_GENERATOR_EPOCH_MS: u64 = 1_463_673_600_000;
 
@@ -37,19 +42,22 @@ pub enum Preset {
     Leaf,
     /// Twitter's snowflake: Leaf's bits with the node shown as datacenter + worker.
     Twitter,
-    /// Sony's Sonyflake (10 ms units, 16-bit machine).
+    /// Sony's Sonyflake v1 (10 ms units, 16-bit machine, from 2014-09-01).
     Sonyflake,
+    /// Sony's Sonyflake v2 with its defaults (v1's bits, from 2025-01-01).
+    SonyflakeV2,
     /// Baidu's UidGenerator (seconds, 22-bit worker).
     UidGenerator,
 }
 
 impl Preset {
     /// Every preset, in the order docs list them.
-    pub const ALL: [Preset; 5] = [
+    pub const ALL: [Preset; 6] = [
         Preset::Vesta,
         Preset::Leaf,
         Preset::Twitter,
         Preset::Sonyflake,
+        Preset::SonyflakeV2,
         Preset::UidGenerator,
     ];
 
@@ -60,6 +68,7 @@ impl Preset {
             Preset::Leaf => "leaf",
             Preset::Twitter => "twitter",
             Preset::Sonyflake => "sonyflake",
+            Preset::SonyflakeV2 => "sonyflake-v2",
             Preset::UidGenerator => "uid-generator",
         }
     }
@@ -117,6 +126,15 @@ impl Preset {
                     FieldSpec::new("machine-id", FieldKind::Node, 16),
                 ],
             ),
+            Preset::SonyflakeV2 => ms(
+                10,
+                SONYFLAKE_V2_EPOCH_MS,
+                vec![
+                    FieldSpec::new("time", FieldKind::Time, 39),
+                    FieldSpec::new("sequence", FieldKind::Seq, 8),
+                    FieldSpec::new("machine", FieldKind::Node, 16),
+                ],
+            ),
             Preset::UidGenerator => ms(
                 1000,
                 UID_GENERATOR_EPOCH_MS,
@@ -151,8 +169,8 @@ impl FromStr for Preset {
                 FieldError::invalid(
                     "layout",
                     t,
-                    "vesta, leaf, twitter, sonyflake, uid-generator (or a custom layout under \
-                     [id.layout])",
+                    "vesta, leaf, twitter, sonyflake, sonyflake-v2, uid-generator (or a custom \
+                     layout under [id.layout])",
                 )
             })
     }
@@ -200,5 +218,17 @@ mod tests {
             "2014-09-01T00:00:00.000Z"
         );
         assert_eq!(Epoch::rfc3339(TWITTER_EPOCH_MS), "2010-11-04T01:42:54.657Z");
+        assert_eq!(
+            Epoch::rfc3339(SONYFLAKE_V2_EPOCH_MS),
+            "2025-01-01T00:00:00.000Z"
+        );
+        let v2 = Preset::SonyflakeV2.layout();
+        let v1 = Preset::Sonyflake.layout();
+        assert_eq!(
+            v2.describe_bits(),
+            "time 24-62, sequence 16-23, machine 0-15"
+        );
+        assert_eq!(v2.unit_ms(), v1.unit_ms());
+        assert_eq!(v2.epoch().unix_ms(), SONYFLAKE_V2_EPOCH_MS);
     }
 }

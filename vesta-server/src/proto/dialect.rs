@@ -50,6 +50,7 @@ fn preset_code(layout: &Layout) -> u8 {
         Some(Preset::Twitter) => 3,
         Some(Preset::Sonyflake) => 4,
         Some(Preset::UidGenerator) => 5,
+        Some(Preset::SonyflakeV2) => 6,
         _ => 0,
     }
 }
@@ -189,6 +190,7 @@ pub(crate) fn get_layout(b: &mut Bytes, name: &'static str) -> Result<Layout, Pa
         3 => Preset::Twitter.layout().with_epoch(epoch),
         4 => Preset::Sonyflake.layout().with_epoch(epoch),
         5 => Preset::UidGenerator.layout().with_epoch(epoch),
+        6 => Preset::SonyflakeV2.layout().with_epoch(epoch),
         // A preset this version does not know: the fields say everything.
         _ => return Ok(sent),
     };
