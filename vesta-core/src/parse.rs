@@ -1,7 +1,9 @@
 //! Parsing IDs as people and other systems write them: unsigned decimal, negative decimal (the
 //! Java/SQL `BIGINT` view of a version-1 ID), `0x` hex, and the fixed-width string forms
 //! (13-character Crockford base32, 11-character base62; see [`crate::forms`]). A leading `0x`
-//! is always hex, so a hex ID is never silently read as another form.
+//! (as vesta writes hex) is always hex, so a hex ID is never silently read as another form; a
+//! leading `0X` is hex only where no string form fits (base62 and base32 texts of today's IDs
+//! begin with `0X`: they must read back as written).
 
 use crate::forms::Form;
 
@@ -22,15 +24,17 @@ use crate::forms::Form;
 pub struct ParseIdError {
     /// The rejected text (trimmed).
     pub text: String,
-    /// The text starts with `0x` (or `0X`), so it was read as hex and is not valid hex.
+    /// The text starts with `0x` (or with `0X` and fits no string form), so it was read as
+    /// hex and is not valid hex.
     pub hex: bool,
 }
 
 /// Parses an ID in any of the accepted forms; surrounding whitespace is ignored. The forms
-/// overlap, so the order is fixed: a leading `0x` (or `0X`) always means hex (1 to 16 digits,
-/// anything else is an error saying so); digits alone are decimal; then 13 characters of
-/// base32 and 11 of base62. A base32 or base62 text that starts with `0x` or is made only of
-/// digits is read in its form only when the form is named ([`Form::decode`], `Id::parse_as`).
+/// overlap, so the order is fixed: a leading `0x` always means hex (1 to 16 digits, anything
+/// else is an error saying so); digits alone are decimal; then 13 characters of base32 and 11
+/// of base62; then a leading `0X` as hex. A base32 or base62 text that starts with `0x` or is
+/// made only of digits is read in its form only when the form is named ([`Form::decode`],
+/// `Id::parse_as`).
 pub fn parse_id(text: &str) -> Result<u64, ParseIdError> {
     let t = text.trim();
     let err = |hex| ParseIdError {
@@ -40,13 +44,17 @@ pub fn parse_id(text: &str) -> Result<u64, ParseIdError> {
     if t.starts_with('-') {
         return t.parse::<i64>().map(|v| v as u64).map_err(|_| err(false));
     }
-    if t.starts_with("0x") || t.starts_with("0X") {
+    if t.starts_with("0x") {
         return Form::Hex.decode(t).ok_or_else(|| err(true));
     }
-    [Form::Decimal, Form::Base32, Form::Base62]
+    let form = [Form::Decimal, Form::Base32, Form::Base62]
         .into_iter()
-        .find_map(|f| f.decode(t))
-        .ok_or_else(|| err(false))
+        .find_map(|f| f.decode(t));
+    match form {
+        Some(id) => Ok(id),
+        None if t.starts_with("0X") => Form::Hex.decode(t).ok_or_else(|| err(true)),
+        None => Err(err(false)),
+    }
 }
 
 #[cfg(test)]
@@ -90,15 +98,16 @@ mod tests {
             assert_eq!(parse_id(&text), Ok(u64::MAX >> (64 - 4 * digits)), "{text}");
         }
         assert_eq!(parse_id("0x123456789"), Ok(0x1_2345_6789));
-        assert_eq!(parse_id("0X39000000014"), Ok(0x390_0000_0014));
         assert_eq!(parse_id(" 0x00000000001\n"), Ok(1));
-        // Such a text of base62 or base32 reads in its form when the form is named.
+        // `0X` is what base32 and base62 texts of real IDs begin with (a Vesta max-peak ID in
+        // base62 from 2028): they read back as written; `0X` is hex where no form fits.
         let b32 = Form::Base32.encode(1_048_529_472_619_282_468);
         assert_eq!(b32.as_str(), "0X39000000014");
-        assert_eq!(
-            Form::Base32.decode(b32.as_str()),
-            Some(1_048_529_472_619_282_468)
-        );
+        assert_eq!(parse_id(b32.as_str()), Ok(1_048_529_472_619_282_468));
+        let b62 = Form::Base62.encode(446_723_856_026_697_216);
+        assert_eq!(b62.as_str(), "0X000000000");
+        assert_eq!(parse_id(b62.as_str()), Ok(446_723_856_026_697_216));
+        assert_eq!(parse_id("0XfF"), Ok(0xff));
         assert_ne!(Form::Base62.decode("0x123456789"), Some(0x1_2345_6789));
         for bad in [
             "0x",
