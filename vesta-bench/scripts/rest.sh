@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bounded loopback benchmark of `vesta serve rest` against the bare-hyper baseline, in the same
 # run (docs/bench/rest.md), both measured by `vesta bench rest`. Builds nothing: run after
-#   cargo build --release -p vesta-cli --bin vesta -p vesta-bench --bin bare-hyper
+#   cargo build --profile dist -p vesta-cli --bin vesta -p vesta-bench --bin bare-hyper
 # Env: ROUNDS (3), SECONDS_PER_RUN (10), CONNS (64), RATE (20000), RATE_SECONDS (30),
 #      RATE_CONNS (16), WARMUP_SECONDS (3), TYPE (max-peak | min-granularity). The server also
 #      serves segment numbers (tag `bench`, step 100,000, from a throwaway SQLite leaf_alloc), so
@@ -16,7 +16,7 @@ RATE=${RATE:-20000}
 RATE_SECONDS=${RATE_SECONDS:-30}
 RATE_CONNS=${RATE_CONNS:-16}
 WARMUP=${WARMUP_SECONDS:-3}
-T=${CARGO_TARGET_DIR:-target}/release
+T=${CARGO_TARGET_DIR:-target}/dist
 VESTA_ADDR=127.0.0.1:18080
 BARE_ADDR=127.0.0.1:18081
 TICK=$(getconf CLK_TCK)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bounded loopback benchmark of `vesta serve tcp` with `vesta bench tcp` (docs/bench/tcp.md):
 # pipelined single IDs, batches, fixed-rate latency, and two servers. Builds nothing: run after
-#   cargo build --release -p vesta-cli --bin vesta
+#   cargo build --profile dist -p vesta-cli --bin vesta
 # Env: SECONDS_PER_RUN (10), TYPE (max-peak | min-granularity), SERVER (the `vesta` binary that
 # serves, e.g. an older build for a before/after comparison in one run; the load always comes
 # from this checkout's `vesta bench tcp`), GEN_IDS (IDs for the `vesta gen --server` run;
@@ -10,7 +10,7 @@ set -euo pipefail
 
 DUR=${SECONDS_PER_RUN:-10}
 TYPE=${TYPE:-max-peak}
-T=${CARGO_TARGET_DIR:-target}/release
+T=${CARGO_TARGET_DIR:-target}/dist
 SERVER=${SERVER:-$T/vesta}
 GEN_IDS=${GEN_IDS:-5120000}
 A=127.0.0.1:17654
