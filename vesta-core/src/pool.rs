@@ -1,6 +1,8 @@
-//! Machine-ID pools: embedded issuers and servers draw from disjoint ranges of the node field,
-//! so an embedded issuer and a server can never hold the same machine ID. Layouts without a
-//! genMethod field (the peers') tell a server's ID from an embedded one only by this split.
+//! Machine-ID pools: in Vesta's layouts embedded issuers and servers draw from disjoint ranges of
+//! the node field, so an embedded issuer and a server can never hold the same machine ID. The
+//! split is Vesta's idea: the other layouts (the peers', custom ones) use the whole node field in
+//! every mode ([`MachinePools::whole`]), as their own systems do, unless a split is configured
+//! (`[machine] server_pool_start`).
 
 use std::ops::RangeInclusive;
 
@@ -11,11 +13,14 @@ use crate::layout::{MACHINE_BITS, NODE_BITS};
 /// Largest machine ID of Vesta's layouts (10 bits).
 pub const MAX_MACHINE: u64 = (1 << MACHINE_BITS) - 1;
 
-/// The split of a node field's machine IDs: embed below `server_start`, servers from it up.
+/// The pools of a node field's machine IDs: split (embed below `server_start`, servers from it
+/// up) or whole (every ID for every mode; `server_start` is then only where a server's default
+/// ID lies).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MachinePools {
     node_bits: u32,
     server_start: u64,
+    split: bool,
 }
 
 /// A machine ID that its genMethod may not use.
@@ -23,11 +28,16 @@ pub struct MachinePools {
 #[non_exhaustive]
 pub enum PoolError {
     /// The machine ID lies outside the pool of the generator's genMethod.
-    #[error("machine {machine} is outside the {pool} pool {}..={} (genMethod {gen_method})", range.start(), range.end())]
+    #[error(
+        "machine {machine} is outside {} {}..={} (genMethod {gen_method})",
+        pool_words(pool),
+        range.start(),
+        range.end()
+    )]
     OutsidePool {
         /// The rejected machine ID.
         machine: u64,
-        /// `embed` or `server`.
+        /// `embed`, `server`, or `any` (a whole node field).
         pool: &'static str,
         /// The pool's IDs.
         range: RangeInclusive<u64>,
@@ -71,7 +81,35 @@ impl MachinePools {
         Ok(MachinePools {
             node_bits,
             server_start,
+            split: true,
         })
+    }
+
+    /// The whole `node_bits`-wide node field for every mode, as the peers' own systems use it
+    /// (Leaf's workerIds, Sonyflake's machine IDs): no split. A server without a configured ID
+    /// still defaults to the first ID of Vesta's share ([`default_machine`](Self::default_machine)),
+    /// apart from an embedded issuer's default 0. Panics outside 5..=22 bits.
+    pub fn whole(node_bits: u32) -> Self {
+        MachinePools {
+            split: false,
+            ..Self::for_node_bits(node_bits)
+        }
+    }
+
+    /// True when embedded issuers and servers draw from disjoint ranges.
+    pub const fn is_split(&self) -> bool {
+        self.split
+    }
+
+    /// The machine ID a static issuer of `gen_method` takes when none is configured: its pool's
+    /// first; without a split, 0 for embedded issuers and the first of Vesta's share for
+    /// servers, so that the two defaults never meet.
+    pub fn default_machine(&self, gen_method: GenMethod) -> Result<u64, PoolError> {
+        match gen_method {
+            GenMethod::Reserved => Err(PoolError::ReservedGenMethod),
+            GenMethod::Embed => Ok(0),
+            GenMethod::Server | GenMethod::Rest => Ok(self.server_start),
+        }
     }
 
     /// The default split of a `node_bits`-wide node field: servers get the top
@@ -85,6 +123,7 @@ impl MachinePools {
         MachinePools {
             node_bits,
             server_start: ids - servers,
+            split: true,
         }
     }
 
@@ -103,31 +142,44 @@ impl MachinePools {
         self.server_start
     }
 
-    /// Machine IDs for embedded issuers (genMethod embed).
+    /// Machine IDs for embedded issuers (genMethod embed): below the split, or all.
     pub const fn embed(&self) -> RangeInclusive<u64> {
-        0..=self.server_start - 1
+        if self.split {
+            0..=self.server_start - 1
+        } else {
+            0..=self.max_machine()
+        }
     }
 
-    /// Machine IDs for central servers (genMethod server and rest).
+    /// Machine IDs for central servers (genMethod server and rest): from the split up, or all.
     pub const fn server(&self) -> RangeInclusive<u64> {
-        self.server_start..=self.max_machine()
+        if self.split {
+            self.server_start..=self.max_machine()
+        } else {
+            0..=self.max_machine()
+        }
     }
 
-    /// The pool a genMethod draws from, with its name.
+    /// The pool a genMethod draws from, with its name (`embed`, `server`, or `any` without a
+    /// split).
     pub fn for_gen_method(
         &self,
         gen_method: GenMethod,
     ) -> Result<(&'static str, RangeInclusive<u64>), PoolError> {
         match gen_method {
+            GenMethod::Reserved => Err(PoolError::ReservedGenMethod),
+            _ if !self.split => Ok(("any", self.embed())),
             GenMethod::Embed => Ok(("embed", self.embed())),
             GenMethod::Server | GenMethod::Rest => Ok(("server", self.server())),
-            GenMethod::Reserved => Err(PoolError::ReservedGenMethod),
         }
     }
 
-    /// The pool `machine` lies in, with its name (`embed` or `server`); `None` beyond the node
-    /// field.
+    /// The pool `machine` lies in, with its name (`embed`, `server`, or `any` without a split);
+    /// `None` beyond the node field.
     pub fn pool_of(&self, machine: u64) -> Option<(&'static str, RangeInclusive<u64>)> {
+        if !self.split {
+            return (machine <= self.max_machine()).then(|| ("any", self.embed()));
+        }
         [("embed", self.embed()), ("server", self.server())]
             .into_iter()
             .find(|(_, range)| range.contains(&machine))
@@ -155,7 +207,16 @@ impl Default for MachinePools {
         MachinePools {
             node_bits: MACHINE_BITS,
             server_start: Self::DEFAULT_SERVER_START,
+            split: true,
         }
+    }
+}
+
+/// A pool's name in an error: `the embed pool`, or `the node field` for a whole one.
+fn pool_words(pool: &str) -> String {
+    match pool {
+        "any" => "the node field".into(),
+        other => format!("the {other} pool"),
     }
 }
 
@@ -199,6 +260,31 @@ mod tests {
             "server_pool_start 65536 is out of range: allowed 1..=65535"
         );
         assert!(MachinePools::with_node_bits(4, 3).is_err());
+    }
+
+    /// The peers' layouts have no pools: every ID in every mode; a server's default still sits
+    /// apart from an embedded issuer's.
+    #[test]
+    fn a_whole_node_field_takes_every_id_in_every_mode() {
+        let p = MachinePools::whole(10);
+        assert!(!p.is_split());
+        assert_eq!((p.embed(), p.server()), (0..=1023, 0..=1023));
+        for method in [GenMethod::Embed, GenMethod::Server, GenMethod::Rest] {
+            assert!(p.check(1023, method).is_ok());
+            assert!(p.check(0, method).is_ok());
+            assert_eq!(p.for_gen_method(method).unwrap().0, "any");
+        }
+        assert_eq!(p.default_machine(GenMethod::Embed), Ok(0));
+        assert_eq!(p.default_machine(GenMethod::Rest), Ok(924));
+        assert_eq!(p.pool_of(5), Some(("any", 0..=1023)));
+        assert_eq!(p.pool_of(1024), None);
+        assert_eq!(
+            p.check(1024, GenMethod::Embed).unwrap_err().to_string(),
+            "machine 1024 is outside the node field 0..=1023 (genMethod embed)"
+        );
+        let split = MachinePools::default();
+        assert_eq!(split.default_machine(GenMethod::Embed), Ok(0));
+        assert_eq!(split.default_machine(GenMethod::Server), Ok(924));
     }
 
     #[test]

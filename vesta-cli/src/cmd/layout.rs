@@ -95,14 +95,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Some(start) => vesta_core::MachinePools::with_node_bits(l.node_bits(), start)?,
             None => l.default_pools(),
         };
-        writeln!(
-            out,
-            "  pools      embed {}..={}, server {}..={}",
-            pools.embed().start(),
-            pools.embed().end(),
-            pools.server().start(),
-            pools.server().end()
-        )?;
+        if pools.is_split() {
+            writeln!(
+                out,
+                "  pools      embed {}..={}, server {}..={}",
+                pools.embed().start(),
+                pools.embed().end(),
+                pools.server().start(),
+                pools.server().end()
+            )?;
+        } else {
+            writeln!(
+                out,
+                "  pools      none: every mode takes any of 0..={} (a server defaults to {}; \
+                 [machine] server_pool_start splits them)",
+                pools.max_machine(),
+                pools.server_start()
+            )?;
+        }
         let end = l.end_of_life_ms();
         let left = time_left_ms(end, now);
         writeln!(out, "  end of life {}", Epoch::rfc3339(end))?;

@@ -269,10 +269,16 @@ impl Layout {
         self.time_at(ms)
     }
 
-    /// The machine-ID pools for this node width: servers get the top tenth or so (Vesta's
-    /// 924..=1023 of 10 bits; see [`MachinePools::for_node_bits`]).
+    /// The machine-ID pools of this layout: Vesta's split for Vesta's layouts (servers get the
+    /// top tenth or so: 924..=1023 of 10 bits; see [`MachinePools::for_node_bits`]); the whole
+    /// node field in every mode for the others, as their own systems use it
+    /// ([`MachinePools::whole`]).
     pub fn default_pools(&self) -> MachinePools {
-        MachinePools::for_node_bits(self.node_bits())
+        if self.0.id_type.is_some() {
+            MachinePools::for_node_bits(self.node_bits())
+        } else {
+            MachinePools::whole(self.node_bits())
+        }
     }
 
     /// How far back the clock may step before issuing fails, by default: one unit, at least

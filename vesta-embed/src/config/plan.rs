@@ -275,15 +275,22 @@ impl IssuerConfig {
         .choose(id, registry);
     }
 
-    /// The static machine ID: the configured one, else the first of the genMethod's pool; for
+    /// The static machine ID: the configured one, else the pool's default for the genMethod
+    /// (`MachinePools::default_machine`: an embedded issuer's 0, a server's first of Vesta's
+    /// share); for
     /// `source = "ordinal"`, the host name's trailing number plus `machine.ordinal_offset`.
     pub fn static_machine(&self) -> Result<u64, ConfigError> {
-        let (name, range) = self
-            .pools()?
+        let pools = self.pools()?;
+        let (name, range) = pools
             .for_gen_method(self.gen_method)
             .map_err(CoreConfigError::from)?;
         if self.machine.source != MachineSource::Ordinal {
-            return Ok(self.machine.id.unwrap_or(*range.start()));
+            return match self.machine.id {
+                Some(id) => Ok(id),
+                None => Ok(pools
+                    .default_machine(self.gen_method)
+                    .map_err(CoreConfigError::from)?),
+            };
         }
         if let Some(id) = self.machine.id {
             return Err(ConfigError::Inconsistent(format!(

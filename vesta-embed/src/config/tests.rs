@@ -235,14 +235,25 @@ fn a_preset_layout_takes_its_own_epoch_unless_one_is_set() {
     let leaf = c.layout().unwrap();
     assert_eq!(leaf.name(), "leaf");
     assert_eq!(leaf.epoch().unix_ms(), 1_288_834_974_657);
-    // A 10-bit worker: Vesta's split of the pools.
-    assert_eq!(c.pools().unwrap().server(), 924..=1023);
+    // A 10-bit worker, all of it in every mode (the pools are Vesta's); a server's default ID
+    // still sits apart from an embedded issuer's 0.
+    let pools = c.pools().unwrap();
+    assert_eq!((pools.embed(), pools.server()), (0..=1023, 0..=1023));
+    let mut server = c.clone();
+    server.gen_method = GenMethod::Rest;
+    assert_eq!(server.static_machine().unwrap(), 924);
+    let worker = IssuerConfig::from_toml_str("[id]\nlayout = \"leaf\"\n[machine]\nid = 1023\n");
+    assert_eq!(worker.unwrap().static_machine().unwrap(), 1023);
+    // A split, when configured, holds for every layout.
+    let split = "[id]\nlayout = \"leaf\"\n[machine]\nid = 1023\nserver_pool_start = 1000\n";
+    let err = IssuerConfig::from_toml_str(split).unwrap_err().to_string();
+    assert!(err.contains("outside the embed pool 0..=999"), "{err}");
     let c = IssuerConfig::from_toml_str(
         "[id]\nlayout = \"sonyflake\"\nepoch = \"2020-01-01T00:00:00Z\"\n[machine]\nid = 40000\n",
     )
     .unwrap();
     assert_eq!(c.layout().unwrap().epoch().unix_ms(), 1_577_836_800_000);
-    assert_eq!(c.pools().unwrap().embed(), 0..=59135);
+    assert_eq!(c.pools().unwrap().embed(), 0..=65535);
 }
 
 #[test]
@@ -299,7 +310,7 @@ id = 3000
     let layout = c.layout().unwrap();
     assert_eq!(layout.name(), "orders");
     assert_eq!(layout.describe_bits(), "time 22-62, node 10-21, seq 0-9");
-    assert_eq!(c.pools().unwrap().server(), 3696..=4095);
+    assert_eq!(c.pools().unwrap().server(), 0..=4095);
     let bad = toml.replace("bits = 41", "bits = 42");
     let err = IssuerConfig::from_toml_str(&bad).unwrap_err();
     // Said once: the message is not repeated as the error's source (printed by the
@@ -316,7 +327,7 @@ id = 3000
     let bad = toml.replace("id = 3000", "id = 4096");
     let err = IssuerConfig::from_toml_str(&bad).unwrap_err().to_string();
     assert!(
-        err.contains("machine 4096 is outside the embed pool 0..=3695"),
+        err.contains("machine 4096 is outside the node field 0..=4095"),
         "{err}"
     );
 }

@@ -156,18 +156,7 @@ fn explanation(h: &mut Html, x: &Explanation) {
     h.facts("instant");
     h.fact("utc", "Time (UTC)", x.timestamp());
     h.fact("local", "Time (server's local zone)", local_time(x.unix_ms));
-    let node = x.node();
-    let pools = layout.default_pools();
-    let pool = if pools.server().contains(&node) {
-        format!(
-            "server pool {}..={}",
-            pools.server_start(),
-            pools.max_machine()
-        )
-    } else {
-        format!("embed pool 0..={}", pools.server_start() - 1)
-    };
-    h.fact("machine", "Machine", format_args!("{node} ({pool})"));
+    h.fact("machine", "Machine", machine_and_pool(layout, x.node()));
     for form in Form::ALL {
         h.fact(form.name(), form.name(), form.encode(x.id).as_str());
     }
@@ -183,10 +172,16 @@ fn bits_of(high: u32, low: u32) -> String {
     }
 }
 
-/// `N (server pool 924..=1023)`: a machine ID and the pool of the layout's node width it lies
-/// in (the status page says it the same way).
+/// `N (server pool 924..=1023)`: a machine ID and the pool of the layout it lies in, or `N (no
+/// pools: any of 0..=1023)` in a layout whose node field is whole (the status page says it the
+/// same way).
 pub fn machine_and_pool(layout: &Layout, machine: u64) -> String {
     match layout.default_pools().pool_of(machine) {
+        Some(("any", range)) => format!(
+            "{machine} (no pools: any of {}..={})",
+            range.start(),
+            range.end()
+        ),
         Some((name, range)) => format!(
             "{machine} ({name} pool {}..={})",
             range.start(),
