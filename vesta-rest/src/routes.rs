@@ -9,7 +9,7 @@
 //! | `Make` | `/makeid` | GET only, token, 404 while `[server] make = false` |
 //! | `Probe` | `/healthz`, `/metrics` | GET only (scrapers and health checks carry no token) |
 //! | `Console` | `/ui` and below | 404 while the console is off, GET only, token |
-//! | `Leaf` | Leaf's snowflake paths | token (any method; the query string is theirs) |
+//! | `Leaf` | Leaf's controller paths | token (any method; the query string is theirs) |
 //!
 //! Lookup scans the table once: the exact paths first (`/genid` leads), then the prefixes, so
 //! it costs what the `match` on the path it replaces did. Adding an endpoint: one row here and
@@ -199,7 +199,7 @@ impl<C: Clock + 'static> Routes<C> {
                 nonempty: true,
             },
             "leaf_segment",
-            Group::Api,
+            Group::Leaf,
             leaf::segment,
         ),
         route(
@@ -365,7 +365,13 @@ mod tests {
             assert_eq!(Endpoint::from_path(page), console, "{page}");
         }
         assert_eq!(Endpoint::from_path("/uix"), Endpoint::OTHER);
-        assert!(Endpoint::from_path("/decodeSnowflakeId").any_method());
+        for leaf in [
+            "/decodeSnowflakeId",
+            "/api/segment/get/t",
+            "/api/snowflake/get/k",
+        ] {
+            assert!(Endpoint::from_path(leaf).any_method(), "{leaf}");
+        }
         assert!(!Endpoint::from_path("/genid").any_method());
     }
 

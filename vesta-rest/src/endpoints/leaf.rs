@@ -5,7 +5,7 @@
 //!   a failure is Leaf's 500 with Spring Boot's error body and `Result{id=CODE,
 //!   status=EXCEPTION}` (`-1` the store not initialised, `-2` no such tag, `-3` no segment).
 //!   Without a segment database it is vesta's 404 (Leaf would answer `0` from its
-//!   `ZeroIDGen`, which is not a unique number); `GET` only, no query parameters.
+//!   `ZeroIDGen`, which is not a unique number).
 //! - `/api/snowflake/get/{key}`: one ID as `text/plain` (the key is ignored, as Leaf ignores
 //!   it); a failure is Leaf's 500 (`-3` clock behind, `-1` anything else that kept the ID
 //!   back).
@@ -15,8 +15,8 @@
 //!   server's local time zone as Leaf's JVM does (`TZ` changes it); `{"errorMsg": ...}` for
 //!   text that is not a Java `long`.
 //!
-//! The snowflake paths answer any method and ignore query parameters they do not read, as
-//! Leaf's `@RequestMapping` does (the route group `Leaf`). The snowflake paths are served in the
+//! All three answer any method and ignore query parameters they do not read, as Leaf's
+//! `@RequestMapping` does (the route group `Leaf`). The snowflake paths are served in the
 //! `leaf` and `twitter` layouts (the same 64 bits); elsewhere a 404 says which layouts serve
 //! them. Every other failure speaks Leaf's JSON too; [`failure`] is the one place an op's
 //! refusal becomes Leaf's code.
@@ -134,11 +134,6 @@ fn snowflake_answer(ids: Result<IdBatch, OpError>, path: &str) -> Response<Body>
 /// `/api/segment/get/{key}`: the tag's next number from the service's segment op.
 pub fn segment<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
     if let Err(e) = cx.service().segments_on() {
-        return cx.now(Err(e.into()));
-    }
-    if cx.query.is_some_and(|q| !q.is_empty())
-        && let Err(e) = crate::query::Query::parse(cx.query, cx.documented_path(), &[])
-    {
         return cx.now(Err(e.into()));
     }
     let path = shorten(cx.path);
