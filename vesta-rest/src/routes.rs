@@ -129,101 +129,22 @@ pub(crate) struct Routes<C>(PhantomData<C>);
 
 impl<C: Clock + 'static> Routes<C> {
     /// Every route: the exact paths first, `/genid` leading, then the prefixes.
+    #[rustfmt::skip]
     pub(crate) const ALL: &'static [Route<C>] = &[
-        route(
-            RoutePath::Exact("/genid"),
-            "genid",
-            Group::Api,
-            issue::genid,
-        ),
-        route(
-            RoutePath::Exact("/genids"),
-            "genids",
-            Group::Api,
-            issue::genids,
-        ),
-        route(
-            RoutePath::Exact("/expid"),
-            "expid",
-            Group::Api,
-            expid::expid,
-        ),
-        route(
-            RoutePath::Exact("/makeid"),
-            "makeid",
-            Group::Make,
-            makeid::makeid,
-        ),
-        route(
-            RoutePath::Exact("/transtime"),
-            "transtime",
-            Group::Api,
-            transtime::transtime,
-        ),
-        route(
-            RoutePath::Exact("/healthz"),
-            "healthz",
-            Group::Probe,
-            healthz::healthz,
-        ),
-        route(
-            RoutePath::Exact("/metrics"),
-            "metrics",
-            Group::Probe,
-            metrics::metrics,
-        ),
-        route(
-            RoutePath::Prefix {
-                prefix: "/segment/",
-                template: "/segment/{tag}",
-                nonempty: false,
-            },
-            "segment",
-            Group::Api,
-            segment::one,
-        ),
-        route(
-            RoutePath::Prefix {
-                prefix: "/segments/",
-                template: "/segments/{tag}",
-                nonempty: false,
-            },
-            "segments",
-            Group::Api,
-            segment::many,
-        ),
-        route(
-            RoutePath::Prefix {
-                prefix: "/api/segment/get/",
-                template: "/api/segment/get/{tag}",
-                nonempty: true,
-            },
-            "leaf_segment",
-            Group::Leaf,
-            leaf::segment,
-        ),
-        route(
-            RoutePath::Prefix {
-                prefix: "/api/snowflake/get/",
-                template: "/api/snowflake/get/{key}",
-                nonempty: true,
-            },
-            "leaf_snowflake",
-            Group::Leaf,
-            leaf::snowflake,
-        ),
-        route(
-            RoutePath::Exact("/decodeSnowflakeId"),
-            "leaf_decode",
-            Group::Leaf,
-            leaf::decode,
-        ),
-        route(
-            RoutePath::Tree("/ui"),
-            "console",
-            Group::Console,
-            console::page,
-        ),
+        //    path                                   label             group           handler
+        route(exact("/genid"),                       "genid",          Group::Api,     issue::genid),
+        route(exact("/genids"),                      "genids",         Group::Api,     issue::genids),
+        route(exact("/expid"),                       "expid",          Group::Api,     expid::expid),
+        route(exact("/makeid"),                      "makeid",         Group::Make,    makeid::makeid),
+        route(exact("/transtime"),                   "transtime",      Group::Api,     transtime::transtime),
+        route(exact("/healthz"),                     "healthz",        Group::Probe,   healthz::healthz),
+        route(exact("/metrics"),                     "metrics",        Group::Probe,   metrics::metrics),
+        route(exact("/decodeSnowflakeId"),           "leaf_decode",    Group::Leaf,    leaf::decode),
+        route(param("/segment/{tag}"),               "segment",        Group::Api,     segment::one),
+        route(param("/segments/{tag}"),              "segments",       Group::Api,     segment::many),
+        route(leaf_param("/api/segment/get/{tag}"),  "leaf_segment",   Group::Leaf,    leaf::segment),
+        route(leaf_param("/api/snowflake/get/{key}"), "leaf_snowflake", Group::Leaf,   leaf::snowflake),
+        route(RoutePath::Tree("/ui"),                "console",        Group::Console, console::page),
     ];
 
     /// The route serving `path`, with its endpoint, if any.
@@ -232,6 +153,39 @@ impl<C: Clock + 'static> Routes<C> {
         let i = Self::ALL.iter().position(|r| r.path.matches(path))?;
         Some((Endpoint(i as u8), &Self::ALL[i]))
     }
+}
+
+const fn exact(path: &'static str) -> RoutePath {
+    RoutePath::Exact(path)
+}
+
+/// A path ending in a parameter (`/segment/{tag}`): served for every path with its prefix.
+/// Vesta's take an empty parameter too (refused by the handler, naming it).
+const fn param(template: &'static str) -> RoutePath {
+    RoutePath::Prefix {
+        prefix: before_param(template),
+        template,
+        nonempty: false,
+    }
+}
+
+/// Leaf's paths need a non-empty parameter, as in Leaf: an empty key matches no mapping.
+const fn leaf_param(template: &'static str) -> RoutePath {
+    RoutePath::Prefix {
+        prefix: before_param(template),
+        template,
+        nonempty: true,
+    }
+}
+
+/// `template` up to its `{` (a template without one does not compile).
+const fn before_param(template: &'static str) -> &'static str {
+    let bytes = template.as_bytes();
+    let mut i = 0;
+    while bytes[i] != b'{' {
+        i += 1;
+    }
+    template.split_at(i).0
 }
 
 const fn route<C: Clock + 'static>(

@@ -21,6 +21,7 @@
 //! them. Every other failure speaks Leaf's JSON too; [`failure`] is the one place an op's
 //! refusal becomes Leaf's code.
 
+use std::future::Future;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hyper::{Response, StatusCode};
@@ -104,18 +105,8 @@ pub fn snowflake<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
         let e = not_served(layout, cx.documented_path());
         return cx.now(Err(e));
     }
-    let path = shorten(cx.path);
     let id = cx.service().ids(&cx.conn.flow, 1);
-    match id {
-        Answer::Now(r) => {
-            let answer = snowflake_answer(r, &path);
-            cx.now(Ok(answer))
-        }
-        Answer::Later(later) => {
-            let path = path.into_owned();
-            cx.later(async move { Ok(snowflake_answer(later.await, &path)) })
-        }
-    }
+    reply(cx, id, snowflake_answer)
 }
 
 /// The answer of `/api/snowflake/get/{key}` once its ID (or the refusal) is there.
@@ -136,23 +127,34 @@ pub fn segment<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
     if let Err(e) = cx.service().segments_on() {
         return cx.now(Err(e.into()));
     }
-    let path = shorten(cx.path);
-    let tag = match decode_tag(cx.param()) {
-        Ok(tag) => tag,
-        Err(e) => {
-            let answer = failure(&e, &path);
-            return cx.now(Ok(answer));
-        }
+    let number = match decode_tag(cx.param()) {
+        Ok(tag) => cx.service().segment_number(&tag, Turn::Now),
+        Err(e) => Answer::Now(Err(e)),
     };
-    let number = cx.service().segment_number(&tag, Turn::Now);
-    match number {
+    reply(cx, number, number_answer)
+}
+
+/// Leaf's answer to `answer`, now or once it is there, written by `write` (which echoes the
+/// request's path in a failure, as Spring does).
+fn reply<C, T, L>(
+    cx: Ctx<'_, C>,
+    answer: Answer<T, L>,
+    write: fn(Result<T, OpError>, &str) -> Response<Body>,
+) -> Reply
+where
+    C: Clock + 'static,
+    T: Send + 'static,
+    L: Future<Output = Result<T, OpError>> + Send + 'static,
+{
+    let path = shorten(cx.path);
+    match answer {
         Answer::Now(r) => {
-            let answer = number_answer(r, &path);
+            let answer = write(r, &path);
             cx.now(Ok(answer))
         }
         Answer::Later(later) => {
             let path = path.into_owned();
-            cx.later(async move { Ok(number_answer(later.await, &path)) })
+            cx.later(async move { Ok(write(later.await, &path)) })
         }
     }
 }

@@ -60,41 +60,48 @@ pub(crate) enum Outcome {
 }
 
 impl Pending {
-    /// The ID request `request_id` of `op`: answered now, or parked.
+    /// The ID request `request_id` of `op` (`NEXT_ID`, `NEXT_IDS`).
     pub(crate) fn ids(request_id: u32, op: u8, answer: Answer<IdBatch, IdsLater>) -> Pending {
-        let kind = match answer {
-            Answer::Now(r) => Kind::Done(Some(Outcome::Ids(r))),
-            Answer::Later(later) => Kind::Ids(later),
-        };
-        Pending {
-            request_id,
-            op,
-            kind,
-        }
+        Self::of(request_id, op, answer, Outcome::Ids, Kind::Ids)
     }
 
     /// The `SEGMENT` request `request_id`.
     pub(crate) fn number(request_id: u32, answer: Answer<u64>) -> Pending {
-        let kind = match answer {
-            Answer::Now(r) => Kind::Done(Some(Outcome::Number(r))),
-            Answer::Later(later) => Kind::Number(later),
-        };
-        Pending {
+        Self::of(
             request_id,
-            op: op::SEGMENT,
-            kind,
-        }
+            op::SEGMENT,
+            answer,
+            Outcome::Number,
+            Kind::Number,
+        )
     }
 
     /// The `SEGMENTS` request `request_id`.
     pub(crate) fn numbers(request_id: u32, answer: Answer<Vec<Range<u64>>>) -> Pending {
+        Self::of(
+            request_id,
+            op::SEGMENTS,
+            answer,
+            Outcome::Numbers,
+            Kind::Numbers,
+        )
+    }
+
+    /// A request whose `answer` is there (`outcome`) or on its way (`waiting`).
+    fn of<T, L>(
+        request_id: u32,
+        op: u8,
+        answer: Answer<T, L>,
+        outcome: fn(Result<T, OpError>) -> Outcome,
+        waiting: fn(L) -> Kind,
+    ) -> Pending {
         let kind = match answer {
-            Answer::Now(r) => Kind::Done(Some(Outcome::Numbers(r))),
-            Answer::Later(later) => Kind::Numbers(later),
+            Answer::Now(r) => Kind::Done(Some(outcome(r))),
+            Answer::Later(later) => waiting(later),
         };
         Pending {
             request_id,
-            op: op::SEGMENTS,
+            op,
             kind,
         }
     }
