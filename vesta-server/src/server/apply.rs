@@ -12,7 +12,7 @@ use bytes::BytesMut;
 use vesta_core::Clock;
 use vesta_embed::Flow;
 use vesta_service::ops::Turn;
-use vesta_service::{Answer, Service};
+use vesta_service::{Answer, ErrorKind, OpError, Service};
 
 use super::Tcp;
 use super::pending::{self, Outcome, Pending};
@@ -38,6 +38,19 @@ impl<C: Clock + 'static> Queue<'_, C> {
         } else {
             Turn::Queued
         }
+    }
+
+    /// Whether an answer that is there is written now: when nothing of the connection waits,
+    /// or when the op refused the request before taking anything (a count out of range,
+    /// segment mode off): answers that took IDs or numbers keep the order of the requests.
+    fn now<T>(&self, r: &Result<T, OpError>) -> bool {
+        self.pending.is_empty()
+            || r.as_ref().is_err_and(|e| {
+                matches!(
+                    e.kind(),
+                    ErrorKind::BadParameter | ErrorKind::NotConfigured | ErrorKind::Off
+                )
+            })
     }
 }
 
@@ -82,7 +95,7 @@ pub(super) fn request<C: Clock + 'static>(
         Request::Segment { tag } => {
             let number = service.segment_number(&tag, q.turn());
             match number {
-                Answer::Now(r) if q.pending.is_empty() || r.is_err() => {
+                Answer::Now(r) if q.now(&r) => {
                     pending::answer(request_id, op::SEGMENT, Outcome::Number(r), metrics, out)
                 }
                 number => q.pending.push_back(Pending::number(request_id, number)),
@@ -93,7 +106,7 @@ pub(super) fn request<C: Clock + 'static>(
             let count = u64::from(count);
             let numbers = service.segment_numbers(&tag, count, Some(max_ranges), q.turn());
             match numbers {
-                Answer::Now(r) if q.pending.is_empty() || r.is_err() => {
+                Answer::Now(r) if q.now(&r) => {
                     pending::answer(request_id, op::SEGMENTS, Outcome::Numbers(r), metrics, out)
                 }
                 numbers => q.pending.push_back(Pending::numbers(request_id, numbers)),
@@ -103,8 +116,8 @@ pub(super) fn request<C: Clock + 'static>(
 }
 
 /// `NEXT_ID` and `NEXT_IDS` (`op`): `count` IDs through the connection's flow, answered now
-/// if nothing of the connection waits (a refusal always is), else queued behind the waiting
-/// requests. The protocol's hot path.
+/// if nothing of the connection waits (or the count is refused), else queued behind the
+/// waiting requests. The protocol's hot path.
 #[inline]
 fn ids<C: Clock + 'static>(
     service: &Service<C>,
@@ -116,7 +129,7 @@ fn ids<C: Clock + 'static>(
     out: &mut BytesMut,
 ) {
     match service.ids(q.flow, count) {
-        Answer::Now(r) if q.pending.is_empty() || r.is_err() => {
+        Answer::Now(r) if q.now(&r) => {
             pending::answer(request_id, op, Outcome::Ids(r), metrics, out)
         }
         ids => q.pending.push_back(Pending::ids(request_id, op, ids)),
@@ -326,6 +339,31 @@ mod tests {
             }
         }
         clock.advance(1);
+    }
+
+    #[tokio::test]
+    async fn an_issuer_refusal_keeps_its_place_behind_waiting_requests() {
+        let (tcp, clock) = tcp(IdType::MinGranularity, 10);
+        tcp.service.issuer().try_next_ids(1024).unwrap();
+        let mut c = Conn::of(&tcp);
+        c.send(&tcp, 3, Request::NextId);
+        let lost = "the machine-ID lease was lost";
+        tcp.service
+            .issuer()
+            .fence_for_test(vesta_embed::LeaseState::Fenced, lost);
+        c.send(&tcp, 4, Request::NextId);
+        assert!(c.out.is_empty(), "nothing answered ahead of request 3");
+        assert_eq!(c.pending.len(), 2);
+        clock.advance(1);
+        for expected in [3, 4] {
+            let mut p = c.pending.pop_front().unwrap();
+            let outcome = p.outcome().await;
+            p.answer(outcome, &tcp.metrics, &mut c.out);
+            let (id, Response::Error { code, .. }) = c.answer() else {
+                panic!("not refused");
+            };
+            assert_eq!((id, code), (expected, ErrorCode::Unavailable));
+        }
     }
 
     #[tokio::test]
