@@ -9,7 +9,7 @@ use vesta_embed::IssuerConfig;
 use super::ClientTls;
 use crate::error::ClientError;
 
-/// How a [`Client`] behaves. `ClientConfig::new(endpoints)` gives sensible defaults.
+/// How a [`Client`](super::Client) behaves. `ClientConfig::new(endpoints)` gives sensible defaults.
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
     /// `host:port` of each server, in order of preference.
@@ -31,7 +31,7 @@ pub struct ClientConfig {
     pub backoff_max: Duration,
     /// How often endpoints marked dead are re-checked (connect, handshake, ping).
     pub health_check_interval: Duration,
-    /// IDs fetched per batch into a local buffer for [`Client::next_id`]; 0 (the default) turns
+    /// IDs fetched per batch into a local buffer for [`Client::next_id`](super::Client::next_id); 0 (the default) turns
     /// prefetch off. Prefetched IDs carry the time they were fetched, not the time they are used.
     pub prefetch: u32,
     /// An embedded issuer used when every server is down (genMethod embed, a machine ID from the

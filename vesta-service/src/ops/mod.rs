@@ -1,6 +1,6 @@
 //! The one state every transport serves from ([`Service`]) and the operations on it, each a
 //! typed function written once (mini-redis's `Db` and `Command::apply`): IDs and batches
-//! ([`Service::ids`]), explain, make, trans-time ([`ids`]), segment numbers
+//! ([`Service::ids`]), explain, make, trans-time ([`Service::make`], ...), segment numbers
 //! ([`Service::segment_number`], [`Service::segment_numbers`]), health and status. The TCP
 //! server, the REST server (and the next transport) only parse a request, call the op, and
 //! write its answer or map its [`OpError`] by [`ErrorKind`], each in one place of their own.
