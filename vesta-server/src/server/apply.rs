@@ -213,7 +213,9 @@ mod tests {
     use std::sync::Arc;
 
     use vesta_core::{GenMethod, IdFields, IdType, ManualClock};
-    use vesta_service::ops::testing::service;
+    use vesta_embed::{AsyncIssuer, Issuer, IssuerConfig};
+    use vesta_service::ServerSection;
+    use vesta_service::ops::Limits;
 
     use super::*;
     use crate::config::TcpSection;
@@ -222,14 +224,23 @@ mod tests {
     /// The TCP side of a service with static machine 930, layout `id_type` and `max_batch`, on
     /// a clock that stands still until the test moves it.
     fn tcp(id_type: IdType, max_batch: u64) -> (Tcp<Arc<ManualClock>>, Arc<ManualClock>) {
-        let (service, clock) = service(id_type, GenMethod::Server, max_batch);
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let mut config = IssuerConfig::default();
+        config.id.id_type = Some(id_type);
+        config.machine.id = Some(930);
+        config.gen_method = GenMethod::Server;
+        let issuer = Arc::new(Issuer::start_with_clock(config, clock.clone()).unwrap());
+        clock.hold_waits(true);
+        let section = TcpSection {
+            max_batch,
+            ..TcpSection::default()
+        };
+        let ids = AsyncIssuer::new(issuer, section.common().max_wait()).unwrap();
+        let service = Service::new(ids, None, Limits::of(&section).unwrap());
         let tcp = Tcp {
             metrics: Arc::new(TcpMetrics::new(&service)),
             service: Arc::new(service),
-            section: TcpSection {
-                max_batch,
-                ..TcpSection::default()
-            },
+            section,
         };
         (tcp, clock)
     }

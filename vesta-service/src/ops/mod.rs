@@ -246,9 +246,9 @@ impl<T> Future for Later<T> {
     }
 }
 
-/// A service on a manual clock, for the ops' and the transports' unit tests.
-#[doc(hidden)]
-pub mod testing {
+/// A service on a manual clock, for the ops' unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -259,7 +259,7 @@ pub mod testing {
 
     /// A service with static machine 930 issuing `gen_method` IDs of `id_type`, `max_batch`
     /// per request, on a clock that stands still until the test moves it.
-    pub fn service(
+    pub(crate) fn service(
         id_type: IdType,
         gen_method: GenMethod,
         max_batch: u64,
