@@ -33,8 +33,8 @@ use vesta_embed::Flow;
 use vesta_service::shutdown::Shutdown;
 use vesta_service::tls::{ServerTls, Stream};
 
-use crate::app::App;
 use crate::config::RestSection;
+use crate::rest::Rest;
 use crate::router;
 
 /// What one connection is doing, read by its watcher.
@@ -216,7 +216,7 @@ where
 pub async fn serve<C: Clock + 'static>(
     stream: TcpStream,
     peer: SocketAddr,
-    app: Arc<App<C>>,
+    rest: Arc<Rest<C>>,
     builders: Arc<Builders>,
     limits: ConnLimits,
     shutdown: Shutdown,
@@ -228,7 +228,7 @@ pub async fn serve<C: Clock + 'static>(
             Some(version) => (Stream::Plain(stream), version),
             None => {
                 tracing::debug!(%peer, "closed: no request within the header read timeout");
-                app.metrics.closed(CloseReason::Idle);
+                rest.metrics.closed(CloseReason::Idle);
                 return;
             }
         },
@@ -243,21 +243,21 @@ pub async fn serve<C: Clock + 'static>(
             }
             Err(e) => {
                 tracing::debug!(%peer, "closed: TLS handshake: {e}");
-                app.metrics.closed(CloseReason::Handshake);
+                rest.metrics.closed(CloseReason::Handshake);
                 return;
             }
         },
     };
     let ctx = ConnContext {
-        flow: app.ids.flow(),
+        flow: rest.service.flow(),
         activity: Arc::new(Activity::default()),
     };
     let activity = Arc::clone(&ctx.activity);
-    let service_app = Arc::clone(&app);
-    let service = service_fn(move |req| router::respond(&service_app, &ctx, req));
+    let service_rest = Arc::clone(&rest);
+    let service = service_fn(move |req| router::respond(&service_rest, &ctx, req));
     let io = TokioIo::new(stream);
     let watched = Watched {
-        app: &app,
+        rest: &rest,
         activity: &activity,
         peer,
         accepted,
@@ -280,7 +280,7 @@ pub async fn serve<C: Clock + 'static>(
 
 /// A connection's surroundings while hyper serves it.
 struct Watched<'a, C: Clock + 'static> {
-    app: &'a App<C>,
+    rest: &'a Rest<C>,
     activity: &'a Activity,
     peer: SocketAddr,
     accepted: Instant,
@@ -315,7 +315,7 @@ impl<C: Clock + 'static> Watched<'_, C> {
             () = aged => CloseReason::Aged,
             reason = watch(self.activity, self.limits) => reason,
         };
-        self.app.metrics.closed(reason);
+        self.rest.metrics.closed(reason);
         tracing::debug!(%peer, reason = reason.label(), "closing the connection");
         if reason == CloseReason::Stalled {
             return; // dropping it closes the socket and frees what it pinned

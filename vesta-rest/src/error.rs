@@ -1,9 +1,10 @@
 //! Why a request failed ([`ApiError`], which becomes a JSON `{"error": "..."}` body whose
-//! sentence names the parameter at fault). Why the server did not start is the shared
-//! `vesta_service::ServeError`.
+//! sentence names the parameter at fault), and the one place an op's refusal becomes an HTTP
+//! status (`From<OpError>`; Leaf's paths answer Leaf's bodies instead, see
+//! `endpoints/leaf.rs`). Why the server did not start is the shared `vesta_service::ServeError`.
 
 use hyper::StatusCode;
-use vesta_embed::IssueError;
+use vesta_service::{ErrorKind as OpKind, OpError};
 
 /// The category of a failed request; decides the status code and the metrics label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -130,10 +131,31 @@ impl ApiError {
     }
 }
 
-/// An issuer refusal as the client sees it: all are 503, the transient ones with `Retry-After`.
-impl From<IssueError> for ApiError {
-    fn from(e: IssueError) -> Self {
-        let retry = e.is_transient().then_some(1);
-        ApiError::unavailable(e.to_string(), retry)
+/// An op's refusal as the client sees it on vesta's paths:
+///
+/// | kind | status |
+/// | --- | --- |
+/// | `BadParameter`, `OutOfRange` | 400, "invalid parameter FIELD: ..." |
+/// | `Off`, `NotConfigured`, `UnknownTag` | 404 |
+/// | `Unavailable`, `ClockBehind`, `TimeExhausted`, `BeforeEpoch`, `Saturated`, `NoSegment`, `StoreDown` | 503, `Retry-After` when waiting helps |
+/// | `Internal` (and kinds added later) | 500 |
+impl From<OpError> for ApiError {
+    fn from(e: OpError) -> Self {
+        match e.kind() {
+            OpKind::BadParameter | OpKind::OutOfRange => {
+                ApiError::invalid_param(e.field().unwrap_or("?"), e.message())
+            }
+            OpKind::Off | OpKind::NotConfigured | OpKind::UnknownTag => {
+                ApiError::not_found_because(e.message())
+            }
+            OpKind::Unavailable
+            | OpKind::ClockBehind
+            | OpKind::TimeExhausted
+            | OpKind::BeforeEpoch
+            | OpKind::Saturated
+            | OpKind::NoSegment
+            | OpKind::StoreDown => ApiError::unavailable(e.message(), e.retry_after_s()),
+            _ => ApiError::internal(e.message()),
+        }
     }
 }

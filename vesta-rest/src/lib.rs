@@ -16,7 +16,6 @@
 //! connections at the next unit boundary. Every error is a JSON `{"error": "..."}` whose
 //! sentence names the parameter at fault; nothing a client sends can make the server panic.
 
-mod app;
 mod body;
 mod budget;
 mod config;
@@ -26,12 +25,14 @@ mod error;
 mod metrics;
 mod query;
 mod response;
+mod rest;
 mod router;
+mod routes;
 mod server;
 
 pub use body::{SMALL_BODY_BYTES, STREAM_WINDOW_BYTES};
 pub use config::{RestConfig, RestSection};
-pub use router::Endpoint;
+pub use routes::Endpoint;
 pub use server::RestServer;
 pub use vesta_service::shutdown::signal as shutdown_signal;
 pub use vesta_service::{ServeError, ServeReport};

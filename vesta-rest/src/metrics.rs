@@ -3,14 +3,14 @@
 //! Per-request metrics (requests by endpoint and status, latency) are resolved into arrays of
 //! handles (the request counter of a pair on its first use), so the hot path does no label
 //! hashing or map lookup, and only pairs that occurred (plus each endpoint's 200) are exported.
-//! The issuer's own metrics (lease, clock rollbacks, waits, end of life) are the shared ones of
-//! `vesta_service::metrics`, and so are the segments' (`vesta_segment_*`, per tag). Connections
-//! closed for holding a slot without using it, and the unsent-bytes budget in use, show what slow
-//! or hostile clients cost. Open connections and their limit are the shared `vesta_connections`
-//! and `vesta_connections_max`.
+//! The metrics every server exports alike are the service's (`Service::register_metrics`: the
+//! issuer's lease, clock rollbacks, waits and end of life, IDs issued, open connections and
+//! their limit, the segments' `vesta_segment_*` per tag). Connections closed for holding a
+//! slot without using it, and the unsent-bytes budget in use, show what slow or hostile clients
+//! cost.
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -21,13 +21,11 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use vesta_core::Clock;
-use vesta_embed::AsyncIssuer;
-use vesta_service::Segments;
-use vesta_service::metrics::Connections;
+use vesta_service::Service;
 
 use crate::budget::UnsentBudget;
 use crate::connection::CloseReason;
-use crate::router::Endpoint;
+use crate::routes::Endpoint;
 
 /// The outcomes a request can have, by status code; the second label of the request counter.
 pub const STATUSES: [u16; 7] = [200, 400, 404, 405, 414, 500, 503];
@@ -45,32 +43,17 @@ type Labels1 = [(&'static str, &'static str); 1];
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    ids_issued: Counter,
     request_family: Family<Labels2, Counter>,
     requests: Vec<[OnceLock<Counter>; STATUSES.len()]>,
     latency: Vec<Histogram>,
     closed: [Counter; CloseReason::ALL.len()],
-    /// Open connections: each connection's task holds one of its guards.
-    pub connections: Connections,
 }
 
 impl Metrics {
-    /// Registers every metric, including the collectors reading `issuer`'s status, the
-    /// segments' (when on) and the budget's use, and the connection gauge beside
-    /// `max_connections`.
-    pub fn new<C: Clock + 'static>(
-        ids: &AsyncIssuer<C>,
-        segments: Option<&Arc<Segments>>,
-        budget: &UnsentBudget,
-        max_connections: u64,
-    ) -> Self {
+    /// Registers every metric: the service's, the requests', and the budget's use.
+    pub fn new<C: Clock + 'static>(service: &Service<C>, budget: &UnsentBudget) -> Self {
         let mut registry = Registry::with_prefix("vesta");
-        let ids_issued = Counter::default();
-        registry.register(
-            "ids_issued",
-            "IDs handed out by /genid and /genids",
-            ids_issued.clone(),
-        );
+        service.register_metrics(&mut registry);
         let request_family = Family::<Labels2, Counter>::default();
         let latency_family =
             Family::<Labels1, Histogram>::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS));
@@ -105,24 +88,16 @@ impl Metrics {
             closed_family,
         );
         registry.register_collector(Box::new(BudgetCollector(budget.clone())));
-        vesta_service::metrics::register_issuer(&mut registry, ids);
-        let connections =
-            vesta_service::metrics::register_connections(&mut registry, max_connections);
-        if let Some(segments) = segments {
-            vesta_service::metrics::register_segments(&mut registry, Arc::clone(segments));
-        }
         let metrics = Metrics {
             registry,
-            ids_issued,
             request_family,
             requests,
             latency,
             closed,
-            connections,
         };
         // Export the usual outcomes from the start, so rates work before the first request.
         for endpoint in Endpoint::ALL {
-            let status = if endpoint == Endpoint::Other {
+            let status = if endpoint == Endpoint::OTHER {
                 404
             } else {
                 200
@@ -135,7 +110,7 @@ impl Metrics {
     /// The counter of (`endpoint`, `status`), registered on first use.
     fn request_counter(&self, endpoint: Endpoint, status: u16) -> Option<&Counter> {
         let s = status_index(status)?;
-        let cell = self.requests.get(endpoint as usize)?.get(s)?;
+        let cell = self.requests.get(endpoint.index())?.get(s)?;
         Some(cell.get_or_init(|| {
             let labels = [
                 ("endpoint", endpoint.label()),
@@ -151,20 +126,9 @@ impl Metrics {
         if let Some(c) = self.request_counter(endpoint, status) {
             c.inc();
         }
-        if let Some(h) = self.latency.get(endpoint as usize) {
+        if let Some(h) = self.latency.get(endpoint.index()) {
             h.observe(elapsed.as_secs_f64());
         }
-    }
-
-    /// Counts `n` IDs handed out.
-    #[inline]
-    pub fn issued(&self, n: u64) {
-        self.ids_issued.inc_by(n);
-    }
-
-    /// IDs handed out since start.
-    pub fn issued_total(&self) -> u64 {
-        self.ids_issued.get()
     }
 
     /// Requests answered with `status` since start, all endpoints together.

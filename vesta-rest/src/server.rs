@@ -12,32 +12,24 @@ use std::time::Duration;
 
 use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use vesta_core::{Clock, GenMethod};
+use vesta_core::Clock;
 use vesta_embed::{Issuer, SystemClock};
-use vesta_service::config::{server_tls, validate_section};
-use vesta_service::lifecycle::{self, Prepared};
+use vesta_service::lifecycle::{self, Started};
 use vesta_service::shutdown::Trigger;
-use vesta_service::tls::{ServerTls, watch_sighup};
-use vesta_service::{Segments, ServeError, ServeReport, ServerSection};
+use vesta_service::{Segments, ServeError, ServeReport};
 
-use crate::app::App;
 use crate::body::CHUNK_BYTES;
 use crate::config::{RestConfig, RestSection};
 use crate::connection::{self, Builders, ConnLimits};
+use crate::rest::Rest;
 
 /// A bound REST server with its issuer, ready to [`serve`](Self::serve).
 #[derive(Debug)]
 pub struct RestServer<C: Clock + 'static = SystemClock> {
-    listener: TcpListener,
-    addr: SocketAddr,
-    app: Arc<App<C>>,
-    limits: RestSection,
-    tls: Option<ServerTls>,
-    /// The SIGHUP watcher (TLS reload), from the start on.
-    sighup: tokio::task::JoinHandle<()>,
+    started: Started<C, RestSection>,
+    rest: Arc<Rest<C>>,
 }
 
 impl RestServer<SystemClock> {
@@ -49,10 +41,7 @@ impl RestServer<SystemClock> {
     /// issuer starts (see [`vesta_service::segments`] for what a missing table or an
     /// unreachable database does).
     pub async fn start(config: RestConfig) -> Result<Self, ServeError> {
-        // The certificate loads before anything binds or leases: a bad file costs nothing.
-        let tls = server_tls(&config.server, ALPN)?;
-        let prepared = lifecycle::start(&config).await?;
-        Self::from_prepared(prepared, config.server, tls)
+        Ok(Self::from_started(lifecycle::launch(&config, ALPN).await?))
     }
 }
 
@@ -75,65 +64,48 @@ impl<C: Clock + 'static> RestServer<C> {
         limits: RestSection,
         segments: Option<Arc<Segments>>,
     ) -> Result<Self, ServeError> {
-        validate_section(&limits, issuer.layout())?;
-        let tls = server_tls(&limits, ALPN)?;
-        let mut prepared =
-            lifecycle::start_with_issuer(issuer, GenMethod::Rest, &limits.common()).await?;
-        prepared.segments = segments;
-        Self::from_prepared(prepared, limits, tls)
+        let started = lifecycle::launch_with_issuer(issuer, limits, segments, ALPN).await?;
+        Ok(Self::from_started(started))
     }
 
-    fn from_prepared(
-        p: Prepared<C>,
-        mut limits: RestSection,
-        tls: Option<ServerTls>,
-    ) -> Result<Self, ServeError> {
-        limits.cap_max_batch(p.issuer.issuer().layout().capacity_per_second());
-        let token = limits.auth_token()?;
-        let mut app = App::new(p.issuer, p.segments, &limits);
-        app.auth_token = token;
-        Ok(RestServer {
-            listener: p.listener,
-            addr: p.addr,
-            app: Arc::new(app),
-            limits,
-            sighup: watch_sighup(tls.clone()),
-            tls,
-        })
+    fn from_started(started: Started<C, RestSection>) -> Self {
+        let rest = Arc::new(Rest::new(Arc::clone(&started.service), &started.section));
+        RestServer { started, rest }
     }
 
     /// The address actually bound (the real port when the config asked for port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+        self.started.addr
     }
 
     /// True if it speaks HTTPS (`[server] tls_cert` and `tls_key` set).
     pub fn is_tls(&self) -> bool {
-        self.tls.is_some()
+        self.started.tls.is_some()
     }
 
     /// The issuer; tests fence it, or hold a `Weak` to see it released after shutdown.
     pub fn issuer(&self) -> &Arc<Issuer<C>> {
-        &self.app.issuer
+        self.rest.service.issuer()
     }
 
     /// The segment store, when segment mode is on.
     pub fn segments(&self) -> Option<&Arc<Segments>> {
-        self.app.segments.as_ref()
+        self.rest.service.segments()
     }
 
     /// Serves until `shutdown` resolves, then stops accepting, lets requests in flight finish
     /// (up to `server.shutdown_grace_ms`), closes what is left, gives the segments' unused
     /// tails back and releases the machine ID before returning.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> ServeReport {
-        let RestServer {
+        let RestServer { started, rest } = self;
+        let Started {
             listener,
-            app,
-            limits,
             addr,
+            service,
+            section: limits,
             tls,
-            sighup,
-        } = self;
+            mut watchers,
+        } = started;
         let builders = Arc::new(http_builders(&limits));
         let slots = usize::try_from(limits.max_connections).unwrap_or(usize::MAX);
         let slots = Arc::new(Semaphore::new(slots));
@@ -141,7 +113,7 @@ impl<C: Clock + 'static> RestServer<C> {
         let trigger = Trigger::new();
         let mut tasks = JoinSet::new();
         let mut connections = 0u64;
-        let end_of_life = lifecycle::warn_daily_near_end_of_life(Arc::clone(&app.issuer));
+        watchers.serving(service.issuer());
         tracing::info!(%addr, "serving");
         tokio::pin!(shutdown);
         loop {
@@ -170,13 +142,13 @@ impl<C: Clock + 'static> RestServer<C> {
             let serve = connection::serve(
                 stream,
                 peer,
-                Arc::clone(&app),
+                Arc::clone(&rest),
                 Arc::clone(&builders),
                 conn_limits,
                 trigger.subscribe(),
                 tls.clone(),
             );
-            let open = app.metrics.connections.open();
+            let open = service.connections().open();
             tasks.spawn(async move {
                 let (_permit, _open) = (permit, open);
                 serve.await;
@@ -184,22 +156,9 @@ impl<C: Clock + 'static> RestServer<C> {
             while tasks.try_join_next().is_some() {}
         }
         drop(listener);
-        end_of_life.abort();
-        sighup.abort();
         tracing::info!("shutting down: finishing requests in flight");
-        trigger.fire();
-        let forced_closed = lifecycle::drain(&mut tasks, limits.common().shutdown_grace()).await;
-        let give_back = lifecycle::give_back(app.segments.as_deref()).await;
-        // Release the machine ID now, even if the caller still holds the issuer.
-        let ids = app.ids.clone();
-        drop(app);
-        let release_error = lifecycle::release(ids).await;
-        ServeReport {
-            connections,
-            forced_closed,
-            release_error,
-            give_back,
-        }
+        drop(rest);
+        lifecycle::stop(service, watchers, &trigger, &mut tasks, connections).await
     }
 }
 

@@ -10,8 +10,10 @@
 //!   version 1; [`ErrorCode`], [`ServerInfo`]), used by the load tool in vesta-bench, the
 //!   fuzzer and this crate's tests.
 //!
-//! Module shape follows tokio-rs/mini-redis: `frame`, `proto` (one module per operation: its
-//! request, its answer and its server side), `connection`, `server`, `config`, `client`.
+//! Module shape follows tokio-rs/mini-redis: `frame`, `proto` (the codec: one module per
+//! operation, its request and its answer, shared by the client and the server), `server` (the
+//! accept loop, the connections, and each op's server side onto `vesta_service`'s ops),
+//! `connection`, `config`, `client`.
 
 mod client;
 #[cfg(feature = "server")]

@@ -1,8 +1,8 @@
 //! The TCP server's metrics (prometheus-client, names prefixed `vesta_`), served by the metrics
-//! listener (`server.metrics_listen`): the issuer's and the segments' metrics shared with the
-//! REST server (`vesta_service::metrics`), IDs issued, connections open and their limit, requests by op, and
-//! refusals and bad requests by error code. Counters are resolved to handles up front, so the
-//! hot path does an atomic add and no label lookup.
+//! listener (`server.metrics_listen`): the metrics every server exports alike (the service's:
+//! the issuer's, IDs issued, connections open and their limit, the segments'), then requests by
+//! op, and refusals and bad requests by error code. Counters are resolved to handles up front,
+//! so the hot path does an atomic add and no label lookup.
 
 use std::sync::Arc;
 
@@ -10,12 +10,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use vesta_core::Clock;
-use vesta_embed::AsyncIssuer;
-use vesta_service::Segments;
+use vesta_service::Service;
 use vesta_service::auth::BearerToken;
-use vesta_service::console::{Console, Pages, Traffic};
-use vesta_service::health::Health;
-use vesta_service::metrics::Connections;
+use vesta_service::console::{Console, Pages, Refusals};
 use vesta_service::metrics_http::Exposition;
 
 use crate::proto::{ErrorCode, op};
@@ -52,35 +49,16 @@ const SERVER_ERRORS: [ErrorCode; 7] = [
 #[derive(Debug)]
 pub(crate) struct TcpMetrics {
     registry: Registry,
-    ids_issued: Counter,
-    /// Open connections (shared with the REST server: `vesta_connections`).
-    pub connections: Connections,
     requests: Vec<Counter>,
     errors: Family<Labels, Counter>,
     tls_handshake_failures: Counter,
 }
 
 impl TcpMetrics {
-    /// Registers every metric for a server issuing through `ids` (and serving `segments`, if
-    /// on) with `max_connections`.
-    pub(crate) fn new<C: Clock + 'static>(
-        ids: &AsyncIssuer<C>,
-        segments: Option<&Arc<Segments>>,
-        max_connections: u64,
-    ) -> Self {
+    /// Registers every metric of a server of `service`.
+    pub(crate) fn new<C: Clock + 'static>(service: &Service<C>) -> Self {
         let mut registry = Registry::with_prefix("vesta");
-        vesta_service::metrics::register_issuer(&mut registry, ids);
-        if let Some(segments) = segments {
-            vesta_service::metrics::register_segments(&mut registry, Arc::clone(segments));
-        }
-        let ids_issued = Counter::default();
-        registry.register(
-            "ids_issued",
-            "IDs handed out by NEXT_ID and NEXT_IDS",
-            ids_issued.clone(),
-        );
-        let connections =
-            vesta_service::metrics::register_connections(&mut registry, max_connections);
+        service.register_metrics(&mut registry);
         let family = Family::<Labels, Counter>::default();
         registry.register(
             "tcp_requests",
@@ -111,8 +89,6 @@ impl TcpMetrics {
         );
         TcpMetrics {
             registry,
-            ids_issued,
-            connections,
             requests,
             errors,
             tls_handshake_failures,
@@ -125,17 +101,6 @@ impl TcpMetrics {
         if let Some(i) = OPS.iter().position(|(c, _)| *c == code) {
             self.requests[i].inc();
         }
-    }
-
-    /// Counts `n` IDs handed out.
-    #[inline]
-    pub(crate) fn issued(&self, n: u64) {
-        self.ids_issued.inc_by(n);
-    }
-
-    /// IDs handed out since start.
-    pub(crate) fn issued_total(&self) -> u64 {
-        self.ids_issued.get()
     }
 
     /// `ERROR` answers since start by code: the server's refusals always (zeros too), the
@@ -180,14 +145,10 @@ impl TcpMetrics {
 pub(crate) struct TcpExposition<C: Clock + 'static> {
     /// The metrics.
     pub metrics: Arc<TcpMetrics>,
-    /// The issuer, for `/healthz`.
-    pub ids: AsyncIssuer<C>,
-    /// The segments, for `/healthz`.
-    pub segments: Option<Arc<Segments>>,
+    /// The service, for `/healthz` and the console's token.
+    pub service: Arc<Service<C>>,
     /// The web console, when `[server] console` is on.
     pub console: Option<Console<C>>,
-    /// The bearer token the console asks for (`[server] auth_token_file`), if set.
-    pub auth_token: Option<BearerToken>,
 }
 
 impl<C: Clock + 'static> Exposition for TcpExposition<C> {
@@ -196,10 +157,7 @@ impl<C: Clock + 'static> Exposition for TcpExposition<C> {
     }
 
     fn health(&self) -> (bool, String) {
-        let issuer = self.ids.issuer();
-        Health::of(&issuer.status(), issuer.clock().now_ms())
-            .with_segments(self.segments.as_deref())
-            .to_http()
+        self.service.health().to_http()
     }
 
     fn console(&self) -> Option<&dyn Pages> {
@@ -207,29 +165,15 @@ impl<C: Clock + 'static> Exposition for TcpExposition<C> {
     }
 
     fn console_token(&self) -> Option<&BearerToken> {
-        self.auth_token.as_ref()
+        self.service.limits().auth_token.as_ref()
     }
 }
 
-/// What the console reads of the TCP server's counters.
-pub(crate) struct TcpTraffic {
-    /// The server's metrics.
-    pub metrics: Arc<TcpMetrics>,
-    /// `server.max_connections`.
-    pub max_connections: u64,
-}
+/// What the console reads of the TCP server's refusals: `ERROR` answers by code.
+pub(crate) struct TcpRefusals(pub Arc<TcpMetrics>);
 
-impl Traffic for TcpTraffic {
-    fn issued(&self) -> u64 {
-        self.metrics.issued_total()
-    }
-
+impl Refusals for TcpRefusals {
     fn refusals(&self) -> Vec<(String, u64)> {
-        self.metrics.errors_by_code()
-    }
-
-    fn connections(&self) -> (u64, u64) {
-        let open = u64::try_from(self.metrics.connections.get()).unwrap_or(0);
-        (open, self.max_connections)
+        self.0.errors_by_code()
     }
 }

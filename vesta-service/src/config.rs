@@ -57,12 +57,21 @@ pub trait ServerSection:
 
     /// Turns the web console on (the `--console` flag).
     fn set_console(&mut self);
+
+    /// `make`: making IDs is allowed.
+    fn make(&self) -> bool;
+
+    /// `console`: the web console is on.
+    fn console(&self) -> bool;
+
+    /// `auth_token_file`, as set.
+    fn auth_token_file(&self) -> Option<&Path>;
 }
 
 /// Writes the shared half of a [`ServerSection`] impl (`common`, `set_listen`, the TLS files,
-/// the console) for a section whose fields are named like [`CommonLimits`]'s plus `tls_cert`,
-/// `tls_key` and `console`,
-/// so the mapping exists once.
+/// the console, make and the token file) for a section whose fields are named like
+/// [`CommonLimits`]'s plus `tls_cert`, `tls_key`, `console`, `make` and `auth_token_file`, so
+/// the mapping exists once.
 #[macro_export]
 macro_rules! common_limits {
     () => {
@@ -82,6 +91,18 @@ macro_rules! common_limits {
 
         fn set_console(&mut self) {
             self.console = true;
+        }
+
+        fn make(&self) -> bool {
+            self.make
+        }
+
+        fn console(&self) -> bool {
+            self.console
+        }
+
+        fn auth_token_file(&self) -> Option<&::std::path::Path> {
+            self.auth_token_file.as_deref()
         }
 
         fn cap_max_batch(&mut self, cap: u64) {
@@ -423,6 +444,18 @@ mod tests {
         }
 
         fn set_console(&mut self) {}
+
+        fn make(&self) -> bool {
+            true
+        }
+
+        fn console(&self) -> bool {
+            false
+        }
+
+        fn auth_token_file(&self) -> Option<&Path> {
+            None
+        }
 
         fn cap_max_batch(&mut self, cap: u64) {
             self.max_batch = self.max_batch.min(cap);

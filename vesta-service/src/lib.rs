@@ -6,9 +6,14 @@
 //!   server's own `[server]` section ([`ServerSection`], [`ServiceConfig`], [`CommonLimits`]),
 //!   with the same key names and units in both servers, every value checked at load time and
 //!   renamed keys reported as warnings;
-//! - [`lifecycle`]: the start order (bind, start the issuer, then listen: [`Prepared`]), the
-//!   async issuer the servers issue through, the drain and the release of the machine ID
-//!   ([`ServeReport`]);
+//! - [`ops`]: the one state every transport serves from ([`Service`]: issuer, segments,
+//!   limits, counters) and its operations, each written once: IDs, batches, explain, make,
+//!   trans-time, segment numbers, health, status; answered now or later ([`Answer`]), refused
+//!   with one error type of kinds ([`OpError`], [`ErrorKind`]) that each transport maps in
+//!   one place;
+//! - [`lifecycle`]: the start order (bind, start the issuer, then listen: [`Prepared`]; with
+//!   TLS and the service: [`Started`]), the async issuer the servers issue through, the drain
+//!   and the release of the machine ID ([`ServeReport`]);
 //! - [`shutdown`]: the SIGINT/SIGTERM future and the trigger that tells connections to drain;
 //! - [`segments`]: segment mode (`[segment] db`): the Leaf-compatible number store both
 //!   servers serve, its start policy and the give-back at shutdown ([`Segments`]);
@@ -39,6 +44,8 @@ pub mod metrics;
 #[cfg(feature = "server")]
 pub mod metrics_http;
 #[cfg(feature = "server")]
+pub mod ops;
+#[cfg(feature = "server")]
 pub mod query;
 #[cfg(feature = "server")]
 pub mod segments;
@@ -51,6 +58,8 @@ pub use config::{CommonLimits, ServerSection, ServiceConfig};
 #[cfg(feature = "server")]
 pub use error::{ConfigError, ServeError};
 #[cfg(feature = "server")]
-pub use lifecycle::{Prepared, ServeReport};
+pub use lifecycle::{Prepared, ServeReport, Started};
+#[cfg(feature = "server")]
+pub use ops::{Answer, ErrorKind, OpError, Service};
 #[cfg(feature = "server")]
 pub use segments::Segments;

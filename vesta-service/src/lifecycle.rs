@@ -12,20 +12,27 @@
 //! 6. connections drain within `shutdown_grace_ms`, the rest are closed;
 //! 7. the segment store gives its unused tails back ([`give_back`]);
 //! 8. the machine ID is released (final mark, claim deleted), off the async workers.
+//!
+//! A server runs steps 2-5 with [`launch`] (or [`launch_with_issuer`]), which also loads its
+//! TLS files, reads its limits and builds the [`Service`] its connections share ([`Started`]),
+//! and steps 6-8 with [`stop`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpSocket};
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use vesta_core::{Clock, GenMethod};
 use vesta_embed::{AsyncIssuer, Issuer, SystemClock};
 use vesta_segment::GiveBack;
 
-use crate::config::{CommonLimits, ServerSection, ServiceConfig};
+use crate::config::{CommonLimits, ServerSection, ServiceConfig, server_tls, validate_section};
 use crate::error::{ConfigError, ServeError};
+use crate::ops::{Limits, Service};
 use crate::segments::Segments;
+use crate::shutdown::Trigger;
+use crate::tls::{ServerTls, watch_sighup};
 
 /// Connections waiting to be accepted, at most.
 const BACKLOG: u32 = 1024;
@@ -79,6 +86,114 @@ pub async fn start_with_issuer<C: Clock + 'static>(
 ) -> Result<Prepared<C>, ServeError> {
     let socket = bind(limits.listen)?;
     listen(socket, issuer, gen_method, limits)
+}
+
+/// A server started (steps 2-5): listening, with the service its connections share, its
+/// `[server]` section (`max_batch` capped to the layout) and its TLS.
+#[derive(Debug)]
+pub struct Started<C: Clock + 'static, S> {
+    /// Listening.
+    pub listener: TcpListener,
+    /// The address bound (the real port when the config asked for port 0).
+    pub addr: SocketAddr,
+    /// The state and ops every connection shares.
+    pub service: Arc<Service<C>>,
+    /// The `[server]` section, `max_batch` lowered to what the layout issues in a second.
+    pub section: S,
+    /// TLS, when `tls_cert` and `tls_key` are set.
+    pub tls: Option<ServerTls>,
+    /// The tasks beside the connections; hand them to [`stop`].
+    pub watchers: Watchers,
+}
+
+/// Steps 2-5 for a config, and the service: the certificate loads first (a bad file costs
+/// nothing), then bind, segments, issuer, listen. `alpn`: the protocols TLS offers.
+pub async fn launch<S: ServerSection>(
+    config: &ServiceConfig<S>,
+    alpn: &[&[u8]],
+) -> Result<Started<SystemClock, S>, ServeError> {
+    let tls = server_tls(&config.server, alpn)?;
+    let prepared = start(config).await?;
+    Started::new(prepared, config.server.clone(), tls)
+}
+
+/// Steps 2 and 5 for an issuer started elsewhere (tests use a manual clock or a fenced
+/// issuer; it must issue with `S`'s genMethod), serving `segments` opened elsewhere too.
+pub async fn launch_with_issuer<C: Clock + 'static, S: ServerSection>(
+    issuer: Arc<Issuer<C>>,
+    section: S,
+    segments: Option<Arc<Segments>>,
+    alpn: &[&[u8]],
+) -> Result<Started<C, S>, ServeError> {
+    validate_section(&section, issuer.layout())?;
+    let tls = server_tls(&section, alpn)?;
+    let mut prepared = start_with_issuer(issuer, S::GEN_METHOD, &section.common()).await?;
+    prepared.segments = segments;
+    Started::new(prepared, section, tls)
+}
+
+impl<C: Clock + 'static, S: ServerSection> Started<C, S> {
+    fn new(p: Prepared<C>, mut section: S, tls: Option<ServerTls>) -> Result<Self, ServeError> {
+        section.cap_max_batch(p.issuer.issuer().layout().capacity_per_second());
+        let limits = Limits::of(&section)?;
+        Ok(Started {
+            listener: p.listener,
+            addr: p.addr,
+            service: Arc::new(Service::new(p.issuer, p.segments, limits)),
+            section,
+            watchers: Watchers {
+                sighup: watch_sighup(tls.clone()),
+                end_of_life: None,
+            },
+            tls,
+        })
+    }
+}
+
+/// The tasks a server keeps beside its connections: the TLS reload on SIGHUP (from the start
+/// on) and the daily end-of-life warning (while serving). [`stop`] ends them.
+#[derive(Debug)]
+pub struct Watchers {
+    sighup: JoinHandle<()>,
+    end_of_life: Option<JoinHandle<()>>,
+}
+
+impl Watchers {
+    /// Serving begins: the end-of-life warning repeats daily from now on.
+    pub fn serving<C: Clock + 'static>(&mut self, issuer: &Arc<Issuer<C>>) {
+        self.end_of_life = Some(warn_daily_near_end_of_life(Arc::clone(issuer)));
+    }
+}
+
+/// Steps 6-8, once the server stopped accepting (its listener dropped): ends the watchers,
+/// tells every connection to drain (`trigger`), waits for them (`tasks`) up to the grace
+/// period, gives the segments' unused tails back and releases the machine ID.
+/// `connections`: how many were accepted.
+pub async fn stop<C: Clock + 'static>(
+    service: Arc<Service<C>>,
+    watchers: Watchers,
+    trigger: &Trigger,
+    tasks: &mut JoinSet<()>,
+    connections: u64,
+) -> ServeReport {
+    watchers.sighup.abort();
+    if let Some(task) = watchers.end_of_life {
+        task.abort();
+    }
+    trigger.fire();
+    let grace = service.limits().shutdown_grace;
+    let forced_closed = drain(tasks, grace).await;
+    let give_back = give_back(service.segments().map(|s| &**s)).await;
+    // Release the machine ID now, even if the caller still holds the issuer.
+    let ids = service.async_issuer().clone();
+    drop(service);
+    let release_error = release(ids).await;
+    ServeReport {
+        connections,
+        forced_closed,
+        release_error,
+        give_back,
+    }
 }
 
 fn bind(addr: SocketAddr) -> Result<TcpSocket, ServeError> {

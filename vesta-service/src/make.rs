@@ -1,6 +1,6 @@
 //! Making an ID from `/makeid`'s parameters (`time=&seq=[&<field>=...]`), to repair data: the
-//! REST endpoint and the console's make form run this same code, so they check alike and say
-//! the same. `time` and `seq` are required; every other field (the node as `machine` or
+//! REST endpoint and the console's make form read the query with this same code, so they check
+//! alike and say the same. `time` and `seq` are required; every other field (the node as `machine` or
 //! `node`, or by its parts; Vesta's `genMethod`, `type` and `version`; a custom layout's fixed
 //! fields) takes the server's own value unless given. Every value is range-checked and an
 //! error names the field; a parameter the layout has no field for is refused naming it.
@@ -40,12 +40,26 @@ fn aliases(kind: FieldKind) -> &'static [&'static str] {
 }
 
 /// The ID that `/makeid?{query}` makes in `layout`, fields not given taken from `own` (the
-/// server's values). Pure, so the fuzz target runs exactly what the endpoint runs.
+/// server's values): [`values_from_query`], then [`Layout::make`]. Pure, so the fuzz target
+/// runs what the endpoint runs (which makes the ID through the service's `make` op).
 pub fn make_from_query(
     layout: &Layout,
     query: Option<&str>,
     own: &FieldValues,
 ) -> Result<u64, BadRequest> {
+    let values = values_from_query(layout, query, own)?;
+    layout
+        .make(&values)
+        .map_err(|e| BadRequest::invalid_param(e.field(), &e))
+}
+
+/// The field values `/makeid?{query}` asks for in `layout`, fields not given taken from `own`;
+/// the query's names checked, its numbers parsed, the ranges left to the make.
+pub fn values_from_query(
+    layout: &Layout,
+    query: Option<&str>,
+    own: &FieldValues,
+) -> Result<FieldValues, BadRequest> {
     let allowed = params(layout);
     let q = Query::parse(query, "/makeid", &allowed)?;
     let mut values = FieldValues::new();
@@ -79,9 +93,7 @@ pub fn make_from_query(
             }
         }
     }
-    layout
-        .make(&values)
-        .map_err(|e| BadRequest::invalid_param(e.field(), &e))
+    Ok(values)
 }
 
 /// A parameter's value: genMethod and Vesta's type also by name, the rest in plain decimal.

@@ -49,29 +49,40 @@ pub fn register_issuer<C: Clock + 'static>(registry: &mut Registry, ids: &AsyncI
     }));
 }
 
-/// Registers `vesta_connections` (client connections open now) and `vesta_connections_max`
-/// (`server.max_connections`) in `registry`, and returns the gauge the server moves.
-pub fn register_connections(registry: &mut Registry, max_connections: u64) -> Connections {
-    let open = Gauge::<i64, AtomicI64>::default();
-    registry.register("connections", "Client connections open now", open.clone());
-    let max = Gauge::<i64, AtomicI64>::default();
-    max.set(i64::try_from(max_connections).unwrap_or(i64::MAX));
-    registry.register(
-        "connections_max",
-        "server.max_connections: the most connections served at once",
-        max,
-    );
-    Connections { open }
-}
-
-/// The open-connections gauge of a server: each connection holds an [`OpenConnection`] while it
-/// lives, so the count cannot drift whichever way the connection ends.
+/// The open-connections gauge of a server (`vesta_connections`) beside its limit
+/// (`vesta_connections_max`): each connection holds an [`OpenConnection`] while it lives, so
+/// the count cannot drift whichever way the connection ends.
 #[derive(Clone, Debug)]
 pub struct Connections {
     open: Gauge<i64, AtomicI64>,
+    max: Gauge<i64, AtomicI64>,
 }
 
 impl Connections {
+    /// No connection open yet, under `server.max_connections` = `max_connections`.
+    pub fn new(max_connections: u64) -> Self {
+        let max = Gauge::<i64, AtomicI64>::default();
+        max.set(i64::try_from(max_connections).unwrap_or(i64::MAX));
+        Connections {
+            open: Gauge::default(),
+            max,
+        }
+    }
+
+    /// Registers both gauges in `registry` (which should have the `vesta` prefix).
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "connections",
+            "Client connections open now",
+            self.open.clone(),
+        );
+        registry.register(
+            "connections_max",
+            "server.max_connections: the most connections served at once",
+            self.max.clone(),
+        );
+    }
+
     /// Counts one more open connection until the returned guard is dropped.
     pub fn open(&self) -> OpenConnection {
         self.open.inc();
@@ -81,6 +92,12 @@ impl Connections {
     /// Connections open now.
     pub fn get(&self) -> i64 {
         self.open.get()
+    }
+
+    /// Connections open now, and `server.max_connections`.
+    pub fn open_and_max(&self) -> (u64, u64) {
+        let n = |g: &Gauge<i64, AtomicI64>| u64::try_from(g.get()).unwrap_or(0);
+        (n(&self.open), n(&self.max))
     }
 }
 

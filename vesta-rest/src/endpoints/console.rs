@@ -8,21 +8,19 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 use vesta_core::Clock;
 
-use super::segment::Waiting;
-use crate::app::App;
 use crate::error::ApiError;
 use crate::response::Body;
+use crate::router::{Ctx, Reply};
 
-/// The page at `path`, rendered on the connection's task (the segments page reads the table).
-pub fn page<C: Clock + 'static>(
-    app: &App<C>,
-    path: &str,
-    query: Option<&str>,
-) -> Result<Waiting, ApiError> {
-    let console = app.console.clone().ok_or_else(off)?;
-    let (path, query) = (path.to_owned(), query.map(str::to_owned));
-    let budget = app.budget.clone();
-    Ok(Box::pin(async move {
+/// The page at the request's path, rendered on the connection's task (the segments page
+/// reads the table).
+pub fn page<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
+    let Some(console) = cx.rest.console.clone() else {
+        return cx.now(Err(off()));
+    };
+    let (path, query) = (cx.path.to_owned(), cx.query.map(str::to_owned));
+    let budget = cx.rest.budget.clone();
+    cx.later(async move {
         let page = console.answer(&path, query.as_deref()).await;
         // A page (a few KiB) is charged to the unsent-bytes budget until sent, as /metrics is.
         let reservation = budget.reserve(page.html.len())?;
@@ -35,7 +33,7 @@ pub fn page<C: Clock + 'static>(
             );
         }
         Ok(r)
-    }))
+    })
 }
 
 /// The 404 of every console path while the console is off.

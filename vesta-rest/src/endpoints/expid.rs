@@ -4,21 +4,22 @@
 use hyper::Response;
 use vesta_core::Clock;
 
-use crate::app::App;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
+use crate::router::{Ctx, Reply};
 
 /// `GET /expid?id=ID`; the ID in any form the CLI accepts (decimal, negative Java long, 0x
 /// hex, base32, base62).
-pub fn expid<C: Clock + 'static>(
-    app: &App<C>,
-    query: Option<&str>,
-) -> Result<Response<Body>, ApiError> {
-    let q = Query::parse(query, "/expid", &["id"])?;
-    let text = q.required("id")?;
-    let id = vesta_service::query::parse_id_param("id", text)?;
-    let body = serde_json::to_vec(&app.issuer.explain(id))
+pub fn expid<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
+    let r = explain(&cx);
+    cx.now(r)
+}
+
+fn explain<C: Clock + 'static>(cx: &Ctx<'_, C>) -> Result<Response<Body>, ApiError> {
+    let q = Query::parse(cx.query, "/expid", &["id"])?;
+    let id = vesta_service::query::parse_id_param("id", q.required("id")?)?;
+    let body = serde_json::to_vec(&cx.service().explain(id))
         .map_err(|e| ApiError::internal(format!("cannot write the explanation: {e}")))?;
     Ok(response::json(body))
 }

@@ -6,22 +6,22 @@
 
 use hyper::Response;
 use vesta_core::Clock;
-
 use vesta_service::health::Health;
 
-use crate::app::App;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
+use crate::router::{Ctx, Reply};
 
-/// `GET /healthz`: the shared health object (`vesta_service::health`) or a 503 error.
-pub fn healthz<C: Clock + 'static>(
-    app: &App<C>,
-    query: Option<&str>,
-) -> Result<Response<Body>, ApiError> {
-    Query::parse(query, "/healthz", &[])?;
-    let now = app.issuer.clock().now_ms();
-    match Health::of(&app.issuer.status(), now).with_segments(app.segments.as_deref()) {
+/// `GET /healthz`: the service's health (`vesta_service::health`) or a 503 error.
+pub fn healthz<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
+    let r = health(&cx);
+    cx.now(r)
+}
+
+fn health<C: Clock + 'static>(cx: &Ctx<'_, C>) -> Result<Response<Body>, ApiError> {
+    Query::parse(cx.query, "/healthz", &[])?;
+    match cx.service().health() {
         Health::Issuing(body) => Ok(response::json(body.to_string())),
         Health::NotIssuing(why) => Err(ApiError::unavailable(why, Some(1))),
     }

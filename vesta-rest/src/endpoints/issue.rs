@@ -1,35 +1,20 @@
-//! `/genid` and `/genids`: IDs through the connection's [`Flow`](vesta_embed::Flow) of the async
-//! issuer. Answered at once while the time unit has sequence left; otherwise the request waits,
-//! without blocking a worker, for a later unit boundary where waiting requests are served in
-//! turns across connections, or answers 503 after `server.max_wait_ms`. A `/genids` answer
-//! reserves its share of the unsent-bytes budget before any ID is issued and is written in
-//! chunks as the client takes it ([`Body::ids_in`]).
+//! `/genid` and `/genids`: IDs from the service's `ids` op through the connection's
+//! [`Flow`](vesta_embed::Flow). Answered at once while the time unit has sequence left;
+//! otherwise the request waits, without blocking a worker, for a later unit boundary where
+//! waiting requests are served in turns across connections, or answers 503 after
+//! `server.max_wait_ms`. A `/genids` answer reserves its share of the unsent-bytes budget
+//! before any ID is issued and is written in chunks as the client takes it ([`Body::ids_in`]).
 
 use hyper::Response;
 use vesta_core::{Clock, Form, IdBatch};
-use vesta_embed::IssueError;
+use vesta_service::{Answer, OpError};
 
-use crate::app::App;
 use crate::budget::Reservation;
 use crate::endpoints::metrics::METRICS_HEADROOM_BYTES;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
-use crate::router::Endpoint;
-
-/// A checked ID request: how many IDs and, for `/genids` (a JSON list, where `/genid` answers
-/// one ID as text), the budget its answer may use.
-#[derive(Debug)]
-pub struct IdRequest {
-    /// How many IDs.
-    pub count: u64,
-    /// What the `/genids` answer holds of the unsent-bytes budget.
-    pub reservation: Option<Reservation>,
-    /// Leaf's snowflake path (shortened), when the answer is Leaf's.
-    pub leaf_path: Option<String>,
-    /// How each ID is written (`?format=`, default decimal).
-    pub form: Form,
-}
+use crate::router::{Ctx, Reply};
 
 /// `?format=`: decimal (default), base32, base62 or hex.
 fn form_of(q: &Query<'_>) -> Result<Form, ApiError> {
@@ -41,84 +26,79 @@ fn form_of(q: &Query<'_>) -> Result<Form, ApiError> {
     }
 }
 
-/// Checks the query of `/genid` (none) or `/genids` (`count`, 1..=`server.max_batch`), and
-/// reserves the budget of a `/genids` answer (503 when it is used up).
-pub fn parse<C: Clock + 'static>(
-    app: &App<C>,
-    endpoint: Endpoint,
-    query: Option<&str>,
-    path: &str,
-) -> Result<IdRequest, ApiError> {
-    if endpoint == Endpoint::LeafSnowflake {
-        // Leaf ignores the key and any query string (cache busters).
-        let layout = app.issuer.layout();
-        if !crate::endpoints::leaf::serves(layout) {
-            return Err(crate::endpoints::leaf::not_served(
-                layout,
-                "/api/snowflake/get/{key}",
-            ));
-        }
-        return Ok(IdRequest {
-            count: 1,
-            reservation: None,
-            leaf_path: Some(crate::query::shorten(path).into_owned()),
-            form: Form::Decimal,
-        });
-    }
-    if endpoint == Endpoint::Genids {
-        let q = Query::parse(query, "/genids", &["count", "format"])?;
-        let count = parse_count(q.required("count")?, app.max_batch)?;
-        let form = form_of(&q)?;
-        let reservation = app
-            .budget
-            .reserve_leaving(Body::ids_reservation(count), METRICS_HEADROOM_BYTES)?;
-        return Ok(IdRequest {
-            count,
-            reservation: Some(reservation),
-            leaf_path: None,
-            form,
-        });
-    }
-    let form = match query.filter(|q| !q.is_empty()) {
-        Some(_) => form_of(&Query::parse(query, "/genid", &["format"])?)?,
+/// `GET /genid[?format=]`: one ID as text.
+#[inline]
+pub fn genid<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
+    let form = match cx.query.filter(|q| !q.is_empty()) {
         None => Form::Decimal,
+        Some(_) => match Query::parse(cx.query, "/genid", &["format"])
+            .map_err(ApiError::from)
+            .and_then(|q| form_of(&q))
+        {
+            Ok(form) => form,
+            Err(e) => return cx.now(Err(e)),
+        },
     };
-    Ok(IdRequest {
-        count: 1,
-        reservation: None,
-        leaf_path: None,
-        form,
-    })
+    issue(cx, 1, None, form)
 }
 
-/// The response to `request` once its IDs (or the issuer's refusal) are there: the ID as
-/// decimal text for `/genid`, `{"ids": ["…", …]}` for `/genids` (strings: JavaScript numbers
-/// lose precision above 2^53), in issue order.
-pub fn answer<C: Clock + 'static>(
-    app: &App<C>,
-    request: IdRequest,
-    ids: Result<IdBatch, IssueError>,
-) -> Result<Response<Body>, ApiError> {
-    if let Some(path) = &request.leaf_path {
-        let id = ids.map(|b| b.iter().next());
-        if let Ok(Some(_)) = id {
-            app.metrics.issued(1);
-        }
-        let id =
-            id.and_then(|id| id.ok_or_else(|| IssueError::Unavailable("no ID came back".into())));
-        return Ok(crate::endpoints::leaf::snowflake_answer(id, path));
+/// `GET /genids?count=N[&format=]`: `count` (1..=`server.max_batch`) IDs as a JSON list; the
+/// budget of its answer is reserved before any ID is issued (503 when it is used up).
+pub fn genids<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
+    let parsed = (|| {
+        let q = Query::parse(cx.query, "/genids", &["count", "format"])?;
+        let count = parse_count(q.required("count")?, cx.service().limits().max_batch)?;
+        let form = form_of(&q)?;
+        let reservation = cx
+            .rest
+            .budget
+            .reserve_leaving(Body::ids_reservation(count), METRICS_HEADROOM_BYTES)?;
+        Ok::<_, ApiError>((count, reservation, form))
+    })();
+    match parsed {
+        Ok((count, reservation, form)) => issue(cx, count, Some(reservation), form),
+        Err(e) => cx.now(Err(e)),
     }
+}
+
+/// `count` IDs through the connection's flow: answered now, or when a unit boundary brings
+/// them.
+#[inline]
+fn issue<C: Clock + 'static>(
+    cx: Ctx<'_, C>,
+    count: u64,
+    reservation: Option<Reservation>,
+    form: Form,
+) -> Reply {
+    let ids = cx.service().ids(&cx.conn.flow, count);
+    match ids {
+        Answer::Now(ids) => {
+            let r = write(ids, reservation, form);
+            cx.now(r)
+        }
+        Answer::Later(later) => cx.later(async move { write(later.await, reservation, form) }),
+    }
+}
+
+/// The answer once the IDs (or the refusal) are there: one ID as text for `/genid`,
+/// `{"ids": ["…", …]}` for `/genids` (strings: JavaScript numbers lose precision above 2^53),
+/// in issue order.
+#[inline]
+fn write(
+    ids: Result<IdBatch, OpError>,
+    reservation: Option<Reservation>,
+    form: Form,
+) -> Result<Response<Body>, ApiError> {
     let ids = ids?;
-    app.metrics.issued(ids.len());
-    if let Some(reservation) = request.reservation {
-        let body = Body::ids_in(&ids, reservation, request.form);
+    if let Some(reservation) = reservation {
+        let body = Body::ids_in(&ids, reservation, form);
         return Ok(response::with_body(response::APPLICATION_JSON, body));
     }
     let id = ids
         .iter()
         .next()
         .ok_or_else(|| ApiError::internal("the issuer answered no ID"))?;
-    Ok(response::in_form(id, request.form))
+    Ok(response::in_form(id, form))
 }
 
 /// `count` as 1..=max, in plain decimal digits (no sign, as every integer parameter); the error

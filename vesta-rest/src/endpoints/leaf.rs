@@ -1,28 +1,39 @@
-//! Leaf's snowflake API, answered as Meituan Leaf's `LeafController` and
-//! `LeafMonitorController` answer, so a Leaf-snowflake client switches by host name:
+//! Leaf's paths, answered as Meituan Leaf's `LeafController` and `LeafMonitorController`
+//! answer, so a Leaf client switches by host name:
 //!
+//! - `/api/segment/get/{key}` (segment mode): the tag's next segment number as `text/plain`;
+//!   a failure is Leaf's 500 with Spring Boot's error body and `Result{id=CODE,
+//!   status=EXCEPTION}` (`-1` the store not initialised, `-2` no such tag, `-3` no segment).
+//!   Without a segment database it is vesta's 404 (Leaf would answer `0` from its
+//!   `ZeroIDGen`, which is not a unique number).
 //! - `/api/snowflake/get/{key}`: one ID as `text/plain` (the key is ignored, as Leaf ignores
-//!   it); a failure is Leaf's 500 with Spring Boot's error body and `Result{id=CODE,
-//!   status=EXCEPTION}` (`-3` clock behind, `-1` anything else that kept the ID back).
+//!   it); a failure is Leaf's 500 (`-3` clock behind, `-1` anything else that kept the ID
+//!   back).
 //! - `/decodeSnowflakeId?snowflakeId=N`: `{"timestamp": "<ms>(yyyy-MM-dd HH:mm:ss.SSS)",
 //!   "workerId": "...", "sequenceId": "..."}`, every value a string, computed with Leaf's own
 //!   Java `long` arithmetic (so negative input reads as Leaf reads it) and formatted in the
 //!   server's local time zone as Leaf's JVM does (`TZ` changes it); `{"errorMsg": ...}` for
 //!   text that is not a Java `long`.
 //!
-//! Both answer any method and ignore other query parameters, as Leaf's `@RequestMapping`
-//! does. They are served in the `leaf` and `twitter` layouts (the same 64 bits); elsewhere a
-//! 404 says which layouts serve them. Every other failure speaks Leaf's JSON too.
+//! All three answer any method and ignore query parameters they do not read, as Leaf's
+//! `@RequestMapping` does (the route group `Leaf`). The snowflake paths are served in the
+//! `leaf` and `twitter` layouts (the same 64 bits); elsewhere a 404 says which layouts serve
+//! them. Every other failure speaks Leaf's JSON too; [`failure`] is the one place an op's
+//! refusal becomes Leaf's code.
 
+use std::future::Future;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hyper::{Response, StatusCode};
-use vesta_core::{Clock, Layout, Preset};
-use vesta_embed::IssueError;
+use vesta_core::{Clock, IdBatch, Layout, Preset};
+use vesta_service::ops::Turn;
+use vesta_service::{Answer, ErrorKind, OpError};
 
-use crate::app::App;
+use super::segment::decode as decode_tag;
 use crate::error::ApiError;
+use crate::query::shorten;
 use crate::response::{self, Body};
+use crate::router::{Ctx, Reply};
 
 /// Leaf's own message for a `snowflakeId` that `Long.parseLong` refuses.
 pub const DECODE_ERROR: &str = "snowflake Id反解析发生异常!";
@@ -74,35 +85,102 @@ pub fn server_exception(code: i64, path: &str) -> Response<Body> {
     )
 }
 
-/// The code Leaf's `SnowflakeIDGenImpl` gives a failure like `e`: `-3` when the clock is
-/// behind (Leaf's "clock moved backwards more than 5 ms"), else `-1`.
-pub fn snowflake_code(e: &IssueError) -> i64 {
-    match e {
-        IssueError::Refused(vesta_core::GenError::ClockBehind { .. }) => -3,
+/// Leaf's failure answer for an op's refusal: its 500 with the code Leaf gives the same
+/// failure — `-2` an unknown (or malformed) tag, `-3` no segment now or the clock behind
+/// (Leaf's "clock moved backwards more than 5 ms"), `-1` anything else (the store not
+/// initialised, the issuer fenced, saturated or shutting down).
+pub fn failure(e: &OpError, path: &str) -> Response<Body> {
+    let code = match e.kind() {
+        ErrorKind::UnknownTag | ErrorKind::BadParameter => -2,
+        ErrorKind::NoSegment | ErrorKind::ClockBehind => -3,
         _ => -1,
+    };
+    server_exception(code, path)
+}
+
+/// `/api/snowflake/get/{key}`: one ID from the service's `ids` op.
+pub fn snowflake<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
+    let layout = cx.service().issuer().layout();
+    if !serves(layout) {
+        let e = not_served(layout, cx.documented_path());
+        return cx.now(Err(e));
     }
+    let id = cx.service().ids(&cx.conn.flow, 1);
+    reply(cx, id, snowflake_answer)
 }
 
 /// The answer of `/api/snowflake/get/{key}` once its ID (or the refusal) is there.
-pub fn snowflake_answer(id: Result<u64, IssueError>, path: &str) -> Response<Body> {
+fn snowflake_answer(ids: Result<IdBatch, OpError>, path: &str) -> Response<Body> {
+    let id = ids.and_then(|b| {
+        b.iter()
+            .next()
+            .ok_or_else(|| OpError::internal("the issuer answered no ID"))
+    });
     match id {
         Ok(id) => response::decimal(id),
-        Err(e) => server_exception(snowflake_code(&e), path),
+        Err(e) => failure(&e, path),
+    }
+}
+
+/// `/api/segment/get/{key}`: the tag's next number from the service's segment op.
+pub fn segment<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
+    if let Err(e) = cx.service().segments_on() {
+        return cx.now(Err(e.into()));
+    }
+    let number = match decode_tag(cx.param()) {
+        Ok(tag) => cx.service().segment_number(&tag, Turn::Now),
+        Err(e) => Answer::Now(Err(e)),
+    };
+    reply(cx, number, number_answer)
+}
+
+/// Leaf's answer to `answer`, now or once it is there, written by `write` (which echoes the
+/// request's path in a failure, as Spring does).
+fn reply<C, T, L>(
+    cx: Ctx<'_, C>,
+    answer: Answer<T, L>,
+    write: fn(Result<T, OpError>, &str) -> Response<Body>,
+) -> Reply
+where
+    C: Clock + 'static,
+    T: Send + 'static,
+    L: Future<Output = Result<T, OpError>> + Send + 'static,
+{
+    let path = shorten(cx.path);
+    match answer {
+        Answer::Now(r) => {
+            let answer = write(r, &path);
+            cx.now(Ok(answer))
+        }
+        Answer::Later(later) => {
+            let path = path.into_owned();
+            cx.later(async move { Ok(write(later.await, &path)) })
+        }
+    }
+}
+
+/// The answer of `/api/segment/get/{key}` once its number (or the refusal) is there.
+fn number_answer(n: Result<u64, OpError>, path: &str) -> Response<Body> {
+    match n {
+        Ok(n) => response::decimal(n),
+        Err(e) => failure(&e, path),
     }
 }
 
 /// `/decodeSnowflakeId?snowflakeId=N`.
-pub fn decode<C: Clock + 'static>(
-    app: &App<C>,
-    query: Option<&str>,
-    path: &str,
-) -> Result<Response<Body>, ApiError> {
-    let layout = app.issuer.layout();
+pub fn decode<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
+    let r = decode_answer(&cx);
+    cx.now(r)
+}
+
+fn decode_answer<C: Clock + 'static>(cx: &Ctx<'_, C>) -> Result<Response<Body>, ApiError> {
+    let layout = cx.service().issuer().layout();
+    let path = cx.path;
     if !serves(layout) {
         return Err(not_served(layout, path));
     }
     // Spring binds the first value of the parameter and ignores the others.
-    let Some(text) = first_param(query, "snowflakeId") else {
+    let Some(text) = first_param(cx.query, "snowflakeId") else {
         return Ok(spring_error(
             StatusCode::BAD_REQUEST,
             "org.springframework.web.bind.MissingServletRequestParameterException",

@@ -6,29 +6,32 @@
 use hyper::Response;
 use vesta_core::Clock;
 
-use crate::app::App;
 use crate::body::SMALL_BODY_BYTES;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
+use crate::router::{Ctx, Reply};
 
 /// Budget that ID batches leave free for metrics scrapes.
 pub const METRICS_HEADROOM_BYTES: usize = 256 * 1024;
 
 /// `GET /metrics`.
-pub fn metrics<C: Clock + 'static>(
-    app: &App<C>,
-    query: Option<&str>,
-) -> Result<Response<Body>, ApiError> {
-    Query::parse(query, "/metrics", &[])?;
-    let text = app
+pub fn metrics<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
+    let r = scrape(&cx);
+    cx.now(r)
+}
+
+fn scrape<C: Clock + 'static>(cx: &Ctx<'_, C>) -> Result<Response<Body>, ApiError> {
+    Query::parse(cx.query, "/metrics", &[])?;
+    let text = cx
+        .rest
         .metrics
         .encode()
         .map_err(|_| ApiError::internal("cannot write the metrics"))?;
     if text.len() <= SMALL_BODY_BYTES {
         return Ok(response::ok(response::OPENMETRICS, text));
     }
-    let reservation = app.budget.reserve(text.len())?;
+    let reservation = cx.rest.budget.reserve(text.len())?;
     let body = Body::charged(text.into(), reservation);
     Ok(response::with_body(response::OPENMETRICS, body))
 }

@@ -1,5 +1,7 @@
-//! One module per endpoint (the two issuing endpoints share one, and their wait loop; so do
-//! the three segment endpoints).
+//! The handlers the route table (`routes.rs`) names, one module per endpoint (the two issuing
+//! endpoints share one, so do vesta's two segment paths, and Leaf's three paths theirs). A
+//! handler parses its request, calls the service's op and writes the answer; refusals become
+//! statuses in `error.rs` (Leaf's bodies in `leaf.rs`).
 
 pub mod console;
 pub mod expid;

@@ -5,22 +5,20 @@ use chrono::SecondsFormat;
 use hyper::Response;
 use vesta_core::Clock;
 
-use crate::app::App;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
+use crate::router::{Ctx, Reply};
 
 /// `GET /transtime?time=T`.
-pub fn transtime<C: Clock + 'static>(
-    app: &App<C>,
-    query: Option<&str>,
-) -> Result<Response<Body>, ApiError> {
-    let q = Query::parse(query, "/transtime", &["time"])?;
-    let time = q.required_u64("time")?;
-    let at = app
-        .issuer
-        .trans_time(time)
-        .map_err(|e| ApiError::invalid_param("time", e))?;
+pub fn transtime<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
+    let r = trans_time(&cx);
+    cx.now(r)
+}
+
+fn trans_time<C: Clock + 'static>(cx: &Ctx<'_, C>) -> Result<Response<Body>, ApiError> {
+    let q = Query::parse(cx.query, "/transtime", &["time"])?;
+    let at = cx.service().trans_time(q.required_u64("time")?)?;
     Ok(response::text(
         at.to_rfc3339_opts(SecondsFormat::Millis, true),
     ))

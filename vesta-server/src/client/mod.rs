@@ -12,127 +12,35 @@
 //! Segment numbers ([`Client::next_segment`], [`Client::next_segments`]) come only from servers
 //! with segment mode on; the fallback cannot issue them. Every server on one `leaf_alloc`
 //! table hands out disjoint numbers, so a retried segment request is as safe as an ID request.
+//!
+//! Here: [`Client`] and its calls; `config.rs`: [`ClientConfig`]; `failover.rs`: retries,
+//! failover, backoff and the re-checks; `endpoint.rs`: an endpoint's health and pool;
+//! `conn.rs`: one pipelined connection; `fallback.rs`: the embedded issuer; `tls.rs`.
 
+mod config;
 mod conn;
 mod endpoint;
+mod failover;
 mod fallback;
 mod tls;
 
 use std::collections::VecDeque;
 use std::ops::Range;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
-use std::time::Duration;
 
+pub use config::ClientConfig;
 pub use tls::ClientTls;
 use tokio::sync::Mutex as AsyncMutex;
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep};
 use vesta_core::{Explanation, FieldValues, IdBatch, IdRun, Layout};
-use vesta_embed::IssuerConfig;
 
-use crate::error::{AttemptError, ClientError};
+use crate::error::ClientError;
 use crate::proto::{DEFAULT_MAX_BATCH, Request, Response, ServerInfo};
 use conn::LayoutPin;
 use endpoint::Endpoint;
+use failover::{Source, health_loop};
 use fallback::Fallback;
-
-/// How a [`Client`] behaves. `ClientConfig::new(endpoints)` gives sensible defaults.
-#[derive(Clone, Debug)]
-pub struct ClientConfig {
-    /// `host:port` of each server, in order of preference.
-    pub endpoints: Vec<String>,
-    /// Connections kept to each endpoint; requests are pipelined over them round-robin.
-    pub connections_per_endpoint: usize,
-    /// Requests one connection carries at once before callers wait.
-    pub max_in_flight_per_connection: usize,
-    /// Connecting plus handshake.
-    pub connect_timeout: Duration,
-    /// One request on one connection; past it the connection is closed and the request retried
-    /// elsewhere. Keep it above one time unit (1 s for max-peak): a batch may wait that long.
-    pub request_timeout: Duration,
-    /// The longest one call keeps retrying before it fails (or falls back).
-    pub retry_budget: Duration,
-    /// First pause after a round in which every endpoint failed; doubles up to `backoff_max`.
-    pub backoff_initial: Duration,
-    /// Longest pause between rounds.
-    pub backoff_max: Duration,
-    /// How often endpoints marked dead are re-checked (connect, handshake, ping).
-    pub health_check_interval: Duration,
-    /// IDs fetched per batch into a local buffer for [`Client::next_id`]; 0 (the default) turns
-    /// prefetch off. Prefetched IDs carry the time they were fetched, not the time they are used.
-    pub prefetch: u32,
-    /// An embedded issuer used when every server is down (genMethod embed, a machine ID from the
-    /// embed pool, which must be unique among embedded issuers). `None`: no fallback.
-    pub fallback: Option<IssuerConfig>,
-    /// TLS to every endpoint, trusting the CA it was made with
-    /// ([`ClientTls::with_ca`]); each endpoint's host must be named by its certificate.
-    /// `None` (the default): plain TCP.
-    pub tls: Option<ClientTls>,
-}
-
-impl ClientConfig {
-    /// Defaults for the given endpoints: 2 connections each, 1 s connect, 3 s request timeout,
-    /// 10 s retry budget, backoff 10..500 ms, re-checks every 500 ms, no prefetch, no fallback.
-    pub fn new<S: Into<String>>(endpoints: impl IntoIterator<Item = S>) -> Self {
-        ClientConfig {
-            endpoints: endpoints.into_iter().map(Into::into).collect(),
-            connections_per_endpoint: 2,
-            max_in_flight_per_connection: 4096,
-            connect_timeout: Duration::from_secs(1),
-            request_timeout: Duration::from_secs(3),
-            retry_budget: Duration::from_secs(10),
-            backoff_initial: Duration::from_millis(10),
-            backoff_max: Duration::from_millis(500),
-            health_check_interval: Duration::from_millis(500),
-            prefetch: 0,
-            fallback: None,
-            tls: None,
-        }
-    }
-
-    /// Defaults for a comma-separated list, `host:port[,host:port...]`.
-    pub fn from_list(list: &str) -> Result<Self, ClientError> {
-        let endpoints: Vec<String> = list
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .collect();
-        let c = Self::new(endpoints);
-        c.validate()?;
-        Ok(c)
-    }
-
-    /// Checks the values; the message names the field.
-    pub fn validate(&self) -> Result<(), ClientError> {
-        let bad = |m: String| Err(ClientError::Config(m));
-        if self.endpoints.is_empty() {
-            return bad("endpoints: at least one host:port is needed".into());
-        }
-        for e in &self.endpoints {
-            let port_ok = e
-                .rsplit_once(':')
-                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-            if !port_ok {
-                return bad(format!("endpoint `{e}` is not valid: expected host:port"));
-            }
-        }
-        if !(1..=64).contains(&self.connections_per_endpoint) {
-            return bad(format!(
-                "connections_per_endpoint {} is out of range: allowed 1..=64",
-                self.connections_per_endpoint
-            ));
-        }
-        if self.max_in_flight_per_connection == 0 {
-            return bad("max_in_flight_per_connection 0 is out of range: allowed 1..".into());
-        }
-        if self.request_timeout.is_zero() || self.connect_timeout.is_zero() {
-            return bad("request_timeout and connect_timeout must be above 0".into());
-        }
-        Ok(())
-    }
-}
 
 /// Counters of what the client had to do, for logs and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -193,12 +101,6 @@ impl std::fmt::Debug for Client {
             .field("endpoints", &self.inner.config.endpoints)
             .finish_non_exhaustive()
     }
-}
-
-/// Which source answered a call.
-enum Source {
-    Server(Response),
-    Fallback,
 }
 
 impl Client {
@@ -471,98 +373,6 @@ impl Client {
             .get(ep)
             .map_or_else(String::new, |e| e.addr().to_owned())
     }
-
-    /// Like [`request`](Self::request) for operations the fallback cannot answer.
-    async fn server_only(&self, request: &Request) -> Result<(Response, usize), ClientError> {
-        match self.request_inner(request, false).await? {
-            (Source::Server(r), ep) => Ok((r, ep)),
-            (Source::Fallback, _) => Err(ClientError::Fallback("not for this operation".into())),
-        }
-    }
-
-    async fn request(&self, request: &Request) -> Result<(Source, usize), ClientError> {
-        self.request_inner(request, true).await
-    }
-
-    /// Sends `request` until some endpoint answers it: endpoints believed alive first, in order,
-    /// then the others; a round in which every endpoint failed goes to the fallback (if allowed
-    /// and configured) or pauses with exponential backoff and jitter, within the retry budget.
-    async fn request_inner(
-        &self,
-        request: &Request,
-        may_fall_back: bool,
-    ) -> Result<(Source, usize), ClientError> {
-        let inner = &*self.inner;
-        let start = Instant::now();
-        let mut backoff = inner.config.backoff_initial;
-        let mut attempts = 0u32;
-        let mut last = String::from("no attempt made");
-        let mut order = Vec::with_capacity(inner.endpoints.len());
-        loop {
-            order.clear();
-            order.extend((0..inner.endpoints.len()).filter(|&i| inner.endpoints[i].is_healthy()));
-            order.extend((0..inner.endpoints.len()).filter(|&i| !inner.endpoints[i].is_healthy()));
-            for &i in &order {
-                attempts += 1;
-                match self.attempt(i, request).await {
-                    Ok(Response::Error { code, message }) if code.is_retryable() => {
-                        // Not issuing (lease, clock) or going away: prefer the others for now.
-                        self.mark_dead(i);
-                        last = format!("{}: {message} ({code})", self.endpoint_name(i));
-                    }
-                    Ok(answer) => {
-                        inner.counters.served.fetch_add(1, Ordering::Relaxed);
-                        return Ok((Source::Server(answer), i));
-                    }
-                    Err(e) => {
-                        self.mark_dead(i);
-                        last = format!("{}: {e}", self.endpoint_name(i));
-                    }
-                }
-                inner.counters.retries.fetch_add(1, Ordering::Relaxed);
-                if start.elapsed() >= inner.config.retry_budget {
-                    break;
-                }
-            }
-            if may_fall_back && inner.fallback.is_some() {
-                inner.counters.fallback.fetch_add(1, Ordering::Relaxed);
-                return Ok((Source::Fallback, usize::MAX));
-            }
-            let elapsed = start.elapsed();
-            if elapsed + backoff > inner.config.retry_budget {
-                return Err(ClientError::Unavailable {
-                    attempts,
-                    elapsed_ms: elapsed.as_millis() as u64,
-                    last,
-                });
-            }
-            sleep(jitter(backoff)).await;
-            backoff = (backoff * 2).min(inner.config.backoff_max);
-        }
-    }
-
-    /// One try of `request` on endpoint `i`.
-    async fn attempt(&self, i: usize, request: &Request) -> Result<Response, AttemptError> {
-        let inner = &*self.inner;
-        let ep = &inner.endpoints[i];
-        let (conn, fresh) = ep.conn(&inner.config, &inner.pin).await?;
-        // A new connection and handshake is a sign of life (an answer on an old one is not:
-        // it may have been sent just before the server died).
-        if fresh && ep.set_healthy(true) {
-            inner.counters.revived.fetch_add(1, Ordering::Relaxed);
-        }
-        inner
-            .max_batch
-            .fetch_min(conn.hello().max_batch, Ordering::Relaxed);
-        conn.call(request, inner.config.request_timeout).await
-    }
-
-    fn mark_dead(&self, i: usize) {
-        if self.inner.endpoints[i].set_healthy(false) {
-            self.inner.counters.dead.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(endpoint = self.inner.endpoints[i].addr(), "marked dead");
-        }
-    }
 }
 
 fn pop(buf: &mut VecDeque<IdRun>) -> Option<u64> {
@@ -576,56 +386,9 @@ fn pop(buf: &mut VecDeque<IdRun>) -> Option<u64> {
     Some(id)
 }
 
-/// `d` scaled by a pseudo-random factor in [0.5, 1.5), so clients that failed together do not
-/// retry together.
-fn jitter(d: Duration) -> Duration {
-    static SEED: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
-    let x = SEED.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
-    let mut z = x ^ (x >> 31);
-    z = z.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z ^= z >> 29;
-    let frac = (z % 1000) as f64 / 1000.0 + 0.5;
-    d.mul_f64(frac)
-}
-
-/// Re-checks endpoints marked dead every `health_check_interval` until the client is dropped.
-async fn health_loop(inner: Weak<Inner>) {
-    loop {
-        let interval = match inner.upgrade() {
-            Some(i) => i.config.health_check_interval,
-            None => return,
-        };
-        sleep(interval).await;
-        let Some(inner) = inner.upgrade() else {
-            return;
-        };
-        for ep in inner.endpoints.iter().filter(|e| !e.is_healthy()) {
-            if ep.check(&inner.config, &inner.pin).await && ep.set_healthy(true) {
-                inner.counters.revived.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(endpoint = ep.addr(), "alive again");
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn endpoint_lists_are_checked() {
-        let c = ClientConfig::from_list("127.0.0.1:7654, localhost:7655").unwrap();
-        assert_eq!(c.endpoints, ["127.0.0.1:7654", "localhost:7655"]);
-        let err = ClientConfig::from_list("127.0.0.1")
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            err,
-            "invalid client config: endpoint `127.0.0.1` is not valid: expected host:port"
-        );
-        assert!(ClientConfig::from_list(" , ").is_err());
-        assert!(ClientConfig::from_list("h:70000").is_err());
-    }
 
     #[test]
     fn pop_walks_runs_in_order() {
@@ -645,13 +408,5 @@ mod tests {
         assert_eq!(pop(&mut buf), Some(5 + 1024));
         assert_eq!(pop(&mut buf), Some(9000));
         assert_eq!(pop(&mut buf), None);
-    }
-
-    #[test]
-    fn jitter_stays_within_half_to_one_and_a_half() {
-        for _ in 0..1000 {
-            let j = jitter(Duration::from_millis(100));
-            assert!(j >= Duration::from_millis(50) && j < Duration::from_millis(150));
-        }
     }
 }

@@ -2,10 +2,6 @@
 //! message as the rest of the payload, cut to [`MAX_MESSAGE_BYTES`](super::MAX_MESSAGE_BYTES)).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-#[cfg(feature = "server")]
-use vesta_core::GenError;
-#[cfg(feature = "server")]
-use vesta_embed::IssueError;
 
 use super::{ParseError, cut};
 use crate::frame;
@@ -129,26 +125,6 @@ impl ErrorCode {
             self,
             Unavailable | ClockBehind | TooManyConnections | ShuttingDown | IdleTimeout | Saturated
         )
-    }
-
-    #[cfg(feature = "server")]
-    /// The code for an issuer's refusal; `WouldBlock` never gets here (servers wait it out).
-    pub(crate) const fn of_issue_error(e: &IssueError) -> Self {
-        use ErrorCode::*;
-        match e {
-            IssueError::Unavailable(_) => Unavailable,
-            IssueError::Saturated { .. } => Saturated,
-            IssueError::Refused(g) => match g {
-                GenError::ClockBehind { .. } => ClockBehind,
-                GenError::TimeOverflow { .. } => TimeExhausted,
-                GenError::BeforeEpoch { .. } => BeforeEpoch,
-                GenError::Fenced { .. } => Unavailable,
-                GenError::WouldBlock { .. } => Internal,
-                // A refusal added after this protocol version: no code of its own yet.
-                _ => Internal,
-            },
-            _ => Internal,
-        }
     }
 }
 

@@ -10,12 +10,8 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use vesta_core::{Epoch, Explanation, IdType};
 
-#[cfg(feature = "server")]
-use super::ServerContext;
 use super::{Dialect, ParseError, Request, Response, exact, op};
 use crate::frame;
-#[cfg(feature = "server")]
-use vesta_core::Clock;
 
 /// `EXPLAIN`: id u64.
 const REQUEST_LEN: usize = 8;
@@ -130,18 +126,6 @@ pub(super) fn parse_answer(payload: &Bytes, dialect: &Dialect) -> Result<Respons
         return Err(disagrees());
     }
     Ok(Response::Explained(x))
-}
-
-#[cfg(feature = "server")]
-/// Answers `EXPLAINED` in the connection's version.
-pub(crate) fn apply<C: Clock>(
-    ctx: &ServerContext<C>,
-    request_id: u32,
-    id: u64,
-    dialect: &Dialect,
-    out: &mut BytesMut,
-) {
-    encode_answer(request_id, &ctx.issuer.explain(id), dialect, out);
 }
 
 #[cfg(test)]

@@ -4,13 +4,9 @@
 //! has no way to describe another layout.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-#[cfg(feature = "server")]
-use vesta_core::Clock;
 use vesta_core::Layout;
 
 use super::dialect::{get_layout, layout_len, put_layout};
-#[cfg(feature = "server")]
-use super::{ErrorCode, MIN_VERSION, ServerContext, VERSION};
 use super::{MAGIC, ParseError, Request, Response, exact, op};
 use crate::frame;
 
@@ -95,64 +91,4 @@ pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
         max_batch: b.get_u32(),
         layout: None,
     })
-}
-
-#[cfg(feature = "server")]
-/// Answers the connection's first `HELLO` with `HELLO_OK` and returns the version in use, or
-/// answers a fatal `UNSUPPORTED_VERSION` and returns `None` (close the connection).
-pub(crate) fn apply<C: Clock>(
-    ctx: &ServerContext<C>,
-    request_id: u32,
-    min_version: u8,
-    max_version: u8,
-    out: &mut BytesMut,
-) -> Option<u8> {
-    let layout = ctx.issuer.layout();
-    // Version 1 can only describe Vesta's layouts.
-    let lowest = if layout.id_type().is_some() {
-        MIN_VERSION
-    } else {
-        2
-    };
-    let version = max_version.min(VERSION);
-    if min_version > max_version || version < min_version || version < lowest {
-        let msg = if version >= MIN_VERSION && version < lowest {
-            format!(
-                "client speaks protocol versions {min_version}..={max_version}, but this server \
-                 issues the {} layout, which needs version {lowest}..={VERSION}",
-                layout.name()
-            )
-        } else {
-            format!(
-                "client speaks protocol versions {min_version}..={max_version}, \
-                 this server {lowest}..={VERSION}"
-            )
-        };
-        Response::encode_error(request_id, ErrorCode::UnsupportedVersion, &msg, out);
-        return None;
-    }
-    let limits = &ctx.limits;
-    encode_answer(
-        request_id,
-        version,
-        limits.max_frame_bytes,
-        limits.max_batch_u32(),
-        Some(layout),
-        out,
-    );
-    Some(version)
-}
-
-#[cfg(feature = "server")]
-/// Answers a first frame that is not a valid `HELLO` (fatal: the connection closes).
-pub(crate) fn required(request_id: u32, out: &mut BytesMut) {
-    let msg = "the first frame must be HELLO with magic \"VSTA\" (docs/protocol.md)";
-    Response::encode_error(request_id, ErrorCode::HandshakeRequired, msg, out);
-}
-
-#[cfg(feature = "server")]
-/// Answers a `HELLO` after the handshake: the connection goes on with its version.
-pub(crate) fn repeated(request_id: u32, out: &mut BytesMut) {
-    let msg = "HELLO was already received on this connection";
-    Response::encode_error(request_id, ErrorCode::BadPayload, msg, out);
 }

@@ -2,13 +2,9 @@
 //! client needs no shared configuration to explain or check what it gets.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-#[cfg(feature = "server")]
-use vesta_core::Clock;
 use vesta_core::{IdType, Layout};
 use vesta_embed::LeaseState;
 
-#[cfg(feature = "server")]
-use super::ServerContext;
 use super::{Dialect, ParseError, Request, Response, cut, exact, op};
 use crate::frame;
 
@@ -69,19 +65,18 @@ impl ServerInfo {
     pub fn layout_type(&self) -> Option<IdType> {
         self.layout.id_type()
     }
-}
 
-#[cfg(feature = "server")]
-/// The wire code of a lease state.
-const fn lease_state_code(s: LeaseState) -> u8 {
-    match s {
-        LeaseState::Static => 0,
-        LeaseState::Acquiring => 1,
-        LeaseState::Held => 2,
-        LeaseState::Fenced => 3,
-        LeaseState::Released => 4,
-        // A state added after this protocol version: clients read it as unknown.
-        _ => u8::MAX,
+    /// The wire code of a lease state (what a server puts in `lease_state`).
+    pub const fn lease_state_code(s: LeaseState) -> u8 {
+        match s {
+            LeaseState::Static => 0,
+            LeaseState::Acquiring => 1,
+            LeaseState::Held => 2,
+            LeaseState::Fenced => 3,
+            LeaseState::Released => 4,
+            // A state added after this protocol version: clients read it as unknown.
+            _ => u8::MAX,
+        }
     }
 }
 
@@ -232,35 +227,4 @@ fn v1_layout(
         )));
     }
     Ok(layout)
-}
-
-#[cfg(feature = "server")]
-/// The description of the server behind `ctx`.
-pub(crate) fn describe<C: Clock>(ctx: &ServerContext<C>) -> ServerInfo {
-    let s = ctx.issuer.status();
-    let pools = ctx.issuer.pools();
-    ServerInfo {
-        machine: s.machine as u32,
-        gen_method: s.gen_method.code() as u8,
-        lease_state: lease_state_code(s.lease.state),
-        server_pool_start: *pools.server().start() as u32,
-        last_issued_time: s.last_issued_time,
-        end_of_life_ms: s.end_of_life_ms,
-        max_batch: ctx.limits.max_batch_u32(),
-        max_frame_bytes: ctx.limits.max_frame_bytes,
-        connections: u32::try_from(ctx.metrics.connections.get()).unwrap_or(0),
-        reason: s.lease.reason.unwrap_or_default(),
-        layout: s.layout,
-    }
-}
-
-#[cfg(feature = "server")]
-/// Answers `INFO_OK` in the connection's version.
-pub(crate) fn apply<C: Clock>(
-    ctx: &ServerContext<C>,
-    request_id: u32,
-    dialect: &Dialect,
-    out: &mut BytesMut,
-) {
-    encode_answer(request_id, &describe(ctx), dialect, out);
 }

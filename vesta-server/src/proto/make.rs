@@ -7,13 +7,9 @@
 //! the names being the layout's own or the roles `time`, `seq`, `node`.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-#[cfg(feature = "server")]
-use vesta_core::Clock;
 use vesta_core::FieldValues;
 
 use super::{Dialect, ParseError, Request, Response, exact, op};
-#[cfg(feature = "server")]
-use super::{ErrorCode, ServerContext};
 use crate::frame;
 
 /// Version 1 `MAKE`.
@@ -122,25 +118,4 @@ pub(super) fn encode_answer(request_id: u32, id: u64, out: &mut BytesMut) {
 pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
     let mut b = exact("MADE", payload, ANSWER_LEN)?;
     Ok(Response::Made(b.get_u64()))
-}
-
-#[cfg(feature = "server")]
-/// Answers `MADE`, or `FIELD_OUT_OF_RANGE` naming the field.
-pub(crate) fn apply<C: Clock>(
-    ctx: &ServerContext<C>,
-    request_id: u32,
-    values: &FieldValues,
-    out: &mut BytesMut,
-) {
-    if !ctx.limits.make {
-        let msg = "MAKE is switched off on this server ([server] make = false)";
-        ctx.metrics.error(ErrorCode::InvalidArgument);
-        return Response::encode_error(request_id, ErrorCode::InvalidArgument, msg, out);
-    }
-    match ctx.issuer.make(values) {
-        Ok(id) => encode_answer(request_id, id, out),
-        Err(e) => {
-            Response::encode_error(request_id, ErrorCode::FieldOutOfRange, &e.to_string(), out)
-        }
-    }
 }

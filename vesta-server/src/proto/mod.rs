@@ -4,28 +4,28 @@
 //! What differs between the versions (the layout, `INFO`, `EXPLAIN`, `MAKE`) is read and written
 //! in the connection's [`Dialect`].
 //!
-//! Shaped like mini-redis's `cmd`: one module per op owns its request and its answer — the
-//! payload layout with its length as a named constant, parse and encode of both directions — and
-//! the server side of the op (`apply`). [`Request`] and [`Response`] only dispatch to them.
-//! Adding an op: a new `<op>.rs` here, its code in [`op`], a variant in [`Request`] and
-//! [`Response`] with one dispatch line in each of their `parse`/`encode`, one line in the
-//! server's dispatch (`server.rs`), and its section in docs/protocol.md.
+//! The codec only, shared by the client and the server alike (mini-redis's `frame` and `cmd`
+//! without the `apply`): one module per op owns its request and its answer — the payload
+//! layout with its length as a named constant, parse and encode of both directions.
+//! [`Request`] and [`Response`] only dispatch to them. What the server does with a request is
+//! in the server (`server/apply.rs`, onto `vesta_service`'s ops).
+//! Adding an op: a new `<op>.rs` here, its code and name in [`op`], a variant in [`Request`]
+//! and [`Response`] with one dispatch line in each of their `parse`/`encode`, then its server
+//! side, and its section in docs/protocol.md.
 
-#[cfg(feature = "server")]
-mod apply;
 mod dialect;
 mod error;
-pub(crate) mod explain;
-pub(crate) mod hello;
-pub(crate) mod info;
-pub(crate) mod make;
-pub(crate) mod next_id;
-pub(crate) mod next_ids;
-pub(crate) mod ping;
-pub(crate) mod segment;
-pub(crate) mod trans_time;
+mod explain;
+mod hello;
+mod info;
+mod make;
+mod next_id;
+mod next_ids;
+mod ping;
+mod segment;
+mod trans_time;
 
-#[cfg(all(test, feature = "server"))]
+#[cfg(test)]
 mod tests;
 
 use std::ops::Range;
@@ -35,14 +35,12 @@ use vesta_core::{Explanation, FieldValues, IdRun, Layout};
 
 use crate::frame::Frame;
 
-#[cfg(feature = "server")]
-pub(crate) use apply::{Outcome, Pending, ServerContext};
 pub use dialect::Dialect;
 pub use error::ErrorCode;
 pub use info::ServerInfo;
 pub(crate) use make::fits_v1;
-#[cfg(feature = "server")]
-pub(crate) use next_ids::ids_payload_len;
+pub use next_ids::ids_payload_len;
+pub use segment::{max_ranges, numbers_payload_len};
 
 /// The newest protocol version this crate speaks (2: any layout, carried in `HELLO_OK`).
 pub const VERSION: u8 = 2;
@@ -83,6 +81,23 @@ pub mod op {
     pub const ERROR: u8 = 0xfe;
     /// The server will read nothing more on this connection.
     pub const GOAWAY: u8 = 0xff;
+
+    /// The name of a request op in docs/protocol.md (`NEXT_IDS`), `UNKNOWN` for another.
+    pub const fn name(op: u8) -> &'static str {
+        match op {
+            HELLO => "HELLO",
+            PING => "PING",
+            INFO => "INFO",
+            NEXT_ID => "NEXT_ID",
+            NEXT_IDS => "NEXT_IDS",
+            EXPLAIN => "EXPLAIN",
+            MAKE => "MAKE",
+            TRANS_TIME => "TRANS_TIME",
+            SEGMENT => "SEGMENT",
+            SEGMENTS => "SEGMENTS",
+            _ => "UNKNOWN",
+        }
+    }
 }
 
 /// A request, as a client sends it.
@@ -321,6 +336,16 @@ impl Response {
     /// Appends an `IDS` answer from runs.
     pub fn encode_ids(request_id: u32, runs: &[IdRun], out: &mut BytesMut) {
         next_ids::encode_answer(request_id, runs, out);
+    }
+
+    /// Appends a `NUMBER` answer.
+    pub fn encode_number(request_id: u32, number: u64, out: &mut BytesMut) {
+        segment::encode_number(request_id, number, out);
+    }
+
+    /// Appends a `NUMBERS` answer from ranges (at most [`max_ranges`] of the frame limit).
+    pub fn encode_numbers(request_id: u32, ranges: &[Range<u64>], out: &mut BytesMut) {
+        segment::encode_numbers(request_id, ranges, out);
     }
 
     /// Appends an `ERROR` answer; the message is cut to [`MAX_MESSAGE_BYTES`].

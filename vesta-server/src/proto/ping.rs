@@ -23,9 +23,3 @@ pub(super) fn parse_answer(payload: &Bytes) -> Result<Response, ParseError> {
     exact("PONG", payload, 0)?;
     Ok(Response::Pong)
 }
-
-#[cfg(feature = "server")]
-/// Answers `PONG`.
-pub(crate) fn apply(request_id: u32, out: &mut BytesMut) {
-    encode_answer(request_id, out);
-}

@@ -27,9 +27,8 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use vesta_core::Clock;
-use vesta_embed::AsyncIssuer;
 
-use crate::segments::Segments;
+use crate::ops::{OpError, Service};
 use explain::MakeForm;
 pub use html::CONTENT_SECURITY_POLICY;
 use html::Nav;
@@ -40,15 +39,12 @@ pub fn is_console_path(path: &str) -> bool {
     path == "/ui" || path.starts_with("/ui/")
 }
 
-/// What a server counts that the status page shows: read at each page view and each sample.
-pub trait Traffic: Send + Sync + 'static {
-    /// IDs handed out since the server started.
-    fn issued(&self) -> u64;
-    /// Requests answered with an error since start, by reason (the server's own labels:
-    /// HTTP status classes for REST, error codes for TCP), zeros included.
+/// What a transport counts that the status page shows besides the service's own counters:
+/// its refusals, read at each page view and each sample.
+pub trait Refusals: Send + Sync + 'static {
+    /// Requests answered with an error since start, by reason (the transport's own labels:
+    /// HTTP statuses for REST, error codes for TCP), zeros included.
     fn refusals(&self) -> Vec<(String, u64)>;
-    /// Client connections open now, and `server.max_connections`.
-    fn connections(&self) -> (u64, u64);
 }
 
 /// A console page: the status code and the HTML.
@@ -92,34 +88,28 @@ impl<C: Clock + 'static> std::fmt::Debug for Console<C> {
 struct Inner<C: Clock + 'static> {
     /// `REST` or `TCP`, shown in the titles.
     server: &'static str,
-    ids: AsyncIssuer<C>,
-    segments: Option<Arc<Segments>>,
-    traffic: Box<dyn Traffic>,
-    /// `[server] make`: off, no page makes an ID (the form is gone, `/ui/make` is a 404).
-    make: bool,
+    /// The issuer, the segments, the counters; its `[server] make` off, no page makes an ID
+    /// (the form is gone, `/ui/make` is a 404).
+    service: Arc<Service<C>>,
+    refusals: Box<dyn Refusals>,
     rates: Rates,
     started: Instant,
 }
 
 impl<C: Clock + 'static> Console<C> {
-    /// The console of a `server` (`REST` or `TCP`) issuing through `ids`, with `segments` when
-    /// segment mode is on and its counters in `traffic`; `make` is the server's `[server]
-    /// make`, so switching `/makeid` or `MAKE` off switches the make form off too. Inside a
+    /// The console of a `server` (`REST` or `TCP`) serving `service`, with the transport's
+    /// `refusals`; the service's `[server] make` off switches the make form off too. Inside a
     /// tokio runtime it samples the counters every 10 s on a task that ends with the console.
     pub fn new(
         server: &'static str,
-        ids: AsyncIssuer<C>,
-        segments: Option<Arc<Segments>>,
-        traffic: Box<dyn Traffic>,
-        make: bool,
+        service: Arc<Service<C>>,
+        refusals: Box<dyn Refusals>,
     ) -> Self {
         let console = Console {
             inner: Arc::new(Inner {
                 server,
-                ids,
-                segments,
-                traffic,
-                make,
+                service,
+                refusals,
                 rates: Rates::default(),
                 started: Instant::now(),
             }),
@@ -134,19 +124,21 @@ impl<C: Clock + 'static> Console<C> {
     /// The page at `path` (a console path) for the query string `query`.
     pub async fn answer(&self, path: &str, query: Option<&str>) -> Page {
         let i = &*self.inner;
-        let segments_on = i.segments.is_some();
+        let issuer = i.service.issuer();
+        let segments_on = i.service.segments().is_some();
+        let make = i.service.check_make();
         let (status, title, nav, refresh, body) = match path {
             "/ui" | "/ui/" | "/ui/explain" => {
-                let make = if i.make {
+                let form = if make.is_ok() {
                     MakeForm::Blank
                 } else {
                     MakeForm::Off
                 };
-                let body = explain::page(i.ids.issuer(), query, make);
+                let body = explain::page(issuer, query, form);
                 (200, "Explain an ID", Nav::Explain, None, body)
             }
-            "/ui/make" if i.make => {
-                let body = explain::page(i.ids.issuer(), None, MakeForm::Made(query));
+            "/ui/make" if make.is_ok() => {
+                let body = explain::page(issuer, None, MakeForm::Made(query));
                 (200, "Make an ID", Nav::Explain, None, body)
             }
             // The same 404 and reason as `/makeid` when it is off, as a console page.
@@ -155,13 +147,13 @@ impl<C: Clock + 'static> Console<C> {
                 "Make an ID",
                 Nav::None,
                 None,
-                not_found("making IDs is switched off on this server ([server] make = false)"),
+                not_found(make.err().as_ref().map_or("", OpError::message)),
             ),
             "/ui/status" => {
                 let body = status::page(i);
                 (200, "Status", Nav::Status, Some(5), body)
             }
-            "/ui/segments" => match &i.segments {
+            "/ui/segments" => match i.service.segments() {
                 Some(s) => {
                     let body = segments::page(s).await;
                     (200, "Segments", Nav::Segments, Some(5), body)
@@ -179,7 +171,7 @@ impl<C: Clock + 'static> Console<C> {
                 "Not found",
                 Nav::None,
                 None,
-                not_found(if i.make {
+                not_found(if make.is_ok() {
                     "no console page here: the pages are /ui/explain, /ui/make, /ui/status and \
                      /ui/segments"
                 } else {
@@ -218,12 +210,13 @@ impl<C: Clock + 'static> Pages for Console<C> {
 
 impl<C: Clock + 'static> Inner<C> {
     fn refused_total(&self) -> u64 {
-        self.traffic.refusals().iter().map(|(_, n)| n).sum()
+        self.refusals.refusals().iter().map(|(_, n)| n).sum()
     }
 
     fn sample(&self) {
+        let issued = self.service.ids_issued();
         self.rates
-            .record(Instant::now(), self.traffic.issued(), self.refused_total());
+            .record(Instant::now(), issued, self.refused_total());
     }
 }
 
@@ -251,23 +244,16 @@ mod tests {
     use std::time::Duration;
 
     use vesta_core::ManualClock;
-    use vesta_embed::{Issuer, IssuerConfig};
+    use vesta_embed::{AsyncIssuer, Issuer, IssuerConfig};
 
     use super::*;
+    use crate::ops::Limits;
 
     struct Quiet;
 
-    impl Traffic for Quiet {
-        fn issued(&self) -> u64 {
-            0
-        }
-
+    impl Refusals for Quiet {
         fn refusals(&self) -> Vec<(String, u64)> {
             Vec::new()
-        }
-
-        fn connections(&self) -> (u64, u64) {
-            (0, 1)
         }
     }
 
@@ -275,7 +261,16 @@ mod tests {
         let clock = Arc::new(ManualClock::new(1_800_000_000_000));
         let issuer = Issuer::start_with_clock(IssuerConfig::default(), clock).unwrap();
         let ids = AsyncIssuer::new(Arc::new(issuer), Duration::from_secs(3)).unwrap();
-        Console::new("REST", ids, None, Box::new(Quiet), make)
+        let limits = Limits {
+            max_batch: 10,
+            max_connections: 1,
+            shutdown_grace: Duration::ZERO,
+            make,
+            console: true,
+            auth_token: None,
+        };
+        let service = Arc::new(Service::new(ids, None, limits));
+        Console::new("REST", service, Box::new(Quiet))
     }
 
     /// `[server] make = false` leaves no page that makes an ID: no form, no link, and

@@ -15,7 +15,7 @@ use super::rates::{Interval, SAMPLE_EVERY};
 
 /// The whole page.
 pub fn page<C: Clock + 'static>(console: &Inner<C>) -> String {
-    let issuer = console.ids.issuer();
+    let issuer = console.service.issuer();
     let s = issuer.status();
     let now_ms = issuer.clock().now_ms();
     let mut h = Html::default();
@@ -187,13 +187,12 @@ fn seconds(ms: u64) -> String {
 }
 
 fn issuing<C: Clock + 'static>(h: &mut Html, console: &Inner<C>) {
-    let t = &*console.traffic;
     let now = Instant::now();
-    let (issued, refused) = (t.issued(), console.refused_total());
+    let (issued, refused) = (console.service.ids_issued(), console.refused_total());
     h.heading("Issuing");
     h.facts("rates");
     h.fact("issued", "IDs issued since start", issued);
-    if let Some(segments) = &console.segments {
+    if let Some(segments) = console.service.segments() {
         h.fact(
             "numbers",
             "Segment numbers issued since start",
@@ -212,7 +211,7 @@ fn issuing<C: Clock + 'static>(h: &mut Html, console: &Inner<C>) {
             );
         }
     }
-    let waits = console.ids.stats();
+    let waits = console.service.async_issuer().stats();
     h.fact(
         "waiting",
         "Waiting for sequence space",
@@ -221,7 +220,7 @@ fn issuing<C: Clock + 'static>(h: &mut Html, console: &Inner<C>) {
             waits.parked, waits.unit_waits_total
         ),
     );
-    let (open, max) = t.connections();
+    let (open, max) = console.service.connections().open_and_max();
     h.fact(
         "connections",
         "Connections",
@@ -292,11 +291,11 @@ fn chart(h: &mut Html, intervals: &[Interval]) {
 fn refusals<C: Clock + 'static>(h: &mut Html, console: &Inner<C>, s: &Status) {
     h.heading("Refusals and errors since start");
     h.table("refusals", &["Reason", "Requests"]);
-    for (reason, n) in console.traffic.refusals() {
+    for (reason, n) in console.refusals.refusals() {
         h.row(&reason, &[&reason, &n]);
     }
     h.end_table();
-    let waits = console.ids.stats();
+    let waits = console.service.async_issuer().stats();
     h.heading("Issuer events since start");
     h.table("events", &["Event", "Count"]);
     let events: [(&str, &str, u64); 4] = [
