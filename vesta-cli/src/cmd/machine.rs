@@ -116,7 +116,7 @@ pub struct RetireArgs {
     /// The machine ID whose mark a lease store keeps (not with --state-file)
     #[arg(value_name = "MACHINE", required_unless_present = "state_file")]
     machine: Option<u64>,
-    /// Retire this state file: it is renamed to FILE.retired-<ms> (kept for the record)
+    /// Retire this state file: it is renamed to `FILE.retired-<ms>` (kept for the record)
     #[arg(long, value_name = "FILE", conflicts_with_all = ["machine", "machine_db", "etcd", "zk", "root", "scope"])]
     state_file: Option<PathBuf>,
     #[command(flatten)]
