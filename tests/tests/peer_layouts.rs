@@ -129,16 +129,34 @@ fn the_cli_speaks_every_layout() {
     for &id in &ids {
         assert_eq!(read(Preset::Sonyflake, id).1, 40_000);
     }
-    // A machine ID too wide for the node field, or outside its pool, is refused by range.
+    // The peers' workers use the whole node field in every mode (Leaf's 1023, Sonyflake's
+    // 60000: Vesta's pools are Vesta's); wider is refused by range, as is a configured split.
+    let top = vesta_ok(&["gen", "--layout", "leaf", "--machine", "1023", "-n", "1"]);
+    assert_eq!(read(Preset::Leaf, top.trim().parse().unwrap()).1, 1023);
+    vesta_ok(&[
+        "gen",
+        "--layout",
+        "sonyflake",
+        "--machine",
+        "60000",
+        "-n",
+        "1",
+    ]);
     vesta_fails(
         &["gen", "--layout", "leaf", "--machine", "1024", "-n", "1"],
-        &["machine 1024 is outside the embed pool 0..=923"],
+        &["machine 1024 is outside the node field 0..=1023"],
     );
+    let split = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        split.path(),
+        "[id]\nlayout = \"sonyflake\"\n[machine]\nserver_pool_start = 59136\n",
+    )
+    .unwrap();
     vesta_fails(
         &[
             "gen",
-            "--layout",
-            "sonyflake",
+            "--config",
+            split.path().to_str().unwrap(),
             "--machine",
             "60000",
             "-n",
@@ -227,7 +245,7 @@ fn the_cli_speaks_every_layout() {
         serde_json::json!({"id": id.to_string(), "layout": "leaf", "time": 411_165_025_343u64,
             "workerId": 513, "sequence": 77, "timestamp": "2023-11-14T22:13:20.000Z"})
     );
-    // layout: the fields, the pools of the node's width, the end of life.
+    // layout: the fields, no pools (the node field is whole), the end of life.
     let l = vesta_ok(&["layout", "--layout", "uid-generator", "--epoch", UID_EPOCH]);
     assert!(
         l.contains("layout uid-generator (time unit: 1 second)"),
@@ -238,7 +256,10 @@ fn the_cli_speaks_every_layout() {
         "{l}"
     );
     assert!(
-        l.contains("  pools      embed 0..=3784703, server 3784704..=4194303"),
+        l.contains(
+            "  pools      none: every mode takes any of 0..=4194303 (a server defaults to 3784704; \
+             [machine] server_pool_start splits them)"
+        ),
         "{l}"
     );
     // Vesta-only flags with a peer layout are refused by name.
