@@ -218,7 +218,9 @@ fn local_time(ms: i64) -> String {
     }
 }
 
-/// What Java's `Long.parseLong` accepts: an optional sign and decimal digits within `long`.
+/// What Java's `Long.parseLong` accepts: an optional sign and decimal digits within `long`,
+/// ASCII digits only (Java also takes other scripts' decimal digits; docs/migrate.md says why
+/// not here).
 fn parse_java_long(text: &str) -> Option<i64> {
     let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -279,6 +281,9 @@ mod tests {
         for bad in ["", "-", "9223372036854775808", "0x10", " 1", "1e3"] {
             assert_eq!(parse_java_long(bad), None, "{bad:?}");
         }
+        // Chosen (docs/migrate.md): ASCII digits only, where Java also reads other scripts'.
+        assert_eq!(parse_java_long("\u{ff11}\u{ff12}"), None);
+        assert_eq!(parse_java_long("007"), Some(7));
         assert_eq!(
             first_param(Some("a=1&snowflakeId=%2B7&snowflakeId=8"), "snowflakeId"),
             Some("+7".into())
