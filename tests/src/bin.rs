@@ -6,10 +6,21 @@ use std::process::{Child, Command, ExitStatus};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// The path of a freshly built `vesta` binary (same profile as the running tests).
+/// The path of a freshly built `vesta` binary (same profile as the running tests): the one in
+/// `VESTA_BIN` when set (scripts/test sets it to the binary its `cargo test --workspace` built,
+/// with the workspace's features, so nothing is built twice), else built here first.
 pub fn vesta() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(build)
+    PATH.get_or_init(
+        || match std::env::var_os("VESTA_BIN").filter(|p| !p.is_empty()) {
+            Some(path) => {
+                let path = PathBuf::from(path);
+                assert!(path.is_file(), "VESTA_BIN {} is not a file", path.display());
+                path
+            }
+            None => build(),
+        },
+    )
 }
 
 /// A `Command` for `vesta` with the given arguments.

@@ -6,16 +6,15 @@
 //! not burn a core.
 //!
 //! Where the coarse clock exists (Linux, Android, FreeBSD) time comes from the kernel's realtime
-//! clocks through rustix; elsewhere (macOS, Windows), or with the feature `portable-clock` (so
-//! CI runs that path on Linux), from std's `SystemTime`, always precise.
+//! clocks through rustix; elsewhere (macOS, Windows), or with the feature `portable-clock`, from
+//! std's `SystemTime`, always precise. The portable source is built everywhere
+//! ([`SystemClock::portable`]), so the tests run that path on Linux too, in the same build.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use vesta_core::{Clock, ClockSync, Layout};
-
-use source::Kind;
 
 /// How close to a wait's target sleeping stops and yielding starts.
 const SPIN_MARGIN: Duration = Duration::from_micros(20);
@@ -24,32 +23,51 @@ const SPIN_MARGIN: Duration = Duration::from_micros(20);
 /// clock's tick, so a wait on an unstepped clock ends at the boundary, not a tick before it.
 const WAIT_SLACK: Duration = Duration::from_millis(5);
 
-/// Where wall-clock time comes from on this target: the kernel's realtime clocks, precise and
-/// coarse (`CLOCK_REALTIME`, `CLOCK_REALTIME_COARSE`).
-#[cfg(all(
-    any(target_os = "linux", target_os = "android", target_os = "freebsd"),
+/// Which clock a [`SystemClock`] reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// The kernel's precise realtime clock (`CLOCK_REALTIME`).
+    Precise,
+    /// The kernel's coarse realtime clock (`CLOCK_REALTIME_COARSE`).
+    Coarse,
+    /// std's `SystemTime` (macOS, Windows, or `portable-clock`).
+    Portable,
+}
+
+/// True where the kernel's realtime clocks are read through rustix.
+const KERNEL_CLOCKS: bool = cfg!(all(
+    any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "freebsd"
+    ),
     not(feature = "portable-clock")
-))]
-mod source {
+));
+
+/// Nanoseconds since 1970 from `kind` (before 1970 reads as 0, which every generator rejects).
+fn now_ns(kind: Kind) -> u128 {
+    match kind {
+        #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+        Kind::Precise | Kind::Coarse => kernel::now_ns(kind == Kind::Coarse),
+        _ => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    }
+}
+
+/// The kernel's realtime clocks, precise and coarse.
+#[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+mod kernel {
     use rustix::time::{ClockId, Timespec, clock_getres, clock_gettime};
 
-    /// Which clock to read.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub(super) enum Kind {
-        Precise,
-        Coarse,
-    }
-
-    fn id(kind: Kind) -> ClockId {
-        match kind {
-            Kind::Precise => ClockId::Realtime,
-            Kind::Coarse => ClockId::RealtimeCoarse,
-        }
-    }
-
-    /// Nanoseconds since 1970 (before 1970 reads as 0, which every generator rejects).
-    pub(super) fn now_ns(kind: Kind) -> u128 {
-        ns(clock_gettime(id(kind)))
+    /// Nanoseconds since 1970 from the coarse or the precise clock.
+    pub(super) fn now_ns(coarse: bool) -> u128 {
+        let id = if coarse {
+            ClockId::RealtimeCoarse
+        } else {
+            ClockId::Realtime
+        };
+        ns(clock_gettime(id))
     }
 
     /// The coarse clock's resolution in ms, rounded up.
@@ -63,33 +81,13 @@ mod source {
     }
 }
 
-/// Where wall-clock time comes from elsewhere: std's `SystemTime` (no coarse clock).
-#[cfg(not(all(
-    any(target_os = "linux", target_os = "android", target_os = "freebsd"),
-    not(feature = "portable-clock")
-)))]
-mod source {
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    /// Which clock to read (only the precise one exists here; `Coarse` is never chosen).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    #[allow(dead_code)]
-    pub(super) enum Kind {
-        Precise,
-        Coarse,
+/// The coarse clock's resolution in ms, where it is read.
+fn coarse_resolution_ms() -> Option<u64> {
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+    if KERNEL_CLOCKS {
+        return kernel::coarse_resolution_ms();
     }
-
-    /// Nanoseconds since 1970 (before 1970 reads as 0, which every generator rejects).
-    pub(super) fn now_ns(_: Kind) -> u128 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    }
-
-    /// No coarse clock here.
-    pub(super) fn coarse_resolution_ms() -> Option<u64> {
-        None
-    }
+    None
 }
 
 /// Wall-clock time from the operating system (precise, or coarse where it exists).
@@ -99,16 +97,28 @@ pub struct SystemClock {
 }
 
 impl SystemClock {
-    /// The precise realtime clock.
+    /// The precise realtime clock (std's `SystemTime` where the kernel's is not read).
     pub fn precise() -> Self {
         SystemClock {
-            kind: Kind::Precise,
+            kind: if KERNEL_CLOCKS {
+                Kind::Precise
+            } else {
+                Kind::Portable
+            },
+        }
+    }
+
+    /// std's `SystemTime`, whatever the platform: the clock macOS and Windows read (for tests
+    /// of that path on Linux, and for a program that wants it).
+    pub fn portable() -> Self {
+        SystemClock {
+            kind: Kind::Portable,
         }
     }
 
     /// The cheapest clock whose resolution is at most a tenth of the layout's time unit.
     pub fn for_layout(layout: &Layout) -> Self {
-        match source::coarse_resolution_ms() {
+        match coarse_resolution_ms() {
             Some(res_ms) if res_ms * 10 <= layout.unit_ms() => SystemClock { kind: Kind::Coarse },
             _ => Self::precise(),
         }
@@ -129,11 +139,11 @@ impl Default for SystemClock {
 impl Clock for SystemClock {
     #[inline]
     fn now_ms(&self) -> u64 {
-        u64::try_from(source::now_ns(self.kind) / 1_000_000).unwrap_or(u64::MAX)
+        u64::try_from(now_ns(self.kind) / 1_000_000).unwrap_or(u64::MAX)
     }
 
     fn wait_until_ms(&self, target_ms: u64) {
-        wait_bounded(target_ms, || source::now_ns(self.kind));
+        wait_bounded(target_ms, || now_ns(self.kind));
     }
 
     fn sync(&self) -> Option<ClockSync> {
@@ -194,7 +204,7 @@ impl ShiftedClock {
     }
 
     fn shifted_ns(&self) -> u128 {
-        let base = source::now_ns(self.base.kind) as i128;
+        let base = now_ns(self.base.kind) as i128;
         let shifted = base + i128::from(self.offset_ms()) * 1_000_000;
         u128::try_from(shifted).unwrap_or(0)
     }
@@ -253,11 +263,17 @@ mod tests {
     }
 
     #[test]
-    fn waits_until_the_target() {
-        let c = SystemClock::precise();
-        let target = c.now_ms() + 30;
-        c.wait_until_ms(target);
-        assert!(c.now_ms() >= target);
+    fn waits_until_the_target_on_every_source() {
+        for c in [SystemClock::precise(), SystemClock::portable()] {
+            let target = c.now_ms() + 30;
+            c.wait_until_ms(target);
+            assert!(c.now_ms() >= target, "{c:?}");
+        }
+        let (a, b) = (
+            SystemClock::portable().now_ms(),
+            SystemClock::precise().now_ms(),
+        );
+        assert!(a.abs_diff(b) < 1000, "portable {a} vs precise {b}");
     }
 
     /// The wall clock steps back an hour just after the wait starts: the wait still ends after
@@ -265,13 +281,13 @@ mod tests {
     #[test]
     fn a_clock_stepped_back_during_a_wait_does_not_stretch_it() {
         let real = SystemClock::precise();
-        let start_ns = source::now_ns(Kind::Precise);
+        let start_ns = now_ns(Kind::Precise);
         let target_ms = (start_ns / 1_000_000) as u64 + 200;
         let reads = std::sync::atomic::AtomicU32::new(0);
         let hour_ns = 3_600_000_000_000u128;
         let began = Instant::now();
         wait_bounded(target_ms, || {
-            let now = source::now_ns(Kind::Precise);
+            let now = now_ns(Kind::Precise);
             // The first reading is before the step, every later one after it.
             if reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
                 now
