@@ -69,15 +69,19 @@ fn which(tool: &str) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
-/// `target/tmp/db-templates`, next to the test binaries.
+/// `target/tmp/db-templates`, next to the test binaries and the soak's.
 fn templates_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    // target/<profile>/deps/<test-binary> → target/tmp/db-templates
-    let target = exe
+    // target/<profile>/deps/<test-binary> or target/<profile>/<binary> (the soak's)
+    // → target/tmp/db-templates
+    let profile = exe
         .parent()
-        .and_then(Path::parent)
-        .and_then(Path::parent)
-        .expect("target dir");
+        .map(|dir| match dir.file_name() {
+            Some(name) if name == "deps" => dir.parent().unwrap_or(dir),
+            _ => dir,
+        })
+        .expect("target profile dir");
+    let target = profile.parent().expect("target dir");
     let dir = target.join("tmp").join("db-templates");
     fs::create_dir_all(&dir).expect("creating target/tmp/db-templates");
     dir
