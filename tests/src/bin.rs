@@ -177,11 +177,17 @@ pub fn vesta_ok<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
 /// Runs `vesta` with `args`; asserts failure with exactly one stderr line, no panic, containing
 /// every needle; returns that line.
 pub fn vesta_fails<S: AsRef<std::ffi::OsStr>>(args: &[S], needles: &[&str]) -> String {
-    let out = vesta_cmd(args)
+    fails_in_one_line(&mut vesta_cmd(args), needles)
+}
+
+/// Runs `cmd` (a `vesta` command with its environment); asserts failure with exactly one
+/// stderr line, no panic, containing every needle; returns that line.
+pub fn fails_in_one_line(cmd: &mut Command, needles: &[&str]) -> String {
+    let out = cmd
         .stdin(std::process::Stdio::null())
         .output()
         .expect("running vesta");
-    let shown: Vec<_> = args.iter().map(|a| a.as_ref().to_string_lossy()).collect();
+    let shown: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy()).collect();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!out.status.success(), "vesta {shown:?} succeeded");
     assert_eq!(
@@ -230,13 +236,16 @@ pub struct ServerChild {
     pub addr: String,
     /// The startup line.
     pub startup: String,
+    /// What it printed before the startup line (log lines a test asked for with `RUST_LOG`,
+    /// e.g. the start guard's wait).
+    pub before_startup: Vec<String>,
     /// What it printed after the startup line.
     pub stderr: std::sync::mpsc::Receiver<String>,
 }
 
 impl ServerChild {
     /// Starts `vesta serve KIND --listen 127.0.0.1:0 ARGS...` with `envs` set, and waits (up to
-    /// 30 s) for its startup line.
+    /// 30 s) for its startup line (the first naming where it listens; lines before it are kept).
     pub fn start(kind: &str, args: &[&str], envs: &[(&str, &str)]) -> ServerChild {
         use std::io::BufRead;
         let mut child = vesta_command()
@@ -257,9 +266,16 @@ impl ServerChild {
                 let _ = tx.send(line);
             }
         });
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("no startup line from vesta serve {kind}"));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut before_startup = Vec::new();
+        let line = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) if line.contains(" listening on ") => break line,
+                Ok(line) => before_startup.push(line),
+                Err(_) => panic!("no startup line from vesta serve {kind}: {before_startup:?}"),
+            }
+        };
         let addr = line
             .split_once(" listening on ")
             .map(|(_, rest)| {
@@ -274,6 +290,7 @@ impl ServerChild {
             child,
             addr,
             startup: line,
+            before_startup,
             stderr: rx,
         }
     }

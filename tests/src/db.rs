@@ -69,7 +69,7 @@ fn which(tool: &str) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
-/// `target/tmp/db-templates`, next to the test binaries.
+/// `target/tmp/db-templates`, next to the test binaries and the soak's.
 fn templates_dir() -> PathBuf {
     let dir = target_dir().join("tmp").join("db-templates");
     fs::create_dir_all(&dir).expect("creating target/tmp/db-templates");

@@ -1,8 +1,9 @@
 //! Harnesses for the cross-crate integration tests: the real `vesta` binary (built on demand, so
 //! it is never stale), real ZooKeeper servers for the lease tests, real PostgreSQL and MariaDB
 //! servers plus a raw Leaf-style allocator for the segment tests, the deployment files as data,
-//! a real Prometheus server for the monitoring tests, and the building blocks of `scripts/soak`
-//! ([`soak`]), whose binaries live in `src/bin/`.
+//! a real Prometheus server for the monitoring tests, operators' hosts and users for the tests of
+//! their mistakes ([`operator`]), and the building blocks of `scripts/soak` ([`soak`]), whose
+//! binaries live in `src/bin/`.
 
 pub mod bin;
 pub mod chromium;
@@ -12,6 +13,7 @@ pub mod docs;
 pub mod etcd;
 pub mod leaf;
 pub mod lease;
+pub mod operator;
 pub mod peers;
 pub mod prometheus;
 pub mod proxy;

@@ -41,11 +41,20 @@ pub enum Fault {
     CrashPostgres,
     /// SIGKILL etcd, start it again 5 s later: the etcd-leased workers fence, then lease again.
     KillEtcd,
+    /// An operator's mistake: an older copy of a static `vesta gen`'s state file copied back
+    /// before its next run (after SIGKILLing the run, if one runs).
+    RestoreStateFile,
+    /// An operator's mistake: a `vesta gen` run under another epoch on a static machine ID's
+    /// state file; it must be refused.
+    EpochFlip,
+    /// An operator's mistake: four `vesta gen` runs at once on one static machine ID (three on
+    /// its state file, one on the user's own), as `xargs -P4` runs them.
+    ParallelGen,
 }
 
 impl Fault {
     /// Every kind.
-    pub const ALL: [Fault; 13] = [
+    pub const ALL: [Fault; 16] = [
         Fault::KillEmbedWorker,
         Fault::KillTcpClient,
         Fault::KillRestClient,
@@ -59,6 +68,9 @@ impl Fault {
         Fault::ClockBack1h,
         Fault::CrashPostgres,
         Fault::KillEtcd,
+        Fault::RestoreStateFile,
+        Fault::EpochFlip,
+        Fault::ParallelGen,
     ];
 
     /// The name in the report.
@@ -77,6 +89,9 @@ impl Fault {
             Fault::ClockBack1h => "clock step back 1 h",
             Fault::CrashPostgres => "crash PostgreSQL (SQL leases)",
             Fault::KillEtcd => "SIGKILL etcd (etcd leases)",
+            Fault::RestoreStateFile => "older state file copied back",
+            Fault::EpochFlip => "epoch flip attempted",
+            Fault::ParallelGen => "parallel vesta gen (4 runs)",
         }
     }
 }

@@ -4,11 +4,13 @@
 //! It starts a 3-node ZooKeeper ensemble, a PostgreSQL server, an etcd member, a pair of `vesta
 //! serve tcp` and one `vesta serve rest` (all leasing machine IDs from ZooKeeper), then keeps
 //! producers busy — embedded workers (`soak_worker embed`) leasing from ZooKeeper, from
-//! PostgreSQL (`source = "sql"`) and from etcd, `vesta gen --server A,B` runs and REST clients
-//! (`soak_worker rest`), each appending the IDs it was handed to a file — while it injects
-//! faults: SIGKILLs of every kind of process, SIGTERM restarts of servers, the ZooKeeper leader
-//! killed, PostgreSQL and etcd crashed for 5 s, and in-process clock steps of 5 ms, 1 s and 1 h
-//! back. Once the files hold `--ids` IDs (or the time limit
+//! PostgreSQL (`source = "sql"`) and from etcd, `vesta gen --server A,B` runs, REST clients
+//! (`soak_worker rest`) and `vesta gen` runs on static machine IDs with state files (the static
+//! group), each appending the IDs it was handed to a file — while it injects faults: SIGKILLs
+//! of every kind of process, SIGTERM restarts of servers, the ZooKeeper leader killed,
+//! PostgreSQL and etcd crashed for 5 s, in-process clock steps of 5 ms, 1 s and 1 h back, and
+//! operators' mistakes on the static group (older state files copied back, an epoch flip,
+//! parallel runs). Once the files hold `--ids` IDs (or the time limit
 //! passes) it stops everything it started, by PID, checks every ID for duplicates on disk and
 //! prints IDs, faults by kind and duplicates. Exit status: 0 clean, 1 findings (hangs,
 //! unexpected exits, malformed IDs), 2 duplicates.
@@ -17,6 +19,7 @@ mod check;
 mod faults;
 mod producers;
 mod servers;
+mod statics;
 mod stores;
 
 use std::collections::BTreeMap;
@@ -42,6 +45,7 @@ use vesta_tests::zk::{ZkEnsemble, free_ports};
 use faults::{Fault, Schedule};
 use producers::{Output, Role, Slot, Store};
 use servers::{Kind, Server};
+use statics::Statics;
 use stores::{Stores, Which};
 
 /// The znode under which every process of the soak leases its machine ID (also the etcd key
@@ -91,6 +95,10 @@ struct Args {
     /// Embedded workers leasing from etcd; 0: no etcd
     #[arg(long, default_value_t = 2)]
     etcd_workers: usize,
+    /// `vesta gen` slots on static machine IDs with state files (920 up, alternately max-peak
+    /// and min-granularity; at most 4), whose faults are operators' mistakes; 0: none
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=4))]
+    static_gens: u8,
     /// Work dir [default: a new vesta-soak-* dir in the temp dir]
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -175,6 +183,7 @@ struct Soak {
     tcp: Vec<Server>,
     rest: Server,
     slots: Vec<Slot>,
+    statics: Statics,
     outputs: Vec<Output>,
     schedule: Schedule,
     follow_ups: Vec<(Instant, FollowUp)>,
@@ -349,6 +358,9 @@ impl Soak {
                 rng.next_u64(),
             ));
         }
+        let (statics, static_slots) =
+            Statics::new(&ctx, usize::from(args.static_gens), slots.len(), &mut rng)?;
+        slots.extend(static_slots);
         let planned = Duration::from_secs_f64(args.minutes.max(0.1) * 60.0);
         let every = Duration::from_secs_f64(args.fault_every.max(0.5));
         let mut soak = Soak {
@@ -362,6 +374,7 @@ impl Soak {
             tcp,
             rest,
             slots,
+            statics,
             outputs: Vec::new(),
             schedule: Schedule::new(every, every.max(Duration::from_secs(5))),
             follow_ups: Vec::new(),
@@ -532,21 +545,27 @@ impl Soak {
             if let Some(ended) = self.slots[i].tick(&mut self.ctx, &self.outputs) {
                 self.ended(i, ended);
             }
-            if spawn && self.slots[i].due() {
+            // A static slot waits while a burst of parallel runs goes on its machine ID.
+            if spawn && self.slots[i].due() && !self.statics.busy(i) {
                 let (count, rate) = self.plan(i, written);
+                if matches!(self.slots[i].role, Role::StaticGen { .. }) {
+                    self.statics.before_spawn(i);
+                }
                 let slot = &mut self.slots[i];
                 slot.spawn(&mut self.ctx, &mut self.outputs, count, rate);
-                if matches!(slot.role, Role::TcpGen { .. }) {
+                if slot.role.is_gen() {
                     let paced = Duration::from_secs_f64(count as f64 / rate.max(1.0));
                     slot.start_not_before(Instant::now() + paced);
                 }
             }
         }
+        self.statics.tick(&mut self.ctx, &self.slots);
     }
 
     /// The chunk and rate of the next process of slot `i`: the IDs still missing, shared by
     /// class (embedded 55 %: ZooKeeper-leased 45 %, SQL- and etcd-leased 5 % each; tcp 27 %,
-    /// rest 18 %) over the planned time still left.
+    /// rest 18 %; the static group 5 % over them) over the planned time still left. A static
+    /// slot's run is 3 s of its rate (at least 1,000 IDs): it restarts every few seconds.
     fn plan(&self, i: usize, written: u64) -> (u64, f64) {
         let class = self.slots[i].role.class();
         let shares = [
@@ -555,6 +574,7 @@ impl Soak {
             ("embed-etcd", 0.05),
             ("tcp", 0.27),
             ("rest", 0.18),
+            ("static", 0.05),
         ];
         let present: f64 = shares
             .iter()
@@ -580,6 +600,9 @@ impl Soak {
             Role::Embed(..) => slot_total / 4.0,
             Role::Rest { .. } => slot_total / 3.0,
             Role::TcpGen { .. } => (slot_total / 25.0).min(2e6),
+            Role::StaticGen { .. } => {
+                return ((rate * 3.0).max(1000.0) as u64, rate.max(100.0));
+            }
         };
         (count.max(20_000.0) as u64, rate.max(100.0))
     }
@@ -731,6 +754,20 @@ impl Soak {
             }
             Fault::CrashPostgres => self.stores.crash(Which::Postgres, &mut self.ctx),
             Fault::KillEtcd => self.stores.crash(Which::Etcd, &mut self.ctx),
+            Fault::RestoreStateFile => self.statics.restore(
+                &mut self.ctx,
+                &mut self.slots,
+                &mut self.outputs,
+                &mut self.rng,
+            ),
+            Fault::EpochFlip => {
+                self.statics
+                    .flip(&mut self.ctx, &self.slots, &mut self.outputs, &mut self.rng)
+            }
+            Fault::ParallelGen => {
+                self.statics
+                    .burst(&mut self.ctx, &self.slots, &mut self.outputs, &mut self.rng)
+            }
             Fault::ClockBack5ms | Fault::ClockBack1s | Fault::ClockBack1h => {
                 let Some(i) = self.pick("embed", true) else {
                     return false;
@@ -811,6 +848,7 @@ impl Soak {
             self.tick_producers(false, 0);
             thread::sleep(TICK);
         }
+        self.statics.finish(&mut self.ctx, &self.slots);
         if let Some((i, handle)) = self.zk_restart.take() {
             let _ = handle.join();
             self.ctx
@@ -909,9 +947,10 @@ impl Soak {
         for (k, n) in &self.worker_counts {
             let _ = writeln!(text, "  {k}: {n}");
         }
+        let _ = writeln!(text, "{}", self.statics.report());
         let _ = writeln!(
             text,
-            "client errors (`vesta gen --server` runs that exited non-zero): {}",
+            "client errors (`vesta gen` runs that exited non-zero): {}",
             self.client_errors.len()
         );
         for e in &self.client_errors {

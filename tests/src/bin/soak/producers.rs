@@ -55,11 +55,19 @@ pub enum Role {
         /// The server's base URL.
         url: String,
     },
+    /// `vesta gen --config CONF`: a static machine ID with a state file (the static group,
+    /// `statics`).
+    StaticGen {
+        /// Vesta's type of its IDs.
+        id_type: IdType,
+        /// Its config.
+        conf: PathBuf,
+    },
 }
 
 impl Role {
-    /// The class in the report: `embed` (ZooKeeper), `embed-sql`, `embed-etcd`, `tcp` or
-    /// `rest`.
+    /// The class in the report: `embed` (ZooKeeper), `embed-sql`, `embed-etcd`, `tcp`,
+    /// `rest` or `static`.
     pub fn class(&self) -> &'static str {
         match self {
             Role::Embed(_, Store::Zk) => "embed",
@@ -67,7 +75,13 @@ impl Role {
             Role::Embed(_, Store::Etcd) => "embed-etcd",
             Role::TcpGen { .. } => "tcp",
             Role::Rest { .. } => "rest",
+            Role::StaticGen { .. } => "static",
         }
+    }
+
+    /// True for `vesta gen` runs (paced chunks, IDs as decimal text).
+    pub fn is_gen(&self) -> bool {
+        matches!(self, Role::TcpGen { .. } | Role::StaticGen { .. })
     }
 
     /// True for embedded workers (of any store).
@@ -78,7 +92,7 @@ impl Role {
     /// The genMethod its IDs must carry.
     pub fn gen_method(&self) -> GenMethod {
         match self {
-            Role::Embed(..) => GenMethod::Embed,
+            Role::Embed(..) | Role::StaticGen { .. } => GenMethod::Embed,
             Role::TcpGen { .. } => GenMethod::Server,
             Role::Rest { .. } => GenMethod::Rest,
         }
@@ -170,9 +184,10 @@ impl Slot {
         self.incarnation += 1;
         let label = format!("{}.{}", self.name, self.incarnation);
         let log = ctx.logs.join(format!("{label}.log"));
-        let (format, ext) = match self.role {
-            Role::TcpGen { .. } => (Format::Text, "txt"),
-            _ => (Format::Binary, "bin"),
+        let (format, ext) = if self.role.is_gen() {
+            (Format::Text, "txt")
+        } else {
+            (Format::Binary, "bin")
         };
         let path = ctx.data.join(format!("{label}.{ext}"));
         let summary = ctx.logs.join(format!("{label}.summary.json"));
@@ -222,9 +237,17 @@ impl Slot {
                 (worker(&mode), None, Some(summary))
             }
             Role::Rest { url } => (worker(&["rest", "--url", url]), None, Some(summary)),
-            Role::TcpGen { servers } => {
+            Role::TcpGen { .. } | Role::StaticGen { .. } => {
                 let mut c = Command::new(&ctx.vesta);
-                c.args(["gen", "--server", servers, "-n", &count.to_string()]);
+                match &self.role {
+                    Role::TcpGen { servers } => c.args(["gen", "--server", servers]),
+                    Role::StaticGen { conf, .. } => {
+                        crate::statics::prepare(&mut c, ctx, 0);
+                        c.arg("gen").arg("--config").arg(conf)
+                    }
+                    _ => unreachable!("matched above"),
+                };
+                c.args(["-n", &count.to_string()]);
                 match fs::File::create(&path) {
                     Ok(f) => (c, Some(f), None),
                     Err(e) => {
@@ -234,7 +257,7 @@ impl Slot {
                 }
             }
         };
-        let piped = !matches!(self.role, Role::TcpGen { .. });
+        let piped = !self.role.is_gen();
         match Proc::spawn(label.clone(), cmd, &log, stdout, piped, &ctx.pids) {
             Ok(proc) => {
                 outputs.push(Output {
