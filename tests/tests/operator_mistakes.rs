@@ -353,8 +353,8 @@ fn needles(n: &[String]) -> Vec<&str> {
 
 /// `--epoch` passed once, or `epoch` written `...T00:00:00Z` for Vesta's `+08:00`, under the
 /// state file of `vesta gen` and of `vesta serve rest`: refused in one line naming both epochs
-/// and `vesta machine retire --state-file`; once retired, the new epoch starts (and the old one
-/// is then the one refused).
+/// and `vesta machine retire --state-file`; once retired (and this host's hold of the machine,
+/// which remembers the epoch too), the new epoch starts (and the old one is then refused).
 #[test]
 fn an_epoch_changed_under_one_state_file_is_refused_until_retired() {
     let root = tempfile::tempdir().unwrap();
@@ -422,6 +422,38 @@ fn an_epoch_changed_under_one_state_file_is_refused_until_retired() {
         assert!(
             said.starts_with(&format!("retired the state file {}", state.display())),
             "{said}"
+        );
+        // This host's hold of machine 9 still remembers the old epoch: refused in one line
+        // naming the hold and its own retire command, then retired as well.
+        let line = seat.fails(
+            &["gen", "--config", path_str(&z_conf)],
+            &[
+                "machine 9's mark in this host's hold ",
+                VESTA_EPOCH,
+                Z_EPOCH,
+                "IDs of the two can be equal",
+                "vesta machine retire --host-hold ",
+            ],
+        );
+        let hold = line
+            .rsplit("vesta machine retire --host-hold ")
+            .next()
+            .unwrap()
+            .trim();
+        assert!(Path::new(hold).starts_with(&seat.hold_dir), "{line}");
+        let out = seat
+            .cmd(["machine", "retire", "--host-hold", hold])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).starts_with("retired the host hold"),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
         );
         assert_eq!(
             seat.run_gen(&["--config", path_str(&z_conf), "-n", "10"])
@@ -740,44 +772,43 @@ fn a_clean_restart_continues_and_a_crash_restart_waits() {
     }
 }
 
-// ---- Found while writing these tests: duplicates, open (ignored until fixed) ----
+// ---- Found while writing these tests (duplicates, fixed) ----
 
 /// Two users on one host, each with `vesta gen`'s own state file of machine 0, one passing
 /// `--epoch` once (three seconds after Vesta's here; `Z` for `+08:00` is eight hours, which
-/// collides the same way eight hours apart): the host's hold serializes them but does not
-/// know what its last holder counted in, and the second user's state file is new, so nothing
-/// refuses the other epoch. The second user's runs must be refused, or issue no ID twice.
+/// collides the same way eight hours apart): the second user's state file is new, so only the
+/// host's hold, which records what its last holder counted in, can refuse the other epoch.
+/// The second user's runs are refused naming the hold, and issue no ID twice.
 #[test]
-#[ignore = "duplicates (issue 30): the host hold does not record the layout and epoch"]
 fn two_users_with_two_epochs_on_one_machine_id_never_collide() {
     let root = tempfile::tempdir().unwrap();
     let a = Seat::new(root.path(), "host", "a");
     let b = a.other_user(root.path(), "b");
     let mut ledger = Ledger::new();
     ledger.add("user a", a.run_gen(&["-n", "1000000"]));
-    for run in 0..2 {
+    for _ in 0..2 {
         let out = b
             .cmd(["gen", "--epoch", "1420041603000", "-n", "1000000"])
             .output()
             .unwrap();
-        if out.status.success() {
-            ledger.add(format!("user b, run {run}"), ids_of(&out));
-        } else {
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(err.lines().count(), 1, "{err}");
-            assert!(err.contains("1420041603000"), "{err}");
-        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "user b issued under another epoch");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("1420041603000"), "{err}");
+        assert!(err.contains("this host's hold"), "{err}");
+        assert!(err.contains("vesta machine retire --host-hold"), "{err}");
     }
+    // The same epoch as user a's runs (its own new state file, waiting out now + tolerance).
+    ledger.add("user b, a's epoch", b.run_gen(&["-n", "1000000"]));
     ledger.assert_none_twice("two epochs on one host");
 }
 
 /// A static machine ID moved to another host with a copy of its state file, then back: the
 /// first host stopped cleanly before the copy ran, and its next start continues that clean
-/// stop at once because its own host's hold vouches for it, though the other host issued with
-/// the ID since. A start without the continuation would have waited out now + tolerance and
-/// issued after everything the other host issued.
+/// stop because its own host's hold vouches for it, though the other host issued with the ID
+/// since. The continuation stays within the stopped unit and then waits beyond now +
+/// tolerance, past everything the other host issued.
 #[test]
-#[ignore = "duplicates (issue 30): a clean stop is continued on the word of one host's hold"]
 fn a_static_id_moved_to_another_host_and_back_never_collides() {
     let root = tempfile::tempdir().unwrap();
     let a = Seat::new(root.path(), "a", "ops");

@@ -278,7 +278,8 @@ fn the_final_mark_is_written_over_a_mark_version_moved_behind_the_holders_back()
         .clone()
         .unwrap();
     let json = serde_json::to_string(&mark).unwrap();
-    let out = zk_cli(&zk.connect(), &format!("set {path} {json}"));
+    // Quoted: the mark names its layout in words, spaces included.
+    let out = zk_cli_script(&zk.connect(), &[&format!("set {path} '{json}'")]);
     assert!(!out.contains("Exception"), "{out}");
     issuer.shutdown().expect("a clean release");
     let rows = inspect(&settings).unwrap();
@@ -364,8 +365,9 @@ fn leases_work_for_node_fields_from_5_to_22_bits() {
     assert_ne!(a.status().machine, b.status().machine);
 
     // A server (genMethod server) in UidGenerator's layout leases from its 22-bit server pool.
+    // UidGenerator's pool is the whole field; split here so the server leases above 10 bits.
     let mut c = config(&zk.connect(), "/vesta/uid", 0);
-    c.machine.server_pool_start = None;
+    c.machine.server_pool_start = Some(3_784_704);
     c.id.layout = LayoutChoice::Preset(Preset::UidGenerator);
     c.id.epoch = Some("2024-01-01T00:00:00+08:00".parse().unwrap());
     c.gen_method = vesta_core::GenMethod::Server;

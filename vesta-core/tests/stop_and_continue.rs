@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use vesta_core::{
-    Explanation, GenError, Generator, GeneratorConfig, IdType, Layout, ManualClock, Position,
-    Preset,
+    Clock, Explanation, GenError, Generator, GeneratorConfig, IdType, Layout, ManualClock,
+    Position, Preset,
 };
 
 const T0: u64 = 1_700_000_000_500;
@@ -53,7 +53,7 @@ fn a_successor_continues_right_after_the_stop_in_the_same_unit() {
         );
 
         let next = Generator::new(config, clock.clone()).unwrap();
-        next.continue_after(stopped).unwrap();
+        next.continue_after(stopped, 0).unwrap();
         let id = next.next_id().unwrap();
         let at = position(id, &layout);
         assert_eq!(
@@ -66,7 +66,8 @@ fn a_successor_continues_right_after_the_stop_in_the_same_unit() {
         );
         assert_eq!(clock.waits(), 0, "{layout}: nothing waited");
         // Never back: a second, older position changes nothing.
-        next.continue_after(Position { time: 1, seq: 0 }).unwrap();
+        next.continue_after(Position { time: 1, seq: 0 }, 0)
+            .unwrap();
         assert!(next.next_id().unwrap() > id);
     }
 }
@@ -110,10 +111,13 @@ fn continue_after_refuses_a_seq_beyond_the_layout() {
     )
     .unwrap();
     let err = g
-        .continue_after(Position {
-            time: 5,
-            seq: layout.max_seq() + 1,
-        })
+        .continue_after(
+            Position {
+                time: 5,
+                seq: layout.max_seq() + 1,
+            },
+            0,
+        )
         .unwrap_err()
         .to_string();
     assert!(err.contains("seq") && err.contains("1023"), "{err}");
@@ -173,10 +177,47 @@ fn the_stop_position_is_exact_against_racing_callers() {
         assert_eq!(stopped, position(highest, &layout), "round {round}");
 
         let next = Generator::new(GeneratorConfig::for_layout(layout.clone()), clock).unwrap();
-        next.continue_after(stopped).unwrap();
+        next.continue_after(stopped, 0).unwrap();
         let seen: HashSet<u64> = ids.into_iter().collect();
         for id in next.next_ids(2_000).unwrap().iter() {
             assert!(!seen.contains(&id), "round {round}: {id} issued twice");
         }
     }
+}
+
+/// After the stopped unit, issuing waits for the unit after `then_beyond`: a copy of the state
+/// file used on another host since the stop issued only in units up to it.
+#[test]
+fn after_the_stopped_unit_issuing_waits_beyond_the_bound() {
+    let layout = IdType::MaxPeak.layout().clone();
+    let clock = Arc::new(ManualClock::new(T0));
+    let first = Generator::new(GeneratorConfig::for_layout(layout.clone()), clock.clone()).unwrap();
+    first.next_ids(3).unwrap();
+    let stopped = first.stop();
+    let beyond = stopped.time + 2;
+    let next = Generator::new(GeneratorConfig::for_layout(layout.clone()), clock.clone()).unwrap();
+    next.continue_after(stopped, beyond).unwrap();
+    assert_eq!(
+        position(next.next_id().unwrap(), &layout).time,
+        stopped.time
+    );
+    assert_eq!(next.next_unit_start_ms(), layout.unix_ms_of(beyond + 1));
+    clock.advance(1_000);
+    assert!(matches!(
+        next.try_next_id(),
+        Err(GenError::WouldBlock { .. })
+    ));
+    let id = next.next_id().unwrap();
+    assert_eq!(
+        position(id, &layout),
+        Position {
+            time: beyond + 1,
+            seq: 0
+        }
+    );
+    assert_eq!(
+        clock.now_ms(),
+        layout.unix_ms_of(beyond + 1),
+        "waited for it"
+    );
 }

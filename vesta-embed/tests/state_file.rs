@@ -190,7 +190,8 @@ fn a_second_holder_is_refused_or_waits_its_turn() {
 }
 
 /// The epoch changed under one state file (`--epoch` once, or `Z` written for Vesta's `+08:00`),
-/// or the layout: refused in one line naming both and the way forward.
+/// or the layout to one whose IDs may meet: refused in one line naming both and the way
+/// forward. Vesta's other type, whose IDs never meet these, starts.
 #[test]
 fn another_epoch_or_layout_under_one_state_file_is_refused_naming_both() {
     let dir = tempfile::tempdir().unwrap();
@@ -213,14 +214,20 @@ fn another_epoch_or_layout_under_one_state_file_is_refused_naming_both() {
         )),
         "{err}"
     );
-    let mut millis = c.clone();
-    millis.id.id_type = Some(IdType::MinGranularity);
-    let err = Issuer::start_with_clock(millis, clock.clone())
+    // Leaf's layout on machine 15: its IDs may equal Vesta's, refused.
+    let mut leaf = c.clone();
+    leaf.id.layout = vesta_embed::config::LayoutChoice::Preset(vesta_core::Preset::Leaf);
+    leaf.id.id_type = None;
+    let err = Issuer::start_with_clock(leaf, clock.clone())
         .expect_err("started in another layout")
         .to_string();
-    assert!(err.contains("time 20-59, seq 10-19"), "{err}");
+    assert!(err.contains("time 22-62, seq 0-11"), "{err}");
     // The file is untouched by the refusals: the original start continues.
-    drop(Issuer::start_with_clock(c, clock).unwrap());
+    drop(Issuer::start_with_clock(c.clone(), clock.clone()).unwrap());
+    // Vesta's other type starts on it: its IDs never equal max-peak's (the type bit).
+    let mut millis = c;
+    millis.id.id_type = Some(IdType::MinGranularity);
+    drop(Issuer::start_with_clock(millis, clock).unwrap());
 }
 
 /// A file written before marks carried their layout and epoch: read as before (its mark

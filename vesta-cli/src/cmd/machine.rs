@@ -114,11 +114,15 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 #[derive(clap::Args, Debug)]
 pub struct RetireArgs {
     /// The machine ID whose mark a lease store keeps (not with --state-file)
-    #[arg(value_name = "MACHINE", required_unless_present = "state_file")]
+    #[arg(value_name = "MACHINE", required_unless_present_any = ["state_file", "host_hold"])]
     machine: Option<u64>,
     /// Retire this state file: it is renamed to `FILE.retired-<ms>` (kept for the record)
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["machine", "machine_db", "etcd", "zk", "root", "scope"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["machine", "machine_db", "etcd", "zk", "root", "scope", "host_hold"])]
     state_file: Option<PathBuf>,
+    /// Retire this host's hold of a static machine ID (the file a refusal names, under
+    /// /dev/shm): what its last holder counted in is forgotten
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["machine", "machine_db", "etcd", "zk", "root", "scope"])]
+    host_hold: Option<PathBuf>,
     #[command(flatten)]
     store: StoreArgs,
 }
@@ -153,6 +157,17 @@ fn retire(args: RetireArgs) -> anyhow::Result<()> {
                 kept.display()
             ),
             None => println!("no state file {}: nothing to retire", path.display()),
+        }
+        return Ok(());
+    }
+    if let Some(path) = &args.host_hold {
+        if vesta_embed::lease::retire_host_hold(path)? {
+            println!(
+                "retired the host hold {}: a start in another epoch is no longer refused by it",
+                path.display()
+            );
+        } else {
+            println!("no host hold {}: nothing to retire", path.display());
         }
         return Ok(());
     }

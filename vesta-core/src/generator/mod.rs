@@ -53,6 +53,9 @@ pub struct Generator<C> {
     header: u64,
     /// Issuing stops when the clock reads this or later (ms since the Unix epoch).
     deadline_ms: AtomicU64,
+    /// A unit issuing moves on to must be later than this (0: no such bound): set when issuing
+    /// continues in a clean stop's unit (see [`continue_after`](Self::continue_after)).
+    beyond: AtomicU64,
     /// The layout's shifts and masks, read on every call.
     bits: Bits,
     epoch_ms: u64,
@@ -118,6 +121,7 @@ impl<C: Clock> Generator<C> {
             state: StateCell(AtomicU64::new(state)),
             header,
             deadline_ms: AtomicU64::new(u64::MAX),
+            beyond: AtomicU64::new(0),
             bits,
             epoch_ms: layout.epoch().unix_ms(),
             tolerance_ms,
@@ -203,14 +207,19 @@ impl<C: Clock> Generator<C> {
     }
 
     /// Continues exactly after `last`, the last ID issued under this machine ID (known to be the
-    /// last: a clean stop's record that nothing issued since): the next ID is `last`'s seq + 1
-    /// in its unit, or the next unit's first. Never moves back.
-    pub fn continue_after(&self, last: Position) -> Result<(), FieldError> {
+    /// last on this host: a clean stop's record that nothing issued since), within its unit:
+    /// the next ID is `last`'s seq + 1 while the clock is in that unit; any later unit must be
+    /// after `then_beyond` (callers wait for it). Another host may have issued with the ID
+    /// since the stop (a copied state file): only in units after the stop, and before `now +
+    /// tolerance`, which is what `then_beyond` should cover. Never moves back.
+    pub fn continue_after(&self, last: Position, then_beyond: u64) -> Result<(), FieldError> {
         self.check_floor(last.time)?;
+        self.check_floor(then_beyond)?;
         let b = self.bits;
         if last.seq > b.max_seq {
             return Err(FieldError::out_of_range("seq", last.seq, 0, b.max_seq));
         }
+        self.beyond.fetch_max(then_beyond, Ordering::AcqRel);
         self.update_state(|cur| cur.max(b.pack(last.time, last.seq, cur & b.node_mask)));
         Ok(())
     }
@@ -275,7 +284,9 @@ impl<C: Clock> Generator<C> {
     /// When the unit after the last issued one starts (ms since the Unix epoch): where a waiter
     /// for fresh sequence space sleeps until.
     pub fn next_unit_start_ms(&self) -> u64 {
-        self.unit_start_ms(self.last_issued_time().saturating_add(1))
+        let next = self.last_issued_time().saturating_add(1);
+        let beyond = self.beyond.load(Ordering::Acquire).saturating_add(1);
+        self.unit_start_ms(next.max(beyond))
     }
 
     fn check_floor(&self, time: u64) -> Result<(), FieldError> {
@@ -355,6 +366,13 @@ impl<C: Clock> Generator<C> {
             let last_time = cur >> time_shift;
             let node = cur & b.node_mask;
             let (time, seq) = if now > last_time {
+                let beyond = self.beyond.load(Ordering::Relaxed);
+                if now <= beyond {
+                    self.wait_for(beyond + 1, now_ms, block)?;
+                    cur = self.state.0.load(Ordering::Acquire);
+                    now_ms = self.clock.now_ms();
+                    continue;
+                }
                 (now, self.first_seq(now, node))
             } else {
                 if now < last_time {

@@ -45,7 +45,10 @@ pub(super) fn with_keeper<C: Clock + 'static>(
             use crate::lease::zk_source::{self, ZkSource};
             let timing = zk_source::initial_timing(&settings);
             let reason = acquiring(settings.fixed, "ZooKeeper");
-            let counted_in = crate::lease::counted_in::CountedIn::of(generator.layout());
+            let counted_in = crate::lease::counted_in::CountedIn::of(
+                generator.layout(),
+                generator.config().gen_method,
+            );
             let source = ZkSource::new(*settings, generator.clock().now_ms(), counted_in)?;
             leased(config, generator, reason, timing, source)
         }
@@ -54,7 +57,10 @@ pub(super) fn with_keeper<C: Clock + 'static>(
             use crate::lease::sql_source::{self, SqlSource};
             let timing = sql_source::timing(&settings);
             let reason = acquiring(settings.fixed, "the SQL database");
-            let counted_in = crate::lease::counted_in::CountedIn::of(generator.layout());
+            let counted_in = crate::lease::counted_in::CountedIn::of(
+                generator.layout(),
+                generator.config().gen_method,
+            );
             let source = SqlSource::new(*settings, generator.clock().now_ms(), counted_in);
             leased(config, generator, reason, timing, source)
         }
@@ -63,7 +69,10 @@ pub(super) fn with_keeper<C: Clock + 'static>(
             use crate::lease::etcd_source::{self, EtcdSource};
             let timing = etcd_source::initial_timing(&settings);
             let reason = acquiring(settings.fixed, "etcd");
-            let counted_in = crate::lease::counted_in::CountedIn::of(generator.layout());
+            let counted_in = crate::lease::counted_in::CountedIn::of(
+                generator.layout(),
+                generator.config().gen_method,
+            );
             let source = EtcdSource::new(*settings, generator.clock().now_ms(), counted_in);
             leased(config, generator, reason, timing, source)
         }

@@ -4,32 +4,41 @@
 //! the same instant gives other numbers in another epoch or another time field, so a mark
 //! counted in one says nothing about IDs counted in the other (an epoch moved later makes new
 //! IDs equal to IDs issued before). Every mark therefore records what it was counted in
-//! ([`CountedIn`]), and a start whose layout or epoch differs is refused.
+//! ([`CountedIn`]), and a start whose layout or epoch differs is refused, unless the two can
+//! never issue the same ID (a fixed bit differs: Vesta's type, its genMethod).
 //!
 //! [`IdSpace`] is the other half: which IDs two issuers share. Two issuers of one machine ID
 //! can issue the same ID only if every fixed field and the genMethod agree too; the host hold
 //! and `vesta gen`'s own state file are keyed by it (and not by the epoch, so an epoch changed
 //! under one of them meets the refusal instead of a fresh file).
 
-use vesta_core::{Epoch, Layout};
-#[cfg(feature = "state-file")]
-use vesta_core::{FieldKind, GenMethod};
+use vesta_core::{Epoch, FieldKind, GenMethod, Layout};
 
 use crate::error::StartError;
 
-/// What a mark was counted in: the time, seq and node fields, the time unit and the epoch.
+/// What a mark was counted in: the time, seq and node fields, the time unit and the epoch, and
+/// the bits every ID of it carries (fixed fields and genMethod).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct CountedIn {
     /// The fields' bits and the unit, e.g. `time 30-59, seq 10-29, node 0-9, 1000 ms units`.
     pub layout: String,
     /// The epoch, ms since the Unix epoch.
     pub epoch_ms: u64,
+    /// The bits fixed in every ID: `(mask, value)` (unknown in marks written before it was
+    /// recorded).
+    pub fixed: Option<(u64, u64)>,
 }
 
 impl CountedIn {
-    /// What marks written under `layout` (with its epoch) are counted in.
-    pub(crate) fn of(layout: &Layout) -> Self {
+    /// What marks written under `layout` (with its epoch) by issuers of `gen_method` are
+    /// counted in.
+    pub(crate) fn of(layout: &Layout, gen_method: GenMethod) -> Self {
         let span = |s: vesta_core::FieldSpan| format!("{}-{}", s.low_bit, s.high_bit());
+        let mask = layout
+            .fields()
+            .iter()
+            .filter(|f| matches!(f.kind, FieldKind::Fixed(_) | FieldKind::Method))
+            .fold(0, |m, f| m | f.span.mask());
         CountedIn {
             layout: format!(
                 "time {}, seq {}, node {}, {} ms units",
@@ -39,34 +48,54 @@ impl CountedIn {
                 layout.unit_ms()
             ),
             epoch_ms: layout.epoch().unix_ms(),
+            fixed: Some((mask, layout.header(gen_method) & mask)),
         }
     }
 
     /// Rebuilds what a record says, if it says it (records written before marks carried it
     /// say nothing, and are taken as counted in the layout in force).
     #[cfg(any(feature = "state-file", feature = "etcd"))]
-    pub(crate) fn from_record(layout: Option<&str>, epoch_ms: Option<u64>) -> Option<Self> {
+    pub(crate) fn from_record(
+        layout: Option<&str>,
+        epoch_ms: Option<u64>,
+        fixed: Option<&str>,
+    ) -> Option<Self> {
         Some(CountedIn {
             layout: layout?.to_owned(),
             epoch_ms: epoch_ms?,
+            fixed: fixed.and_then(parse_fixed),
         })
     }
 
-    /// One line for a store that keeps it in one text column (the SQL lease table):
-    /// `time 30-59, seq 10-29, node 0-9, 1000 ms units; epoch 1420041600000`.
-    #[cfg(any(test, feature = "sql"))]
-    pub(crate) fn encode(&self) -> String {
-        format!("{}; epoch {}", self.layout, self.epoch_ms)
+    /// The fixed bits as records keep them: `0xMASK/0xVALUE` (16 hex digits each).
+    pub(crate) fn fixed_text(&self) -> Option<String> {
+        self.fixed.map(|(m, v)| format!("{m:#018x}/{v:#018x}"))
     }
 
-    /// Reads [`encode`](Self::encode)'s line; an empty one (a row written before marks
-    /// carried it, or a retired mark) is none.
-    #[cfg(any(test, feature = "sql"))]
+    /// One line for a store that keeps it in one text column (the SQL lease table, the host
+    /// hold): `time 30-59, seq 10-29, node 0-9, 1000 ms units; epoch 1420041600000; fixed
+    /// 0x...`.
+    #[cfg(any(test, feature = "state-file", feature = "sql"))]
+    pub(crate) fn encode(&self) -> String {
+        match self.fixed_text() {
+            Some(fixed) => format!("{}; epoch {}; fixed {fixed}", self.layout, self.epoch_ms),
+            None => format!("{}; epoch {}", self.layout, self.epoch_ms),
+        }
+    }
+
+    /// Reads [`encode`](Self::encode)'s line (with or without its fixed bits); an empty one (a
+    /// row written before marks carried it, or a retired mark) is none.
+    #[cfg(any(test, feature = "state-file", feature = "sql"))]
     pub(crate) fn decode(text: &str) -> Option<Self> {
-        let (layout, epoch) = text.rsplit_once("; epoch ")?;
+        let (rest, fixed) = match text.rsplit_once("; fixed ") {
+            Some((rest, fixed)) => (rest, parse_fixed(fixed)),
+            None => (text, None),
+        };
+        let (layout, epoch) = rest.rsplit_once("; epoch ")?;
         Some(CountedIn {
             layout: layout.to_owned(),
             epoch_ms: epoch.parse().ok()?,
+            fixed,
         })
     }
 
@@ -80,9 +109,18 @@ impl CountedIn {
         )
     }
 
+    /// True when no ID of one can be an ID of the other: a bit fixed in both is set
+    /// differently (Vesta's max-peak and min-granularity; a TCP and a REST server).
+    fn disjoint(&self, theirs: &CountedIn) -> bool {
+        match (self.fixed, theirs.fixed) {
+            (Some((ma, va)), Some((mb, vb))) => ma & mb & (va ^ vb) != 0,
+            _ => false,
+        }
+    }
+
     /// Refuses a mark of `machine` that another layout or epoch counted (`theirs`; `None` for
-    /// a record older than this check). `held_in` says where the mark is, `retire` the command
-    /// that retires it.
+    /// a record older than this check), unless no ID of the two can be equal. `held_in` says
+    /// where the mark is, `retire` the command that retires it.
     pub(crate) fn check(
         &self,
         theirs: Option<&CountedIn>,
@@ -91,16 +129,28 @@ impl CountedIn {
         retire: &str,
     ) -> Result<(), StartError> {
         match theirs {
-            Some(theirs) if theirs != self => Err(StartError::CountedElsewhere {
-                machine,
-                held_in: held_in.to_owned(),
-                theirs: theirs.describe(),
-                ours: self.describe(),
-                retire: retire.to_owned(),
-            }),
+            Some(theirs)
+                if (theirs.layout != self.layout || theirs.epoch_ms != self.epoch_ms)
+                    && !self.disjoint(theirs) =>
+            {
+                Err(StartError::CountedElsewhere {
+                    machine,
+                    held_in: held_in.to_owned(),
+                    theirs: theirs.describe(),
+                    ours: self.describe(),
+                    retire: retire.to_owned(),
+                })
+            }
             _ => Ok(()),
         }
     }
+}
+
+/// `0xMASK/0xVALUE` as [`CountedIn::fixed_text`] writes it.
+fn parse_fixed(text: &str) -> Option<(u64, u64)> {
+    let (m, v) = text.trim().split_once('/')?;
+    let hex = |t: &str| u64::from_str_radix(t.trim().strip_prefix("0x")?, 16).ok();
+    Some((hex(m)?, hex(v)?))
 }
 
 /// The IDs an issuer can issue, but for its machine ID and epoch: its layout's fields (fixed
@@ -161,7 +211,7 @@ mod tests {
 
     #[test]
     fn the_same_layout_and_epoch_pass_and_another_epoch_or_unit_is_refused_naming_both() {
-        let ours = CountedIn::of(IdType::MaxPeak.layout());
+        let ours = CountedIn::of(IdType::MaxPeak.layout(), GenMethod::Embed);
         assert_eq!(
             ours.layout,
             "time 30-59, seq 10-29, node 0-9, 1000 ms units"
@@ -173,6 +223,7 @@ mod tests {
             &IdType::MaxPeak
                 .layout()
                 .with_epoch(Epoch::from_unix_ms(1_420_070_400_000)),
+            GenMethod::Embed,
         );
         let err = ours
             .check(
@@ -191,9 +242,29 @@ mod tests {
             err.contains("vesta machine retire --state-file /s"),
             "{err}"
         );
-        let millis = CountedIn::of(IdType::MinGranularity.layout());
-        assert!(ours.check(Some(&millis), 5, "x", "y").is_err());
-        assert_eq!(CountedIn::decode(&ours.encode()), Some(ours));
+        // Max-peak and min-granularity IDs never meet (the type bit): no refusal; nor a
+        // REST server's mark under a TCP server of another epoch (the genMethod bits).
+        let millis = CountedIn::of(IdType::MinGranularity.layout(), GenMethod::Embed);
+        assert!(ours.check(Some(&millis), 5, "x", "y").is_ok());
+        let rest = CountedIn::of(
+            &IdType::MaxPeak
+                .layout()
+                .with_epoch(Epoch::from_unix_ms(1_420_070_400_000)),
+            GenMethod::Rest,
+        );
+        let tcp = CountedIn::of(IdType::MaxPeak.layout(), GenMethod::Server);
+        assert!(tcp.check(Some(&rest), 930, "x", "y").is_ok());
+        // A mark of unknown fixed bits (written before they were recorded) may meet anything.
+        let unknown = CountedIn {
+            fixed: None,
+            ..millis.clone()
+        };
+        assert!(ours.check(Some(&unknown), 5, "x", "y").is_err());
+        // Leaf and Vesta max-peak may meet (no fixed bit tells them apart).
+        let leaf = CountedIn::of(&vesta_core::Preset::Leaf.layout(), GenMethod::Embed);
+        assert!(ours.check(Some(&leaf), 5, "x", "y").is_err());
+        assert_eq!(CountedIn::decode(&ours.encode()), Some(ours.clone()));
+        assert_eq!(CountedIn::decode(&unknown.encode()), Some(unknown));
         assert_eq!(CountedIn::decode(""), None);
     }
 

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use vesta_core::Epoch;
 
-use super::counted_in::IdSpace;
+use super::counted_in::{CountedIn, IdSpace};
 use crate::error::StartError;
 
 /// How often a waiting start looks at a held lock again.
@@ -130,6 +130,10 @@ struct HoldRecord {
     /// Who holds (or last held) the machine ID on this host.
     #[serde(default)]
     holder: String,
+    /// What the holders' IDs are counted in (the epoch, with the layout the file is keyed by):
+    /// another user's state file of the same machine ID is checked against it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    counted_in: Option<String>,
     /// The token of the last holder's clean stop; absent while held, and after a crash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     clean_stop: Option<String>,
@@ -139,25 +143,31 @@ struct HoldRecord {
 #[derive(Debug)]
 pub(crate) struct HostHold {
     locked: Locked,
+    /// What this holder counts in, recorded for the next one.
+    counted_in: CountedIn,
     /// The last holder's clean-stop token, read before this holder cleared it.
     last_clean_stop: Option<String>,
 }
 
 impl HostHold {
-    /// Holds `machine` of `space` on this host (waiting at most `wait`), reads the last clean
-    /// stop's token and clears it before anything is issued.
+    /// Holds `machine` of `space` on this host (waiting at most `wait`), refuses a start counted
+    /// in another epoch than the last holder's (two users' state files of one machine ID know
+    /// nothing of each other; this hold does), reads the last clean stop's token and clears it
+    /// before anything is issued.
     pub(crate) fn acquire(
         space: &IdSpace,
         machine: u64,
+        counted_in: &CountedIn,
         wait: Duration,
     ) -> Result<HostHold, StartError> {
-        Self::acquire_in(&hold_dir(), space, machine, wait)
+        Self::acquire_in(&hold_dir(), space, machine, counted_in, wait)
     }
 
     fn acquire_in(
         dir: &Path,
         space: &IdSpace,
         machine: u64,
+        counted_in: &CountedIn,
         wait: Duration,
     ) -> Result<HostHold, StartError> {
         let path = dir.join(format!("vesta-rs.{}.{}.m{machine}", space.name, space.key));
@@ -172,13 +182,20 @@ impl HostHold {
                        host; give each its own machine ID (or one issuer a leasing source)",
             },
         )?;
-        let text = locked.contents();
-        let last_clean_stop = toml::from_str::<HoldRecord>(&text)
-            .ok()
-            .and_then(|r| r.clean_stop);
+        let last = toml::from_str::<HoldRecord>(&locked.contents()).unwrap_or_default();
+        counted_in.check(
+            last.counted_in
+                .as_deref()
+                .and_then(CountedIn::decode)
+                .as_ref(),
+            machine,
+            &format!("this host's hold {} (its last holder's)", path.display()),
+            &format!("vesta machine retire --host-hold {}", path.display()),
+        )?;
         let mut hold = HostHold {
             locked,
-            last_clean_stop,
+            counted_in: counted_in.clone(),
+            last_clean_stop: last.clean_stop,
         };
         hold.record(None)?;
         Ok(hold)
@@ -194,6 +211,7 @@ impl HostHold {
     pub(crate) fn record(&mut self, clean_stop: Option<&str>) -> Result<(), StartError> {
         let record = HoldRecord {
             holder: holder_line(),
+            counted_in: Some(self.counted_in.encode()),
             clean_stop: clean_stop.map(str::to_owned),
         };
         let text = toml::to_string(&record).unwrap_or_default();
@@ -204,6 +222,33 @@ impl HostHold {
             true,
         )
     }
+}
+
+/// Retires the host's hold at `path` (`vesta machine retire --host-hold`): what its last holder
+/// counted in and its clean-stop token are forgotten, so a start in another epoch is no longer
+/// refused (and none continues in place). Refused while a process holds it; `Ok(false)` when
+/// there is no such file.
+pub fn retire_host_hold(path: &Path) -> Result<bool, StartError> {
+    if !path.exists() {
+        return Ok(false);
+    }
+    let mut locked = Locked::acquire(
+        path,
+        true,
+        Duration::ZERO,
+        Refusal {
+            what: "the host hold",
+            hint: "a process issues with this machine ID on this host; stop it first",
+        },
+    )?;
+    let record = HoldRecord {
+        holder: format!("retired by {}", holder_line()),
+        counted_in: None,
+        clean_stop: None,
+    };
+    let text = toml::to_string(&record).unwrap_or_default();
+    locked.rewrite(&text, true)?;
+    Ok(true)
 }
 
 /// A fresh token for a clean stop: 128 bits from the standard library's randomly keyed hasher
@@ -356,7 +401,8 @@ mod tests {
     fn the_host_hold_hands_a_clean_stop_token_to_the_next_holder_only() {
         let dir = tempfile::tempdir().unwrap();
         let space = IdSpace::of(IdType::MinGranularity.layout(), GenMethod::Embed);
-        let hold = |wait| HostHold::acquire_in(dir.path(), &space, 5, wait);
+        let counted = CountedIn::of(IdType::MinGranularity.layout(), GenMethod::Embed);
+        let hold = |wait| HostHold::acquire_in(dir.path(), &space, 5, &counted, wait);
         let mut first = hold(Duration::ZERO).unwrap();
         assert_eq!(first.last_clean_stop(), None);
         let err = hold(Duration::ZERO).unwrap_err().to_string();
@@ -382,9 +428,11 @@ mod tests {
             "the second did not stop cleanly"
         );
         // Another machine ID, or another space, is another hold.
-        HostHold::acquire_in(dir.path(), &space, 6, Duration::ZERO).unwrap();
-        let leaf = IdSpace::of(&vesta_core::Preset::Leaf.layout(), GenMethod::Embed);
-        HostHold::acquire_in(dir.path(), &leaf, 5, Duration::ZERO).unwrap();
+        HostHold::acquire_in(dir.path(), &space, 6, &counted, Duration::ZERO).unwrap();
+        let leaf_layout = vesta_core::Preset::Leaf.layout();
+        let leaf = IdSpace::of(&leaf_layout, GenMethod::Embed);
+        let leaf_counted = CountedIn::of(&leaf_layout, GenMethod::Embed);
+        HostHold::acquire_in(dir.path(), &leaf, 5, &leaf_counted, Duration::ZERO).unwrap();
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -397,6 +445,37 @@ mod tests {
             let mode = std::fs::metadata(&path).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o666, "every user may hold it next");
         }
+    }
+
+    /// Two users' state files of one machine ID know nothing of each other: the host's hold
+    /// refuses a start counted from another epoch than its last holder's, until retired.
+    #[test]
+    fn the_host_hold_refuses_another_epoch_until_retired() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = IdType::MaxPeak.layout();
+        let space = IdSpace::of(layout, GenMethod::Embed);
+        let counted = CountedIn::of(layout, GenMethod::Embed);
+        let moved = CountedIn::of(
+            &layout.with_epoch(vesta_core::Epoch::from_unix_ms(1_420_041_603_000)),
+            GenMethod::Embed,
+        );
+        drop(HostHold::acquire_in(dir.path(), &space, 7, &counted, Duration::ZERO).unwrap());
+        let err = HostHold::acquire_in(dir.path(), &space, 7, &moved, Duration::ZERO)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("this host's hold"), "{err}");
+        assert!(err.contains("vesta machine retire --host-hold"), "{err}");
+        let path = std::fs::read_dir(dir.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let held = HostHold::acquire_in(dir.path(), &space, 7, &counted, Duration::ZERO).unwrap();
+        assert!(retire_host_hold(&path).is_err(), "refused while held");
+        drop(held);
+        assert!(retire_host_hold(&path).unwrap());
+        HostHold::acquire_in(dir.path(), &space, 7, &moved, Duration::ZERO).unwrap();
     }
 
     #[test]

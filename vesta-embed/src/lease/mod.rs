@@ -60,6 +60,8 @@ mod znode;
 
 #[cfg(feature = "etcd")]
 pub use etcd::{EtcdClient, EtcdRow, EtcdSettings};
+#[cfg(feature = "state-file")]
+pub use hold::retire_host_hold;
 #[cfg(feature = "sql")]
 pub use sql::{MachineRow, SqlLease, SqlSettings};
 #[cfg(feature = "state-file")]

@@ -46,6 +46,10 @@ pub struct StateRecord {
     /// The epoch the mark was counted from (ms since the Unix epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch_ms: Option<u64>,
+    /// The bits every ID of the writer carries, `0xMASK/0xVALUE` (fixed fields, genMethod):
+    /// a mark of IDs that differ in one of them never refuses a start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed: Option<String>,
     /// A clean stop's token, also left in the host's hold of the machine ID: while both agree,
     /// no one issued with the ID since this record (see `hold`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,13 +75,14 @@ impl StateRecord {
             written_ms: promise.sent_ms,
             layout: Some(counted_in.layout.clone()),
             epoch_ms: Some(counted_in.epoch_ms),
+            fixed: counted_in.fixed_text(),
             clean_stop: None,
         }
     }
 
     /// What the mark was counted in, if the record says.
     pub(crate) fn counted_in(&self) -> Option<CountedIn> {
-        CountedIn::from_record(self.layout.as_deref(), self.epoch_ms)
+        CountedIn::from_record(self.layout.as_deref(), self.epoch_ms, self.fixed.as_deref())
     }
 
     /// The exact position of a clean stop, if the record has one.
@@ -188,6 +193,7 @@ mod tests {
             written_ms: 1_700_000_000_500,
             layout: Some("time 30-59, seq 10-29, node 0-9, 1000 ms units".into()),
             epoch_ms: Some(1_420_041_600_000),
+            fixed: Some("0xf000000000000000/0x0000000000000000".into()),
             clean_stop: Some("0123456789abcdef0123456789abcdef".into()),
         }
     }

@@ -18,7 +18,7 @@ use vesta_core::{Clock, Epoch, GenMethod, Layout};
 
 use super::counted_in::{CountedIn, IdSpace};
 use super::hold::{self, HostHold, Locked};
-use super::rules::{Promise, STATE_FILE_INTERVALS_AHEAD};
+use super::rules::{self, Promise, STATE_FILE_INTERVALS_AHEAD};
 use super::state_file::{self, StateRecord};
 use super::worker::{Lease, LeaseSource};
 use crate::error::StartError;
@@ -72,8 +72,7 @@ impl StaticSource {
             hold_wait,
         } = start;
         let lock = hold::lock_state_file(&path, hold_wait)?;
-        let hold = HostHold::acquire(&IdSpace::of(layout, gen_method), machine, hold_wait)?;
-        let counted_in = CountedIn::of(layout);
+        let counted_in = CountedIn::of(layout, gen_method);
         // A record of another machine ID is not about this one.
         let found = state_file::read(&path)?.filter(|r| r.machine == machine);
         if let Some(record) = &found {
@@ -84,6 +83,9 @@ impl StaticSource {
                 &format!("vesta machine retire --state-file {}", path.display()),
             )?;
         }
+        // Then the host's hold: another user's state file of this machine ID, and its epoch.
+        let space = IdSpace::of(layout, gen_method);
+        let hold = HostHold::acquire(&space, machine, &counted_in, hold_wait)?;
         Ok(StaticSource {
             path,
             machine,
@@ -108,6 +110,10 @@ impl StaticSource {
     /// host hold still has (no one issued with the ID on this host since it was written).
     fn vouched_stop(&self) -> Option<vesta_core::Position> {
         let record = self.found.as_ref()?;
+        // A position is in the writer's units: only this very layout and epoch may use it.
+        if record.counted_in().as_ref() != Some(&self.counted_in) {
+            return None;
+        }
         let token = record.clean_stop.as_deref()?;
         (self.hold.last_clean_stop() == Some(token))
             .then(|| record.stopped_at())
@@ -146,7 +152,16 @@ impl<C: Clock + 'static> LeaseSource<C> for StaticSource {
             lease
                 .guard_continuation(self.machine, at, self.max_wait)
                 .await?;
-            lease.leased.generator.continue_after(at).map_err(cannot)?;
+            // In place within the stopped unit; after it, only beyond what another host with a
+            // copy of the file could have issued since the stop (the floor of a start without
+            // a mark, now).
+            let generator = &lease.leased.generator;
+            let beyond = rules::Floor::unknown_past(
+                generator.layout(),
+                generator.clock().now_ms(),
+                generator.config().rollback_tolerance_ms(),
+            );
+            generator.continue_after(at, beyond.time).map_err(cannot)?;
         } else {
             let mark_ms = self.found.as_ref().map_or(0, |r| r.mark_ms);
             let floor = lease

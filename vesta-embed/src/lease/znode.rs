@@ -45,6 +45,9 @@ pub struct Mark {
     /// The epoch the mark was counted from (ms since the Unix epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch_ms: Option<u64>,
+    /// The bits every ID of the writer carries, `0xMASK/0xVALUE` (fixed fields, genMethod).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed: Option<String>,
 }
 
 impl Claim {
@@ -70,12 +73,13 @@ impl Mark {
             holder,
             layout: Some(counted_in.layout.clone()),
             epoch_ms: Some(counted_in.epoch_ms),
+            fixed: counted_in.fixed_text(),
         }
     }
 
     /// What the mark was counted in, if it says.
     pub(crate) fn counted_in(&self) -> Option<CountedIn> {
-        CountedIn::from_record(self.layout.as_deref(), self.epoch_ms)
+        CountedIn::from_record(self.layout.as_deref(), self.epoch_ms, self.fixed.as_deref())
     }
 
     /// Encodes as JSON.
@@ -111,6 +115,7 @@ mod tests {
             holder: "h:42".into(),
             layout: Some("time 30-59, seq 10-29, node 0-9, 1000 ms units".into()),
             epoch_ms: Some(1_420_041_600_000),
+            fixed: Some("0xf000000000000000/0x0000000000000000".into()),
         };
         assert_eq!(Mark::from_bytes(&m.to_bytes()), Ok(m));
         // A mark written before marks carried their layout still reads.
