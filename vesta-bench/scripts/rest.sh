@@ -3,9 +3,11 @@
 # run (docs/bench/rest.md), both measured by `vesta bench rest`. Builds nothing: run after
 #   cargo build --profile dist -p vesta-cli --bin vesta -p vesta-bench --bin bare-hyper
 # Env: ROUNDS (3), SECONDS_PER_RUN (10), CONNS (64), RATE (20000), RATE_SECONDS (30),
-#      RATE_CONNS (16), WARMUP_SECONDS (3), TYPE (max-peak | min-granularity). The server also
-#      serves segment numbers (tag `bench`, step 100,000, from a throwaway SQLite leaf_alloc), so
-#      each round measures /segment/bench too. Every process it starts is bounded by `timeout`
+#      RATE_CONNS (16), WARMUP_SECONDS (3), TYPE (max-peak | min-granularity), SERVER (the
+#      `vesta` binary that serves, e.g. an older build for a before/after comparison; the load
+#      always comes from this checkout's `vesta bench rest`). The server also serves segment
+#      numbers (tag `bench`, step 100,000, from a throwaway SQLite leaf_alloc), so each round
+#      measures /segment/bench and Leaf's /api/segment/get/bench too. Every process it starts is bounded by `timeout`
 #      or its own lifetime and killed by PID on exit.
 set -euo pipefail
 
@@ -17,6 +19,7 @@ RATE_SECONDS=${RATE_SECONDS:-30}
 RATE_CONNS=${RATE_CONNS:-16}
 WARMUP=${WARMUP_SECONDS:-3}
 T=${CARGO_TARGET_DIR:-target}/dist
+SERVER=${SERVER:-$T/vesta}
 VESTA_ADDR=127.0.0.1:18080
 BARE_ADDR=127.0.0.1:18081
 TICK=$(getconf CLK_TCK)
@@ -35,7 +38,7 @@ DB="sqlite://$work/segments.db"
 "$T/vesta" segment init --db "$DB" >/dev/null
 "$T/vesta" segment create bench --step 100000 --db "$DB" >/dev/null
 
-timeout 1800 "$T/vesta" serve rest --config "$work/rest.toml" --listen "$VESTA_ADDR" \
+timeout 1800 "$SERVER" serve rest --config "$work/rest.toml" --listen "$VESTA_ADDR" \
     --segment-db "$DB" 2>/tmp/vesta-rest-bench.log &
 pids+=($!)
 "$T/bare-hyper" "$BARE_ADDR" 1800 >/tmp/bare-hyper-bench.log &
@@ -48,12 +51,12 @@ ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 echo "## machine"
 echo "cpus: $(nproc) x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-echo "kernel: $(uname -r); $(rustc --version); layout $TYPE"
+echo "kernel: $(uname -r); $(rustc --version); layout $TYPE; server $SERVER"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "## closed loop, $CONNS connections, ${DUR}s, $ROUNDS interleaved rounds (req/s; server CPU us per request)"
-echo "| round | bare hyper | /genid | /genid ÷ bare | /genids?count=1000 | /segment/bench | /segment ÷ bare | load avg |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| round | bare hyper | /genid | /genid ÷ bare | /genids?count=1000 | /segment/bench | /segment ÷ bare | /api/segment/get/bench | Leaf's ÷ bare | load avg |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 bench_rest() { # pid bench-args... -> "req/s cpu_us_per_req"
     local pid=$1 before after out rps
     shift
@@ -69,9 +72,11 @@ for round in $(seq 1 "$ROUNDS"); do
     read -r genid genid_cpu < <(bench_rest "$VESTA_PID" --server "$VESTA_ADDR")
     read -r batch batch_cpu < <(bench_rest "$VESTA_PID" --server "$VESTA_ADDR" -b 1000)
     read -r seg seg_cpu < <(bench_rest "$VESTA_PID" --server "$VESTA_ADDR" --segment bench)
+    read -r leaf leaf_cpu < <(bench_rest "$VESTA_PID" --server "$VESTA_ADDR" --segment bench --leaf)
     ratio=$(awk -v a="$genid" -v b="$bare" 'BEGIN { printf "%.2f", a / b }')
     seg_ratio=$(awk -v a="$seg" -v b="$bare" 'BEGIN { printf "%.2f", a / b }')
-    echo "| $round | $bare ($bare_cpu us) | $genid ($genid_cpu us) | $ratio | $batch ($batch_cpu us) | $seg ($seg_cpu us) | $seg_ratio | $(cut -d' ' -f1 /proc/loadavg) |"
+    leaf_ratio=$(awk -v a="$leaf" -v b="$bare" 'BEGIN { printf "%.2f", a / b }')
+    echo "| $round | $bare ($bare_cpu us) | $genid ($genid_cpu us) | $ratio | $batch ($batch_cpu us) | $seg ($seg_cpu us) | $seg_ratio | $leaf ($leaf_cpu us) | $leaf_ratio | $(cut -d' ' -f1 /proc/loadavg) |"
 done
 echo
 echo "## fixed rate: $RATE req/s, $RATE_CONNS connections, ${RATE_SECONDS}s after a ${WARMUP}s warm-up run"

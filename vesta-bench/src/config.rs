@@ -52,6 +52,8 @@ pub struct RestLoad {
     /// Ask for segment numbers of this tag (`/segment/{tag}`, or `/segments/{tag}?count=N`
     /// with a batch) instead of IDs; the server needs segment mode on.
     pub segment: Option<String>,
+    /// Ask on Leaf's path instead (`/api/segment/get/{tag}`; one number per request).
+    pub leaf: bool,
 }
 
 /// A setting, by its field name.
@@ -69,6 +71,8 @@ pub enum Field {
     Batch,
     /// [`Load::rate`].
     Rate,
+    /// [`RestLoad::leaf`].
+    Leaf,
 }
 
 impl Field {
@@ -81,6 +85,7 @@ impl Field {
             Field::Duration => "duration",
             Field::Batch => "batch",
             Field::Rate => "rate",
+            Field::Leaf => "leaf",
         }
     }
 }
@@ -103,6 +108,14 @@ pub enum BenchError {
         value: String,
         /// The allowed range, and whose limit it is when the server sets it.
         allowed: String,
+    },
+    /// Settings that do not go together.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// Which setting.
+        field: Field,
+        /// Why.
+        message: String,
     },
     /// No server to load.
     #[error("{}: at least one host:port is needed", Field::Targets)]
@@ -202,16 +215,26 @@ impl TcpLoad {
 impl RestLoad {
     /// Checks every setting; the error names the field and its allowed range.
     pub fn validate(&self) -> Result<(), BenchError> {
-        self.load.validate()
+        self.load.validate()?;
+        if self.leaf && (self.segment.is_none() || self.load.batch.is_some()) {
+            return Err(BenchError::Invalid {
+                field: Field::Leaf,
+                message: "Leaf's path serves one segment number of a tag: needs a segment tag \
+                          and no batch"
+                    .into(),
+            });
+        }
+        Ok(())
     }
 
     /// The request path: `/genid`, or `/genids?count=N` with a batch; with a segment tag
-    /// `/segment/{tag}` or `/segments/{tag}?count=N`.
+    /// `/segment/{tag}` or `/segments/{tag}?count=N`, or Leaf's `/api/segment/get/{tag}`.
     pub fn path(&self) -> String {
         match (&self.segment, self.load.batch) {
             (None, Some(n)) => format!("/genids?count={n}"),
             (None, None) => "/genid".to_owned(),
             (Some(tag), Some(n)) => format!("/segments/{tag}?count={n}"),
+            (Some(tag), None) if self.leaf => format!("/api/segment/get/{tag}"),
             (Some(tag), None) => format!("/segment/{tag}"),
         }
     }
@@ -278,13 +301,24 @@ mod tests {
             load: load(),
             baseline: false,
             segment: None,
+            leaf: false,
         };
         assert_eq!(rest.path(), "/genid");
         rest.load.batch = Some(1000);
         assert_eq!(rest.path(), "/genids?count=1000");
         rest.segment = Some("orders".into());
         assert_eq!(rest.path(), "/segments/orders?count=1000");
+        assert!(rest.validate().is_ok());
+        rest.leaf = true;
+        assert_eq!(
+            rest.validate().unwrap_err().to_string(),
+            "leaf: Leaf's path serves one segment number of a tag: needs a segment tag and no \
+             batch"
+        );
         rest.load.batch = None;
+        assert!(rest.validate().is_ok());
+        assert_eq!(rest.path(), "/api/segment/get/orders");
+        rest.leaf = false;
         assert_eq!(rest.path(), "/segment/orders");
     }
 

@@ -107,6 +107,7 @@ impl Outcome {
             service: self.tally.service,
             per_unit: self.tally.per_unit,
             segment: None,
+            request: None,
         }
     }
 }

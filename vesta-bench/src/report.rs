@@ -96,6 +96,8 @@ pub struct Report {
     pub per_unit: BTreeMap<Unit, u64>,
     /// The tag, when the run asked for segment numbers (counted in `ids`, no layout cap).
     pub segment: Option<String>,
+    /// What each request asked for, when the protocol's run says it (a REST path).
+    pub request: Option<String>,
 }
 
 impl Report {
@@ -206,6 +208,9 @@ impl Report {
 
     /// What each request asked for, as the protocol says it.
     pub fn request_name(&self) -> String {
+        if let Some(request) = &self.request {
+            return request.clone();
+        }
         if let Some(tag) = &self.segment {
             return match self.load.batch {
                 Some(b) => format!("GET /segments/{tag}?count={b}"),
@@ -446,6 +451,7 @@ mod tests {
             service: None,
             per_unit,
             segment: None,
+            request: None,
         }
     }
 

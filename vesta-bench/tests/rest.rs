@@ -23,6 +23,7 @@ fn load(addr: std::net::SocketAddr) -> RestLoad {
         },
         baseline: false,
         segment: None,
+        leaf: false,
     }
 }
 
@@ -167,6 +168,17 @@ async fn segment_numbers_are_counted_and_checked_to_increase() {
     let r = run(batch).await.unwrap();
     assert_eq!((r.ids, r.errors), (r.requests * 50, 0));
     assert!(r.to_string().contains("GET /segments/orders?count=50"));
+
+    // Leaf's path: the same numbers, one per request, counted and checked the same way.
+    let mut leaf = single.clone();
+    leaf.leaf = true;
+    let r = run(leaf).await.unwrap();
+    counts_add_up(&r);
+    assert_eq!((r.ids, r.errors), (r.requests, 0));
+    assert!(
+        r.to_string()
+            .contains("GET /api/segment/get/orders, closed loop")
+    );
 
     // An unknown tag fails the run before it starts, with the server's sentence.
     let mut unknown = single.clone();

@@ -1,9 +1,10 @@
 //! The REST load engine behind `vesta bench rest`: C HTTP/1.1 keep-alive connections (hyper's
 //! client) to `vesta serve rest`, `GET /genid` or `GET /genids?count=N` (or, with a segment
-//! tag, `GET /segment/{tag}` or `/segments/{tag}?count=N`), closed loop or at a fixed rate,
-//! with the same method and report as the TCP engine. HTTP/1.1 has one request in flight per
-//! connection, so the connections are the concurrency. Segment numbers are counted and checked
-//! to increase on each connection (one server hands them out in order), not read as IDs.
+//! tag, `GET /segment/{tag}`, `/segments/{tag}?count=N` or Leaf's `/api/segment/get/{tag}`),
+//! closed loop or at a fixed rate, with the same method and report as the TCP engine. HTTP/1.1
+//! has one request in flight per connection, so the connections are the concurrency. Segment
+//! numbers are counted and checked to increase on each connection (one server hands them out
+//! in order), not read as IDs.
 //!
 //! Before the run every server is asked `/healthz` (its machine ID and layout give the cap) and
 //! sent one request as the run will send it, so a refusal (a `count` above the server's limit,
@@ -68,6 +69,7 @@ pub fn run(
         targets,
     );
     report.segment = config.segment;
+    report.request = Some(format!("GET {path}"));
     Ok(report)
 }
 

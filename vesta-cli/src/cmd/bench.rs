@@ -62,6 +62,7 @@ pub fn flag(field: Field) -> &'static str {
         Field::Duration => "--duration",
         Field::Batch => "--batch",
         Field::Rate => "--rate",
+        Field::Leaf => "--leaf",
     }
 }
 
@@ -77,6 +78,7 @@ pub fn cli_error(what: &str, e: BenchError) -> anyhow::Error {
         BenchError::NoTarget => {
             anyhow!("{}: at least one HOST:PORT is needed", flag(Field::Targets))
         }
+        BenchError::Invalid { field, message } => anyhow!("{}: {message}", flag(field)),
         other => anyhow::Error::new(other).context(what.to_owned()),
     }
 }

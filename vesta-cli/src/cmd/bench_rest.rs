@@ -30,6 +30,9 @@ pub struct Args {
     /// /segments/TAG?count=B with --batch (the server needs --segment-db)
     #[arg(long, value_name = "TAG")]
     segment: Option<String>,
+    /// Ask on Leaf's path: GET /api/segment/get/TAG (with --segment, without --batch)
+    #[arg(long, requires = "segment", conflicts_with = "batch")]
+    leaf: bool,
 }
 
 /// Runs the load and prints the report.
@@ -38,6 +41,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         load: args.pace.load(&args.server, args.connections, args.batch),
         baseline: args.baseline,
         segment: args.segment,
+        leaf: args.leaf,
     };
     run_and_report("bench rest", config.load.duration, |progress| {
         rest::run(config, Duration::from_secs(1), progress)
