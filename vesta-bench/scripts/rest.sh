@@ -38,12 +38,18 @@ DB="sqlite://$work/segments.db"
 "$T/vesta" segment init --db "$DB" >/dev/null
 "$T/vesta" segment create bench --step 100000 --db "$DB" >/dev/null
 
-timeout 1800 "$SERVER" serve rest --config "$work/rest.toml" --listen "$VESTA_ADDR" \
+timeout 1800 "$SERVER" serve rest --config "$work/rest.toml" --listen "$VESTA_ADDR" --machine 924 \
     --segment-db "$DB" 2>/tmp/vesta-rest-bench.log &
 pids+=($!)
 "$T/bare-hyper" "$BARE_ADDR" 1800 >/tmp/bare-hyper-bench.log &
 pids+=($!); BARE_PID=$!
-sleep 1
+# Until each listens (a start guard may wait up to a unit plus the tolerance), at most 15 s.
+for addr in "$VESTA_ADDR" "$BARE_ADDR"; do
+    for _ in $(seq 150); do
+        (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null && break
+        sleep 0.1
+    done
+done
 VESTA_PID=$(pgrep -P "${pids[0]}") # the server itself, not `timeout`
 
 # CPU ticks (user + system) a process has used so far.

@@ -30,7 +30,13 @@ timeout 1800 "$SERVER" serve tcp --config "$conf" --listen "$A" --machine 924 2>
 pids+=($!)
 timeout 1800 "$SERVER" serve tcp --config "$conf" --listen "$B" --machine 925 2>/tmp/vesta-tcp-b.log &
 pids+=($!)
-sleep 1
+# Until each listens (a start guard may wait up to a unit plus the tolerance), at most 15 s.
+for addr in "$A" "$B"; do
+    for _ in $(seq 150); do
+        (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null && break
+        sleep 0.1
+    done
+done
 A_PID=$(pgrep -P "${pids[0]}") # the server itself, not `timeout`
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

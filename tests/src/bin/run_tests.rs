@@ -1,0 +1,292 @@
+//! `run-tests`: runs the workspace's test binaries (built by `cargo test --workspace --no-run`)
+//! several at a time, as `scripts/test` does by default. Most binaries wait far more than they
+//! compute (ZooKeeper's JVM, initdb, servers starting, start guards), so two cores run three or
+//! four of them at once in the time of one; inside each, libtest runs its tests in parallel as
+//! `cargo test` would.
+//!
+//! Each binary runs as cargo runs it (working directory its package, `CARGO_MANIFEST_DIR`,
+//! `CARGO_PKG_NAME`, `CARGO`), plus one thing: a host-hold directory of its own
+//! (`VESTA_HOLD_DIR`), so two binaries' issuers of one static machine ID are two hosts, as they
+//! are two test processes. Its output goes to `target/tmp/test-logs/NAME.log`, printed whole
+//! when it fails. The doc tests run as one more job (`cargo test --doc`). The slowest binaries
+//! of the last run (`target/tmp/test-times.tsv`) start first. Ends with each binary's time, the
+//! slowest first, and exits non-zero if any failed.
+//!
+//! `run-tests [JOBS]` (default `VESTA_TEST_JOBS`, else 3).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fs;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use vesta_tests::db::target_dir;
+
+/// Used on a fresh clone, before any run recorded its times: the binaries that took longest.
+const SLOW_FIRST: &[&str] = &[
+    "sql_lease",
+    "package",
+    "tcp_cli",
+    "operator_mistakes",
+    "console",
+    "lean_builds",
+    "etcd_lease",
+    "client",
+    "zk_lease",
+    "zk_failover",
+];
+
+/// One job: a test binary, or the doc tests.
+#[derive(Clone, Debug)]
+struct Job {
+    /// `package/target`, e.g. `vesta-tests/sql_lease`; `doc-tests` for the doc tests.
+    name: String,
+    command: Vec<String>,
+    dir: PathBuf,
+    package: String,
+}
+
+/// What a finished job did.
+struct Done {
+    name: String,
+    ok: bool,
+    took: Duration,
+    summary: String,
+}
+
+fn main() -> ExitCode {
+    let jobs: usize = std::env::args()
+        .nth(1)
+        .or_else(|| std::env::var("VESTA_TEST_JOBS").ok())
+        .map_or(3, |j| {
+            j.parse().expect("JOBS: a number of parallel test binaries")
+        })
+        .max(1);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target = target_dir();
+    let logs = target.join("tmp").join("test-logs");
+    fs::create_dir_all(&logs).expect("creating target/tmp/test-logs");
+    let times_file = target.join("tmp").join("test-times.tsv");
+
+    let mut queue = test_binaries(&cargo);
+    let workspace = queue
+        .first()
+        .map(|j| j.dir.parent().unwrap_or(&j.dir).to_owned())
+        .unwrap_or_default();
+    queue.push(Job {
+        name: "doc-tests".into(),
+        command: vec![
+            cargo,
+            "test".into(),
+            "--workspace".into(),
+            "--locked".into(),
+            "--doc".into(),
+        ],
+        dir: workspace,
+        package: String::new(),
+    });
+    order_slowest_first(
+        &mut queue,
+        &fs::read_to_string(&times_file).unwrap_or_default(),
+    );
+    println!(
+        "run-tests: {} jobs, {jobs} at a time (logs in {})",
+        queue.len(),
+        logs.display()
+    );
+
+    let started = Instant::now();
+    let queue = Arc::new(Mutex::new(VecDeque::from(queue)));
+    let done = Arc::new(Mutex::new(Vec::new()));
+    let workers: Vec<_> = (0..jobs)
+        .map(|_| {
+            let (queue, done, logs) = (queue.clone(), done.clone(), logs.clone());
+            thread::spawn(move || {
+                loop {
+                    let Some(job) = queue.lock().unwrap().pop_front() else {
+                        return;
+                    };
+                    let finished = run(&job, &logs);
+                    report(&finished, &logs);
+                    done.lock().unwrap().push(finished);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("a runner thread");
+    }
+
+    let mut done = std::mem::take(&mut *done.lock().unwrap());
+    done.sort_by_key(|d| std::cmp::Reverse(d.took));
+    let table: String = done
+        .iter()
+        .map(|d| format!("{}\t{:.1}\n", d.name, d.took.as_secs_f64()))
+        .collect();
+    let _ = fs::write(&times_file, &table);
+    println!("\nrun-tests: time per binary, slowest first");
+    for d in &done {
+        println!(
+            "  {:>6.1} s  {} {}",
+            d.took.as_secs_f64(),
+            if d.ok { "ok    " } else { "FAILED" },
+            d.name
+        );
+    }
+    let failed: Vec<&str> = done
+        .iter()
+        .filter(|d| !d.ok)
+        .map(|d| d.name.as_str())
+        .collect();
+    println!(
+        "run-tests: {} jobs in {:.0} s, {} failed{}",
+        done.len(),
+        started.elapsed().as_secs_f64(),
+        failed.len(),
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", failed.join(", "))
+        }
+    );
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The test executables of the workspace's last `cargo test --no-run` build (built already:
+/// this only lists them), with the package each belongs to.
+fn test_binaries(cargo: &str) -> Vec<Job> {
+    let out = Command::new(cargo)
+        .args([
+            "test",
+            "--workspace",
+            "--locked",
+            "--no-run",
+            "--message-format=json",
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("running cargo test --no-run");
+    assert!(out.status.success(), "cargo test --no-run failed");
+    let mut jobs = Vec::new();
+    for line in out.stdout.lines() {
+        let line = line.expect("cargo's output");
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if msg["reason"] != "compiler-artifact" || msg["profile"]["test"] != true {
+            continue;
+        }
+        let Some(exe) = msg["executable"].as_str() else {
+            continue;
+        };
+        let manifest = Path::new(msg["manifest_path"].as_str().expect("a manifest path"));
+        let package = package_name(manifest);
+        jobs.push(Job {
+            name: format!(
+                "{package}/{}",
+                msg["target"]["name"].as_str().unwrap_or("?")
+            ),
+            command: vec![exe.to_owned()],
+            dir: manifest.parent().expect("a package dir").to_owned(),
+            package,
+        });
+    }
+    jobs
+}
+
+/// The package's name, from its manifest's `name = "..."`.
+fn package_name(manifest: &Path) -> String {
+    let text = fs::read_to_string(manifest).expect("reading a package manifest");
+    text.lines()
+        .find_map(|l| {
+            let rest = l.trim().strip_prefix("name")?.trim().strip_prefix('=')?;
+            Some(rest.trim().trim_matches('"').to_owned())
+        })
+        .expect("a package name")
+}
+
+/// The last run's slowest first; binaries it did not time, by the built-in list, then in
+/// cargo's order.
+fn order_slowest_first(queue: &mut [Job], last_times: &str) {
+    let times: BTreeMap<&str, f64> = last_times
+        .lines()
+        .filter_map(|l| {
+            let (name, secs) = l.split_once('\t')?;
+            Some((name, secs.trim().parse().ok()?))
+        })
+        .collect();
+    let hint = |job: &Job| -> f64 {
+        if let Some(t) = times.get(job.name.as_str()) {
+            return *t;
+        }
+        let short = job.name.rsplit('/').next().unwrap_or("");
+        SLOW_FIRST
+            .iter()
+            .position(|s| *s == short)
+            .map_or(0.0, |i| 1000.0 - i as f64)
+    };
+    queue.sort_by(|a, b| hint(b).total_cmp(&hint(a)));
+}
+
+fn run(job: &Job, logs: &Path) -> Done {
+    let log_path = logs.join(log_name(&job.name));
+    let log = fs::File::create(&log_path).expect("creating a test log");
+    let hold = tempfile::tempdir().expect("a host-hold directory");
+    let mut cmd = Command::new(&job.command[0]);
+    cmd.args(&job.command[1..])
+        .current_dir(&job.dir)
+        .env("VESTA_HOLD_DIR", hold.path())
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("the log"))
+        .stderr(log);
+    if !job.package.is_empty() {
+        cmd.env("CARGO_MANIFEST_DIR", &job.dir)
+            .env("CARGO_PKG_NAME", &job.package);
+    }
+    let started = Instant::now();
+    let status = cmd.status();
+    let took = started.elapsed();
+    let text = fs::read_to_string(&log_path).unwrap_or_default();
+    let summary = text
+        .lines()
+        .filter(|l| l.starts_with("test result:"))
+        .map(|l| l.trim_start_matches("test result: "))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Done {
+        name: job.name.clone(),
+        ok: matches!(status, Ok(s) if s.success()),
+        took,
+        summary,
+    }
+}
+
+fn report(done: &Done, logs: &Path) {
+    if done.ok {
+        println!(
+            "ok     {:>6.1} s  {}: {}",
+            done.took.as_secs_f64(),
+            done.name,
+            done.summary
+        );
+    } else {
+        let text = fs::read_to_string(logs.join(log_name(&done.name))).unwrap_or_default();
+        println!(
+            "FAILED {:>6.1} s  {}\n{text}\n---- end of {} ----",
+            done.took.as_secs_f64(),
+            done.name,
+            done.name
+        );
+    }
+}
+
+fn log_name(name: &str) -> String {
+    format!("{}.log", name.replace('/', "__"))
+}
