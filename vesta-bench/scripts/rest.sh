@@ -10,6 +10,8 @@
 #      measures /segment/bench and Leaf's /api/segment/get/bench too. Every process it starts is bounded by `timeout`
 #      or its own lifetime and killed by PID on exit.
 set -euo pipefail
+# shellcheck source=vesta-bench/scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 ROUNDS=${ROUNDS:-3}
 DUR=${SECONDS_PER_RUN:-10}
@@ -43,13 +45,7 @@ timeout 1800 "$SERVER" serve rest --config "$work/rest.toml" --listen "$VESTA_AD
 pids+=($!)
 "$T/bare-hyper" "$BARE_ADDR" 1800 >/tmp/bare-hyper-bench.log &
 pids+=($!); BARE_PID=$!
-# Until each listens (a start guard may wait up to a unit plus the tolerance), at most 15 s.
-for addr in "$VESTA_ADDR" "$BARE_ADDR"; do
-    for _ in $(seq 150); do
-        (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null && break
-        sleep 0.1
-    done
-done
+wait_listening "$VESTA_ADDR" "$BARE_ADDR"
 VESTA_PID=$(pgrep -P "${pids[0]}") # the server itself, not `timeout`
 
 # CPU ticks (user + system) a process has used so far.

@@ -7,6 +7,8 @@
 # from this checkout's `vesta bench tcp`), GEN_IDS (IDs for the `vesta gen --server` run;
 # 5,120,000). Every server it starts is bounded by `timeout` and stopped by PID on exit.
 set -euo pipefail
+# shellcheck source=vesta-bench/scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 DUR=${SECONDS_PER_RUN:-10}
 TYPE=${TYPE:-max-peak}
@@ -30,13 +32,7 @@ timeout 1800 "$SERVER" serve tcp --config "$conf" --listen "$A" --machine 924 2>
 pids+=($!)
 timeout 1800 "$SERVER" serve tcp --config "$conf" --listen "$B" --machine 925 2>/tmp/vesta-tcp-b.log &
 pids+=($!)
-# Until each listens (a start guard may wait up to a unit plus the tolerance), at most 15 s.
-for addr in "$A" "$B"; do
-    for _ in $(seq 150); do
-        (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null && break
-        sleep 0.1
-    done
-done
+wait_listening "$A" "$B"
 A_PID=$(pgrep -P "${pids[0]}") # the server itself, not `timeout`
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

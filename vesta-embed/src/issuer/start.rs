@@ -45,10 +45,7 @@ pub(super) fn with_keeper<C: Clock + 'static>(
             use crate::lease::zk_source::{self, ZkSource};
             let timing = zk_source::initial_timing(&settings);
             let reason = acquiring(settings.fixed, "ZooKeeper");
-            let counted_in = crate::lease::counted_in::CountedIn::of(
-                generator.layout(),
-                generator.config().gen_method,
-            );
+            let counted_in = counted_in(&generator);
             let source = ZkSource::new(*settings, generator.clock().now_ms(), counted_in)?;
             leased(config, generator, reason, timing, source)
         }
@@ -57,10 +54,7 @@ pub(super) fn with_keeper<C: Clock + 'static>(
             use crate::lease::sql_source::{self, SqlSource};
             let timing = sql_source::timing(&settings);
             let reason = acquiring(settings.fixed, "the SQL database");
-            let counted_in = crate::lease::counted_in::CountedIn::of(
-                generator.layout(),
-                generator.config().gen_method,
-            );
+            let counted_in = counted_in(&generator);
             let source = SqlSource::new(*settings, generator.clock().now_ms(), counted_in);
             leased(config, generator, reason, timing, source)
         }
@@ -69,14 +63,17 @@ pub(super) fn with_keeper<C: Clock + 'static>(
             use crate::lease::etcd_source::{self, EtcdSource};
             let timing = etcd_source::initial_timing(&settings);
             let reason = acquiring(settings.fixed, "etcd");
-            let counted_in = crate::lease::counted_in::CountedIn::of(
-                generator.layout(),
-                generator.config().gen_method,
-            );
+            let counted_in = counted_in(&generator);
             let source = EtcdSource::new(*settings, generator.clock().now_ms(), counted_in);
             leased(config, generator, reason, timing, source)
         }
     }
+}
+
+/// What a store's marks of this generator are counted in.
+#[cfg(any(feature = "zookeeper", feature = "sql", feature = "etcd"))]
+fn counted_in<C: Clock>(generator: &Generator<C>) -> crate::lease::counted_in::CountedIn {
+    crate::lease::counted_in::CountedIn::of(generator.layout(), generator.config().gen_method)
 }
 
 /// Why a leasing issuer is not issuing yet: a fixed ID being registered, or one being claimed.

@@ -315,6 +315,9 @@ fn open(path: &Path, shared: bool) -> Result<File, StartError> {
         use std::os::unix::fs::OpenOptionsExt;
         create.mode(0o666);
     }
+    // Elsewhere files are made with the directory's default access.
+    #[cfg(not(unix))]
+    let _ = shared;
     for _ in 0..3 {
         match OpenOptions::new().read(true).write(true).open(path) {
             Ok(file) => return Ok(file),
