@@ -78,6 +78,17 @@ impl Seat {
         self.run_gen_logged(args).0
     }
 
+    /// `vesta ARGS`: asserts success; returns what it printed on stdout.
+    pub fn succeeds(&self, args: &[&str]) -> String {
+        let out = self.cmd(args).output().expect("running vesta");
+        assert!(
+            out.status.success(),
+            "vesta {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// `vesta ARGS`: asserts a failure in one stderr line holding every needle; returns it.
     pub fn fails(&self, args: &[&str], needles: &[&str]) -> String {
         fails_in_one_line(&mut self.cmd(args), needles)

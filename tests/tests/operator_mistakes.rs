@@ -409,16 +409,7 @@ fn an_epoch_changed_under_one_state_file_is_refused_until_retired() {
         );
 
         // Retired: the new epoch starts, and the old one is now the other one.
-        let out = seat
-            .cmd(["machine", "retire", "--state-file", path_str(&state)])
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let said = seat.succeeds(&["machine", "retire", "--state-file", path_str(&state)]);
         assert!(
             said.starts_with(&format!("retired the state file {}", state.display())),
             "{said}"
@@ -441,20 +432,8 @@ fn an_epoch_changed_under_one_state_file_is_refused_until_retired() {
             .unwrap()
             .trim();
         assert!(Path::new(hold).starts_with(&seat.hold_dir), "{line}");
-        let out = seat
-            .cmd(["machine", "retire", "--host-hold", hold])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            String::from_utf8_lossy(&out.stdout).starts_with("retired the host hold"),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        let said = seat.succeeds(&["machine", "retire", "--host-hold", hold]);
+        assert!(said.starts_with("retired the host hold"), "{said}");
         assert_eq!(
             seat.run_gen(&["--config", path_str(&z_conf), "-n", "10"])
                 .len(),
