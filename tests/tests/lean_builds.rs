@@ -1,13 +1,18 @@
 //! The libraries as a user's own project depends on them, outside this workspace (whose test
 //! builds unify every feature through dev-dependencies): a scratch crate with
 //! `vesta-embed = { default-features = false }` is built offline from the workspace's lock file,
-//! run, and its dependency tree counted against the README's promise (under 25 crates).
+//! run, and its dependency tree counted against the README's promise (under 25 crates); and
+//! the README's first command's build, `vesta` without default features: it issues IDs, leaves
+//! the servers' stack out of its tree, and says which feature a left-out command needs.
 
 use std::fs;
 use std::path::Path;
+use std::process::Command;
 
-use vesta_core::IdFields;
-use vesta_tests::bin::{assert_not_in_tree, cargo, dependency_tree, run_printing_ids};
+use vesta_core::{GenMethod, IdFields};
+use vesta_tests::bin::{
+    assert_not_in_tree, cargo, dependency_tree, fails_in_one_line, run_printing_ids, state_home,
+};
 
 /// What the scratch crate does: a static issuer from the builder (no config files, no tokio),
 /// three IDs, and a state file refused naming the feature it needs.
@@ -87,4 +92,83 @@ fn vesta_embed_without_default_features_runs_in_a_users_project() {
         &crates,
         &["tokio", "toml", "zookeeper-client", "sqlx-core", "hyper"],
     );
+}
+
+/// `cargo run --release --bin vesta --no-default-features -- gen -n 5` (the README's first
+/// command), built here in debug into the scratch crate's target directory (the workspace's
+/// own `vesta` is the full one the other tests run).
+#[test]
+fn vesta_without_default_features_issues_ids_and_names_what_it_left_out() {
+    let lean = ["-p", "vesta-cli", "--no-default-features"];
+    let crates = dependency_tree(&lean, None);
+    assert_not_in_tree(
+        &crates,
+        &[
+            "sqlx-core",
+            "hyper",
+            "zookeeper-client",
+            "rustls",
+            "prometheus-client",
+            "vesta-rest",
+            "vesta-server",
+            "vesta-service",
+            "vesta-segment",
+            "vesta-bench",
+        ],
+    );
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let target = root.join("target/lean-user");
+    let built = cargo(
+        "build",
+        &[&lean[..], &["--quiet", "--bin", "vesta"]].concat(),
+    )
+    .env("CARGO_TARGET_DIR", &target)
+    .status()
+    .expect("cargo build");
+    assert!(built.success(), "building vesta without default features");
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    let bin = target.join(profile).join("vesta");
+    let vesta = |args: &[&str]| {
+        let mut cmd = Command::new(&bin);
+        cmd.args(args)
+            .env("RUST_LOG", "error")
+            .env("XDG_STATE_HOME", state_home());
+        cmd
+    };
+
+    let run = vesta(&["gen", "-n", "5", "--machine", "7"])
+        .output()
+        .expect("vesta gen");
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let ids: Vec<u64> = out.lines().map(|l| l.parse().expect("an ID")).collect();
+    assert_eq!(ids.len(), 5, "{out}");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    for id in &ids {
+        let f = IdFields::decode(*id);
+        assert_eq!((f.machine, f.gen_method), (7, GenMethod::Embed), "{id}");
+    }
+
+    for (args, feature) in [
+        (&["serve", "rest"][..], "`serve`"),
+        (&["gen", "--zk", "127.0.0.1:2181"], "`leases`"),
+        (&["gen", "--server", "127.0.0.1:1"], "`client`"),
+        (&["machine", "ls"], "`leases`"),
+        (&["segment", "ls", "--db", "sqlite://x.db"], "`segment`"),
+        (&["bench", "tcp"], "`bench`"),
+    ] {
+        fails_in_one_line(&mut vesta(args), &["not in this build", feature]);
+    }
+    let version = vesta(&["--version"]).output().expect("vesta --version");
+    let version = String::from_utf8_lossy(&version.stdout);
+    assert!(version.contains("features none"), "{version}");
 }

@@ -8,6 +8,7 @@
 #![allow(rustdoc::broken_intra_doc_links)]
 
 mod cmd;
+#[cfg(feature = "serve")]
 mod notify;
 mod output;
 mod version;
@@ -43,21 +44,37 @@ enum Command {
     /// Show both bit layouts, their capacity, epoch and end of life.
     Layout(cmd::layout::Args),
     /// Run a server.
+    #[cfg(feature = "serve")]
     #[command(subcommand)]
     Serve(cmd::serve::Args),
+    /// Run a server (not in this build: needs the `serve` feature).
+    #[cfg(not(feature = "serve"))]
+    Serve(cmd::absent::Absent),
     /// Inspect machine-ID leases in ZooKeeper.
+    #[cfg(feature = "leases")]
     #[command(subcommand)]
     Zk(cmd::zk::Args),
+    /// Inspect machine-ID leases in ZooKeeper (not in this build: needs the `leases` feature).
+    #[cfg(not(feature = "leases"))]
+    Zk(cmd::absent::Absent),
     /// Inspect machine-ID leases (SQL, etcd, ZooKeeper); retire a mark after a layout or epoch
     /// change.
     #[command(subcommand)]
     Machine(cmd::machine::Args),
     /// Leaf-style segment numbers: dense, increasing numbers per tag from a database table.
+    #[cfg(feature = "segment")]
     #[command(subcommand)]
     Segment(cmd::segment::Args),
+    /// Leaf-style segment numbers (not in this build: needs the `segment` feature).
+    #[cfg(not(feature = "segment"))]
+    Segment(cmd::absent::Absent),
     /// Load-test a running server.
+    #[cfg(feature = "bench")]
     #[command(subcommand)]
     Bench(cmd::bench::Args),
+    /// Load-test a running server (not in this build: needs the `bench` feature).
+    #[cfg(not(feature = "bench"))]
+    Bench(cmd::absent::Absent),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(cmd::docs::CompletionsArgs),
     /// Write the man pages (one per command) into a directory.
@@ -85,11 +102,23 @@ fn main() -> ExitCode {
         Command::Make(args) => cmd::make::run(args),
         Command::Gen(args) => cmd::generate::run(args),
         Command::Layout(args) => cmd::layout::run(args),
+        #[cfg(feature = "serve")]
         Command::Serve(args) => cmd::serve::run(args),
+        #[cfg(not(feature = "serve"))]
+        Command::Serve(_) => Err(cmd::absent::refused("vesta serve", "serve")),
+        #[cfg(feature = "leases")]
         Command::Zk(args) => cmd::zk::run(args),
+        #[cfg(not(feature = "leases"))]
+        Command::Zk(_) => Err(cmd::absent::refused("vesta zk", "leases")),
         Command::Machine(args) => cmd::machine::run(args),
+        #[cfg(feature = "segment")]
         Command::Segment(args) => cmd::segment::run(args),
+        #[cfg(not(feature = "segment"))]
+        Command::Segment(_) => Err(cmd::absent::refused("vesta segment", "segment")),
+        #[cfg(feature = "bench")]
         Command::Bench(args) => cmd::bench::run(args),
+        #[cfg(not(feature = "bench"))]
+        Command::Bench(_) => Err(cmd::absent::refused("vesta bench", "bench")),
         Command::Completions(args) => cmd::docs::completions(args, command()),
         Command::Man(args) => cmd::docs::man(args, command()),
     };

@@ -12,7 +12,7 @@ pub fn notify(state: &str) {
         return;
     };
     if let Err(e) = send(&path, state) {
-        crate::cmd::common::say(&format!(
+        crate::cmd::serve_log::say(&format!(
             "warning: could not notify the service manager ({}): {e}",
             state.lines().next().unwrap_or_default()
         ));

@@ -55,8 +55,26 @@ pub fn long() -> &'static str {
         }
         let presets: Vec<&str> = vesta_core::Preset::ALL.iter().map(|p| p.name()).collect();
         let _ = writeln!(s, "layouts  {}, custom ([id.layout])", presets.join(", "));
+        let _ = writeln!(s, "features {}", features());
         s.trim_end().to_owned()
     })
+}
+
+/// The cargo features this binary was built with: which commands and flags it has.
+fn features() -> String {
+    let built = [
+        ("client", cfg!(feature = "client")),
+        ("leases", cfg!(feature = "leases")),
+        ("segment", cfg!(feature = "segment")),
+        ("serve", cfg!(feature = "serve")),
+        ("bench", cfg!(feature = "bench")),
+    ];
+    let on: Vec<&str> = built.iter().filter(|f| f.1).map(|f| f.0).collect();
+    if on.is_empty() {
+        "none (the embedded issuer's commands alone)".to_owned()
+    } else {
+        on.join(", ")
+    }
 }
 
 /// The commit, or why there is none.
@@ -80,6 +98,12 @@ mod tests {
             ),
             "{long}"
         );
+        let features = if cfg!(feature = "serve") {
+            "features client, leases, segment, serve"
+        } else {
+            "features "
+        };
+        assert!(long.contains(features), "{long}");
         for id_type in IdType::ALL {
             let l = id_type.layout();
             let end = Epoch::rfc3339(l.end_of_life_ms());

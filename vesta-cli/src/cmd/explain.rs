@@ -2,10 +2,12 @@
 //! in force (or a server's, with `--server`) as a table or as one JSON object per line.
 
 use std::io::{self, BufRead, BufWriter, Write};
+#[cfg(feature = "client")]
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use vesta_core::{Explanation, Layout, parse_id};
+#[cfg(feature = "client")]
 use vesta_server::{Client, ClientConfig};
 
 use super::common::LayoutArgs;
@@ -30,6 +32,7 @@ pub struct Args {
 /// Who explains: the layout in force, or a server.
 enum Explainer {
     Local(Layout),
+    #[cfg(feature = "client")]
     Server(tokio::runtime::Runtime, Client),
 }
 
@@ -37,6 +40,7 @@ impl Explainer {
     fn explain(&self, id: u64) -> anyhow::Result<Explanation> {
         match self {
             Explainer::Local(layout) => Ok(Explanation::new(id, layout)),
+            #[cfg(feature = "client")]
             Explainer::Server(runtime, client) => Ok(runtime.block_on(client.explain(id))?),
         }
     }
@@ -85,6 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// A client of `servers` that fails fast when none answers.
+#[cfg(feature = "client")]
 fn connect(servers: &str) -> anyhow::Result<Explainer> {
     let mut config = ClientConfig::from_list(servers).context("--server")?;
     config.retry_budget = Duration::from_secs(3);
@@ -94,4 +99,9 @@ fn connect(servers: &str) -> anyhow::Result<Explainer> {
         .context("cannot start the async runtime")?;
     let client = runtime.block_on(Client::connect(config))?;
     Ok(Explainer::Server(runtime, client))
+}
+
+#[cfg(not(feature = "client"))]
+fn connect(_: &str) -> anyhow::Result<Explainer> {
+    Err(super::absent::refused("vesta explain --server", "client"))
 }

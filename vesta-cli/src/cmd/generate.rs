@@ -86,8 +86,26 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    #[cfg(feature = "client")]
     if let Some(servers) = &args.server {
         return super::gen_server::run(servers, args.tls_ca.as_deref(), args.count, args.format);
+    }
+    #[cfg(not(feature = "client"))]
+    if args.server.is_some() || args.tls_ca.is_some() {
+        return Err(super::absent::refused("vesta gen --server", "client"));
+    }
+    #[cfg(not(feature = "leases"))]
+    for (flag, given) in [
+        ("--zk", args.zk.is_some()),
+        ("--etcd", args.etcd.is_some()),
+        ("--machine-db", args.machine_db.is_some()),
+    ] {
+        if given {
+            return Err(super::absent::refused(
+                &format!("vesta gen {flag}"),
+                "leases",
+            ));
+        }
     }
     let mut config = args.layout.issuer_config()?;
     apply_overrides(&mut config, &args);

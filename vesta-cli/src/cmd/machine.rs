@@ -3,15 +3,9 @@
 //! lease is left by the database's clock, each ID's mark), an etcd root (holder, mark), or a
 //! ZooKeeper root (as `vesta zk ls`) — as a table or one JSON object per line; and
 //! `vesta machine retire`: a state file or a store's mark retired after a layout or epoch
-//! change.
+//! change. The lease stores' side is [`super::machine_store`] (feature `leases`).
 
-use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
-
-use anyhow::Context;
-use vesta_core::Epoch;
-use vesta_embed::lease::{EtcdClient, EtcdSettings, MachineRow, SqlLease, SqlSettings};
-use vesta_embed::{IssuerConfig, MachineSource};
 
 /// Arguments of `vesta machine`.
 #[derive(clap::Subcommand, Debug)]
@@ -31,83 +25,22 @@ pub enum Args {
 pub struct StoreArgs {
     /// The etcd v3 leases at these client URLs (http://HOST:PORT[,...])
     #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["machine_db", "zk"])]
-    etcd: Option<String>,
+    pub(super) etcd: Option<String>,
     /// The ZooKeeper leases (as `vesta zk ls`)
     #[arg(long, value_name = "HOST:PORT[,...]", conflicts_with = "machine_db")]
-    zk: Option<String>,
+    pub(super) zk: Option<String>,
     /// etcd or ZooKeeper: the root of the leases [default: the config's, else /vesta/default]
     #[arg(long, value_name = "PREFIX")]
-    root: Option<String>,
+    pub(super) root: Option<String>,
     /// The SQL database holding vesta_machine [default: the config's machine.db]
     #[arg(long, value_name = "URL")]
-    machine_db: Option<String>,
+    pub(super) machine_db: Option<String>,
     /// SQL: the leases' scope [default: the config's machine.scope, else "default"]
     #[arg(long, value_name = "SCOPE")]
-    scope: Option<String>,
+    pub(super) scope: Option<String>,
     /// A vesta.toml whose [machine], [etcd] and [zookeeper] sections to use
     #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-}
-
-/// A lease store resolved from [`StoreArgs`]: its checked settings (and, for ZooKeeper, the
-/// config `vesta zk ls` reads).
-enum Store {
-    Sql(SqlSettings),
-    Etcd(EtcdSettings),
-    Zk(Box<IssuerConfig>),
-}
-
-impl StoreArgs {
-    /// The store named by the flags (SQL unless `--etcd` or `--zk`), over the config file's
-    /// sections or the defaults; `--root` and `--scope` must go with their stores.
-    fn resolve(self) -> anyhow::Result<Store> {
-        let other = self.etcd.is_some() || self.zk.is_some();
-        if self.root.is_some() && !other {
-            anyhow::bail!("--root applies to --etcd or --zk leases (SQL leases have --scope)");
-        }
-        if self.scope.is_some() && other {
-            anyhow::bail!(
-                "--scope applies to SQL leases (--machine-db); etcd and ZooKeeper have --root"
-            );
-        }
-        let mut config = match &self.config {
-            Some(path) => IssuerConfig::from_toml_file(path).context("--config")?,
-            None => IssuerConfig::default(),
-        };
-        config.machine.id = None;
-        config.machine.state_file = None;
-        if let Some(endpoints) = &self.etcd {
-            config.machine.source = MachineSource::Etcd;
-            config.etcd.endpoints = endpoints.split(',').map(|e| e.trim().to_owned()).collect();
-            if let Some(root) = self.root {
-                config.etcd.root = root;
-            }
-            return Ok(Store::Etcd(EtcdSettings::from_config(&config)?));
-        }
-        if let Some(connect) = self.zk {
-            config.zookeeper.connect = connect;
-            if let Some(root) = self.root {
-                config.zookeeper.root = root;
-            }
-            return Ok(Store::Zk(Box::new(config)));
-        }
-        config.machine.source = MachineSource::Sql;
-        if let Some(db) = self.machine_db {
-            config.machine.db = Some(db);
-        }
-        if let Some(scope) = self.scope {
-            config.machine.scope = scope;
-        }
-        Ok(Store::Sql(config.sql_lease()?))
-    }
-}
-
-/// A small runtime for a command's calls to a store.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
+    pub(super) config: Option<PathBuf>,
 }
 
 /// Arguments of `vesta machine retire`.
@@ -115,7 +48,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 pub struct RetireArgs {
     /// The machine ID whose mark a lease store keeps (not with --state-file)
     #[arg(value_name = "MACHINE", required_unless_present_any = ["state_file", "host_hold"])]
-    machine: Option<u64>,
+    pub(super) machine: Option<u64>,
     /// Retire this state file: it is renamed to `FILE.retired-<ms>` (kept for the record)
     #[arg(long, value_name = "FILE", conflicts_with_all = ["machine", "machine_db", "etcd", "zk", "root", "scope", "host_hold"])]
     state_file: Option<PathBuf>,
@@ -124,31 +57,34 @@ pub struct RetireArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["machine", "machine_db", "etcd", "zk", "root", "scope"])]
     host_hold: Option<PathBuf>,
     #[command(flatten)]
-    store: StoreArgs,
+    pub(super) store: StoreArgs,
 }
 
 /// Arguments of `vesta machine ls`.
 #[derive(clap::Args, Debug)]
 pub struct LsArgs {
     #[command(flatten)]
-    store: StoreArgs,
+    pub(super) store: StoreArgs,
     /// One JSON object per line
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args {
-        Args::Ls(ls) => list(ls),
+        Args::Ls(ls) => stores::list(ls),
         Args::Retire(retire) => self::retire(retire),
     }
 }
 
+/// What a retired mark means for the machine ID's next holder.
+const AFTER: &str = "its next holder starts after now + the rollback tolerance, as if no mark \
+                     had been left";
+
 /// What `retire` found and did, said in one line.
 fn retire(args: RetireArgs) -> anyhow::Result<()> {
-    let after = "its next holder starts after now + the rollback tolerance, as if no mark had \
-                 been left";
+    let after = AFTER;
     if let Some(path) = &args.state_file {
         match vesta_embed::lease::retire_state_file(path)? {
             Some(kept) => println!(
@@ -171,181 +107,25 @@ fn retire(args: RetireArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let machine = args.machine.context("the machine ID to retire")?;
-    let (retired, place) = match args.store.resolve()? {
-        Store::Etcd(settings) => {
-            let place = format!("etcd {} {}", settings.shown, settings.root);
-            let client = EtcdClient::new(settings);
-            let retired = runtime()?.block_on(client.retire(machine));
-            (retired.map_err(anyhow::Error::msg)?, place)
-        }
-        Store::Zk(mut config) => {
-            config.machine.source = MachineSource::Zookeeper;
-            let settings = vesta_embed::lease::ZkSettings::from_config(&config)?;
-            let place = format!("ZooKeeper {} {}", settings.connect, settings.root);
-            (vesta_embed::lease::retire_zk(&settings, machine)?, place)
-        }
-        Store::Sql(settings) => {
-            let place = format!("{} scope {}", settings.db, settings.scope);
-            let retired = runtime()?.block_on(async {
-                let db = SqlLease::connect(&settings).await?;
-                let retired = db.retire(machine).await;
-                db.close().await;
-                retired
-            });
-            (retired.map_err(anyhow::Error::msg)?, place)
-        }
-    };
-    if retired {
-        println!("retired the mark of machine {machine} in {place}; {after}");
-    } else {
-        println!("no mark of machine {machine} in {place}: nothing to retire");
-    }
-    Ok(())
+    stores::retire(args.machine, args.store, AFTER)
 }
 
-fn list(args: LsArgs) -> anyhow::Result<()> {
-    let json = args.json;
-    match args.store.resolve()? {
-        Store::Etcd(settings) => list_etcd(settings, json),
-        Store::Zk(config) => super::zk::list_leases(*config, None, None, None, json),
-        Store::Sql(settings) => list_sql(settings, json),
-    }
-}
+/// The lease stores' side, or what a build without them says.
+#[cfg(feature = "leases")]
+use super::machine_store as stores;
 
-fn list_sql(settings: SqlSettings, json: bool) -> anyhow::Result<()> {
-    let rows = runtime()?.block_on(async {
-        let db = SqlLease::connect_existing(&settings).await?;
-        let rows = db.list().await;
-        db.close().await;
-        rows
-    });
-    let rows = rows.map_err(anyhow::Error::msg)?;
-    let mut out = BufWriter::new(io::stdout().lock());
-    if json {
-        for row in &rows {
-            serde_json::to_writer(&mut out, row)?;
-            writeln!(out)?;
-        }
-    } else {
-        let title = format!("{} scope {}", settings.db, settings.scope);
-        write_table(&mut out, &title, &rows)?;
-    }
-    out.flush()?;
-    Ok(())
-}
+#[cfg(not(feature = "leases"))]
+mod stores {
+    use super::{LsArgs, StoreArgs};
 
-fn list_etcd(settings: EtcdSettings, json: bool) -> anyhow::Result<()> {
-    let client = EtcdClient::new(settings.clone());
-    let rows = runtime()?
-        .block_on(client.rows())
-        .map_err(anyhow::Error::msg)?;
-    let mut out = BufWriter::new(io::stdout().lock());
-    if json {
-        for row in &rows {
-            serde_json::to_writer(&mut out, row)?;
-            writeln!(out)?;
-        }
-    } else {
-        let held = rows.iter().filter(|r| r.holder.is_some()).count();
-        writeln!(
-            out,
-            "etcd {} {}: {} machine IDs, {held} held",
-            settings.shown,
-            settings.root,
-            rows.len()
-        )?;
-        if !rows.is_empty() {
-            writeln!(out, "{:>7}  {:<40}  MARK", "MACHINE", "HOLDER")?;
-        }
-        for r in &rows {
-            let mark = r.mark_ms.map_or_else(|| "-".into(), Epoch::rfc3339);
-            writeln!(
-                out,
-                "{:>7}  {:<40}  {mark}",
-                r.machine,
-                r.holder.as_deref().unwrap_or("-")
-            )?;
-        }
+    pub fn list(_: LsArgs) -> anyhow::Result<()> {
+        Err(super::super::absent::refused("vesta machine ls", "leases"))
     }
-    out.flush()?;
-    Ok(())
-}
 
-fn write_table(out: &mut impl Write, title: &str, rows: &[MachineRow]) -> io::Result<()> {
-    let held = rows.iter().filter(|r| r.lease_left_ms > 0).count();
-    writeln!(out, "{title}: {} machine IDs, {held} leased", rows.len())?;
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let holder_w = rows
-        .iter()
-        .map(|r| r.holder.len().max(1))
-        .max()
-        .unwrap_or(0)
-        .max("HOLDER".len());
-    writeln!(
-        out,
-        "{:>7}  {:<holder_w$}  {:>10}  {:<24}  UPDATED",
-        "MACHINE", "HOLDER", "LEASE_LEFT", "MARK"
-    )?;
-    for r in rows {
-        let holder = if r.holder.is_empty() { "-" } else { &r.holder };
-        let left = if r.lease_left_ms > 0 {
-            format!("{} ms", r.lease_left_ms)
-        } else {
-            "expired".into()
-        };
-        let mark = if r.mark_ms > 0 {
-            Epoch::rfc3339(r.mark_ms)
-        } else {
-            "-".into()
-        };
-        writeln!(
-            out,
-            "{:>7}  {holder:<holder_w$}  {left:>10}  {mark:<24}  {}",
-            r.machine,
-            Epoch::rfc3339(r.updated_ms)
-        )?;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_table_says_who_holds_what() {
-        let rows = vec![
-            MachineRow {
-                machine: 0,
-                holder: "h1:42:1700000000000".into(),
-                lease_left_ms: 9_000,
-                mark_ms: 1_764_000_000_000,
-                updated_ms: 1_764_000_000_000,
-            },
-            MachineRow {
-                machine: 1,
-                holder: String::new(),
-                lease_left_ms: 0,
-                mark_ms: 0,
-                updated_ms: 1_764_000_000_000,
-            },
-        ];
-        let mut out = Vec::new();
-        write_table(&mut out, "sqlite://m.db scope default", &rows).unwrap();
-        let text = String::from_utf8(out).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(
-            lines[0],
-            "sqlite://m.db scope default: 2 machine IDs, 1 leased"
-        );
-        assert!(lines[2].contains("h1:42:1700000000000") && lines[2].contains("9000 ms"));
-        assert!(
-            lines[3].contains("expired") && lines[3].contains(" - "),
-            "{}",
-            lines[3]
-        );
+    pub fn retire(_: Option<u64>, _: StoreArgs, _: &str) -> anyhow::Result<()> {
+        Err(super::super::absent::refused(
+            "vesta machine retire MACHINE (a lease store's mark)",
+            "leases",
+        ))
     }
 }

@@ -16,9 +16,8 @@ use vesta_segment::GiveBackOutcome;
 use vesta_server::{TcpSection, TcpServer};
 use vesta_service::{Segments, ServeReport, ServerSection, ServiceConfig, shutdown};
 
-use super::common::{
-    LogFormat, apply_layout_flags, apply_machine_flags, run_server, say, set_log_format,
-};
+use super::common::{apply_layout_flags, apply_machine_flags};
+use super::serve_log::{LogFormat, run_server, say, set_log_format};
 use crate::notify::{notify, spawn_watchdog, watchdog_interval};
 
 /// `eprintln!` in the log format (`--log-format`).
