@@ -94,7 +94,7 @@ fn vesta_embed_without_default_features_runs_in_a_users_project() {
     );
 }
 
-/// `cargo run --release --bin vesta --no-default-features -- gen -n 5` (the README's first
+/// `cargo run --release -p vesta-cli --no-default-features -- gen -n 5` (the README's first
 /// command), built here in debug into the scratch crate's target directory (the workspace's
 /// own `vesta` is the full one the other tests run).
 #[test]

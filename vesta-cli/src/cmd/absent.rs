@@ -1,6 +1,6 @@
-//! Commands and flags left out of this build: `cargo build --no-default-features` makes the
-//! embedded issuer's command alone (a first build in a fraction of the time). What is left out
-//! still parses, and says in one line which feature brings it back.
+//! Commands and flags left out of this build: `cargo build -p vesta-cli --no-default-features`
+//! makes the embedded issuer's commands alone (a first build in a fraction of the time). What
+//! is left out still parses, and says in one line which feature brings it back.
 
 use std::ffi::OsString;
 
@@ -20,7 +20,7 @@ pub struct Absent {
 pub fn refused(what: &str, feature: &str) -> anyhow::Error {
     anyhow::anyhow!(
         "{what} is not in this build of vesta (built without the `{feature}` feature): build it \
-         with the default features (`cargo install vesta-cli`, or `cargo build --release --bin \
-         vesta` without --no-default-features)"
+         with the default features (`cargo install vesta-cli`, or `cargo build --release -p \
+         vesta-cli`)"
     )
 }
