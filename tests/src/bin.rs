@@ -71,10 +71,19 @@ fn profile_dir() -> PathBuf {
 
 /// `cargo SUBCOMMAND ARGS...` building into this test's target directory and profile, so what
 /// it builds is shared with the test run (the `vesta` binary, an example with other features).
+///
+/// Without the variables cargo sets for a test binary (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`,
+/// ...): build scripts that track them (ring's, with `rerun-if-env-changed`) would see them
+/// change, rerun, and rebuild every crate above them here, and again in the next test build.
 pub fn cargo(subcommand: &str, args: &[&str]) -> Command {
     let profile_dir = profile_dir();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(set_by_cargo_for_a_test) {
+            cmd.env_remove(name);
+        }
+    }
     cmd.arg(subcommand);
     if profile_dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
@@ -84,6 +93,25 @@ pub fn cargo(subcommand: &str, args: &[&str]) -> Command {
         cmd.env("CARGO_TARGET_DIR", target_dir);
     }
     cmd
+}
+
+/// A variable cargo sets in a test binary's environment (not one a user sets to steer cargo,
+/// such as `CARGO_HOME` or `CARGO_TARGET_DIR`).
+fn set_by_cargo_for_a_test(name: &str) -> bool {
+    const EXACT: [&str; 8] = [
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "OUT_DIR",
+    ];
+    EXACT.contains(&name)
+        || ["CARGO_PKG_", "CARGO_BIN_EXE_", "CARGO_CFG_"]
+            .iter()
+            .any(|p| name.starts_with(p))
 }
 
 /// Runs `cmd`, a program that prints `id N` lines (an example, a scratch crate): asserts it
