@@ -1,6 +1,13 @@
 //! Fuzz target `rest_query`: the properties are in `vesta_fuzz::rest_query` (fuzz/src/lib.rs), which the
 //! test command also runs on every seed and artifact (tests/tests/fuzz_corpus.rs).
+//! Built without `cargo fuzz` (stable), the target is a program replaying files through the
+//! same check: `cargo run -p vesta-fuzz --bin rest_query -- FILE|DIR...`.
 
-#![no_main]
+#![cfg_attr(fuzzing, no_main)]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| vesta_fuzz::rest_query(data));
+
+#[cfg(not(fuzzing))]
+fn main() -> std::process::ExitCode {
+    vesta_fuzz::replay("rest_query", vesta_fuzz::rest_query)
+}

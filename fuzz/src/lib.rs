@@ -20,6 +20,63 @@ use vesta_server::proto::{Dialect, ErrorCode, Request, Response, op};
 /// A target's check of one input.
 pub type Check = fn(&[u8]);
 
+/// A target built without `cargo fuzz`: runs `check` on every file named on the command line
+/// (a directory: each file in it), as libFuzzer reruns a crash file. A broken property panics;
+/// the panic names the file that broke it. Refuses libFuzzer's own flags and an empty command
+/// line in one line.
+pub fn replay(name: &str, check: Check) -> std::process::ExitCode {
+    use std::path::PathBuf;
+    use std::process::ExitCode;
+    use std::sync::{Arc, Mutex};
+
+    let args: Vec<PathBuf> = std::env::args_os().skip(1).map(Into::into).collect();
+    if args.is_empty() || args.iter().any(|a| a.to_string_lossy().starts_with('-')) {
+        eprintln!(
+            "usage: {name} FILE|DIR... (replays inputs through the {name} check; libFuzzer's \
+             flags need `cargo fuzz run {name}`)"
+        );
+        return ExitCode::from(2);
+    }
+    let current = Arc::new(Mutex::new(PathBuf::new()));
+    let shown = Arc::clone(&current);
+    let target = name.to_owned();
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if let Ok(file) = shown.lock() {
+            eprintln!("{target}: {} breaks a property", file.display());
+        }
+        default_hook(info);
+    }));
+    let mut seen = 0;
+    for arg in args {
+        let files = match std::fs::read_dir(&arg) {
+            Ok(entries) => {
+                let mut files: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+                files.retain(|f| f.is_file());
+                files.sort();
+                files
+            }
+            Err(_) => vec![arg],
+        };
+        for file in files {
+            let data = match std::fs::read(&file) {
+                Ok(data) => data,
+                Err(e) => {
+                    eprintln!("{name}: cannot read {}: {e}", file.display());
+                    return ExitCode::FAILURE;
+                }
+            };
+            if let Ok(mut shown) = current.lock() {
+                shown.clone_from(&file);
+            }
+            check(&data);
+            seen += 1;
+        }
+    }
+    println!("{name}: {seen} inputs, every property held");
+    ExitCode::SUCCESS
+}
+
 /// The targets by name, as `fuzz/seeds/<name>/` and `fuzz_targets/<name>.rs` name them.
 pub const TARGETS: [(&str, Check); 5] = [
     ("frame_decoder", frame_decoder),

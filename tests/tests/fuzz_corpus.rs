@@ -1,11 +1,9 @@
 //! The fuzz targets' properties on stable, in the test command: every file of `fuzz/seeds/<target>/`
 //! and (when present) `fuzz/artifacts/<target>/` goes through the same function the libFuzzer
-//! target runs (`fuzz/src/lib.rs`, included here), so a finding, once fixed and kept as a seed,
+//! target runs (`fuzz/src/lib.rs`, the `vesta-fuzz` library), so a finding, once fixed and kept as a seed,
 //! stays fixed in CI — and a finding still in `fuzz/artifacts/` fails the suite until it is.
 
-#[allow(dead_code)]
-#[path = "../../fuzz/src/lib.rs"]
-mod checks;
+use vesta_fuzz as checks;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};

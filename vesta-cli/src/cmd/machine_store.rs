@@ -126,10 +126,7 @@ fn list_sql(settings: SqlSettings, json: bool) -> anyhow::Result<()> {
     let rows = rows.map_err(anyhow::Error::msg)?;
     let mut out = BufWriter::new(io::stdout().lock());
     if json {
-        for row in &rows {
-            serde_json::to_writer(&mut out, row)?;
-            writeln!(out)?;
-        }
+        write_json_lines(&mut out, &rows)?;
     } else {
         let title = format!("{} scope {}", settings.db, settings.scope);
         write_table(&mut out, &title, &rows)?;
@@ -145,10 +142,7 @@ fn list_etcd(settings: EtcdSettings, json: bool) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     let mut out = BufWriter::new(io::stdout().lock());
     if json {
-        for row in &rows {
-            serde_json::to_writer(&mut out, row)?;
-            writeln!(out)?;
-        }
+        write_json_lines(&mut out, &rows)?;
     } else {
         let held = rows.iter().filter(|r| r.holder.is_some()).count();
         writeln!(
@@ -172,6 +166,15 @@ fn list_etcd(settings: EtcdSettings, json: bool) -> anyhow::Result<()> {
         }
     }
     out.flush()?;
+    Ok(())
+}
+
+/// One JSON object per row, a line each (`--json`).
+fn write_json_lines<T: serde::Serialize>(out: &mut impl Write, rows: &[T]) -> anyhow::Result<()> {
+    for row in rows {
+        serde_json::to_writer(&mut *out, row)?;
+        writeln!(out)?;
+    }
     Ok(())
 }
 
