@@ -27,15 +27,15 @@ use vesta_tests::db::target_dir;
 
 /// Used on a fresh clone, before any run recorded its times: the binaries that took longest.
 const SLOW_FIRST: &[&str] = &[
-    "sql_lease",
-    "package",
+    "lean_builds",
     "tcp_cli",
+    "sql_lease",
     "operator_mistakes",
     "console",
-    "lean_builds",
+    "package",
+    "zk_lease",
     "etcd_lease",
     "client",
-    "zk_lease",
     "zk_failover",
 ];
 
