@@ -1,5 +1,5 @@
 //! `vesta` as operators and shell scripts run it, for the tests of their mistakes
-//! (`tests/operator_mistakes.rs`): a [`Seat`] is a host and a user — a host-hold directory
+//! (`tests/it/operator_mistakes.rs`): a [`Seat`] is a host and a user — a host-hold directory
 //! (`VESTA_HOLD_DIR`, so two seats with two directories are two hosts) and a state directory
 //! (`XDG_STATE_HOME`, so two are two users) — and a [`Ledger`] counts every ID handed out and
 //! each one handed out twice, naming the runs that did.

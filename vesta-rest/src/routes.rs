@@ -14,7 +14,7 @@
 //! Lookup scans the table once: the exact paths first (`/genid` leads), then the prefixes, so
 //! it costs what the `match` on the path it replaces did. Adding an endpoint: one row here and
 //! its handler in `endpoints/`, and its path in docs/openapi.yaml (checked by
-//! `tests/openapi.rs`).
+//! `tests/it/openapi.rs`).
 
 use std::marker::PhantomData;
 

@@ -4,7 +4,11 @@
 //! four of them at once in the time of one; inside each, libtest runs its tests in parallel as
 //! `cargo test` would.
 //!
-//! Each binary runs as cargo runs it (working directory its package, `CARGO_MANIFEST_DIR`,
+//! A package's integration tests are one binary (`tests/it/`, each file a module, compiled and
+//! linked once); each of its top modules runs as a job of its own (`--exact` with the module's
+//! tests), so the jobs are the test files, as when each file was a binary.
+//!
+//! Each job runs as cargo runs it (working directory its package, `CARGO_MANIFEST_DIR`,
 //! `CARGO_PKG_NAME`, `CARGO`), plus one thing: a host-hold directory of its own
 //! (`VESTA_HOLD_DIR`), so two binaries' issuers of one static machine ID are two hosts, as they
 //! are two test processes. Its output goes to `target/tmp/test-logs/NAME.log`, printed whole
@@ -188,17 +192,55 @@ fn test_binaries(cargo: &str) -> Vec<Job> {
         };
         let manifest = Path::new(msg["manifest_path"].as_str().expect("a manifest path"));
         let package = package_name(manifest);
-        jobs.push(Job {
-            name: format!(
-                "{package}/{}",
-                msg["target"]["name"].as_str().unwrap_or("?")
-            ),
-            command: vec![exe.to_owned()],
-            dir: manifest.parent().expect("a package dir").to_owned(),
-            package,
-        });
+        let dir = manifest.parent().expect("a package dir").to_owned();
+        let target = msg["target"]["name"].as_str().unwrap_or("?");
+        if target == MERGED {
+            for (module, tests) in tests_by_module(exe) {
+                let mut command = vec![exe.to_owned(), "--exact".to_owned()];
+                command.extend(tests);
+                jobs.push(Job {
+                    name: format!("{package}/{module}"),
+                    command,
+                    dir: dir.clone(),
+                    package: package.clone(),
+                });
+            }
+        } else {
+            jobs.push(Job {
+                name: format!("{package}/{target}"),
+                command: vec![exe.to_owned()],
+                dir,
+                package,
+            });
+        }
     }
     jobs
+}
+
+/// The integration-test target that holds a package's test files as modules (`tests/it/`).
+const MERGED: &str = "it";
+
+/// The tests of a merged binary (`EXE --list`), grouped by their top module: each group runs
+/// as one job, a process of its own, as when each file was a binary.
+fn tests_by_module(exe: &str) -> BTreeMap<String, Vec<String>> {
+    let out = Command::new(exe)
+        .args(["--list", "--format", "terse"])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("listing a test binary's tests");
+    assert!(out.status.success(), "{exe} --list failed");
+    let mut modules: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some(test) = line.strip_suffix(": test") else {
+            continue;
+        };
+        let module = test.split_once("::").map_or(MERGED, |(m, _)| m);
+        modules
+            .entry(module.to_owned())
+            .or_default()
+            .push(test.to_owned());
+    }
+    modules
 }
 
 /// The package's name, from its manifest's `name = "..."`.

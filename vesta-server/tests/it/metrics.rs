@@ -3,7 +3,7 @@
 //! `/healthz` answers 200 while issuing and 503 with the reason when fenced; the console there
 //! asks for the bearer token when one is set and makes no ID with `[server] make = false`.
 
-mod common;
+use crate::common;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

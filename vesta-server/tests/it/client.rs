@@ -2,7 +2,7 @@
 //! killed or shut down under load (no failed call, no duplicate), distinct IDs from servers with
 //! different machine IDs, health re-checks, timeouts, prefetch and the embedded fallback.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! (503 once the buffers are drained, recovery after), `/healthz` and `/metrics` per tag, the
 //! unsent-bytes budget for `/segments`, and the unused tail given back at shutdown.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -242,8 +242,16 @@ async fn a_locked_database_degrades_then_refuses_then_recovers() {
         spawn_with_segments(system_issuer(), rest(), Some(open_segments(&section).await)).await;
     let c = server.client();
     assert_eq!(c.get("/segment/tiny").await.id(), 1);
-    // Let the prefetch land, then lock the file: nothing more can be fetched.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Let the prefetch land (the tag shows its next segment; bounded wait), then lock the
+    // file: nothing more can be fetched.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while c.get("/healthz").await.json()["segments"]["tags"][0]["next"].is_null() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the next segment was not prefetched within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let path = dir.path().join("segments.db");
     let lock = tokio::task::spawn_blocking(move || SqliteLock::take(&path))
         .await

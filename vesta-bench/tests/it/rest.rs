@@ -2,7 +2,7 @@
 //! closed loop and at a fixed rate, error answers counted by status, a refused request failing
 //! before the run, and the bare-hyper baseline. Assertions are on counts, never on speed.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! releasing the issuer, connection limits, slow clients, and many concurrent clients never
 //! seeing a duplicate.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! on `/api/segment/get/{key}`, `/api/snowflake/get/{key}` and `/decodeSnowflakeId`, with
 //! Leaf's bodies for failures whatever the method. vesta's own paths stay `GET` only.
 
-mod common;
+use crate::common;
 
 use common::{leaf_issuer, rest, segment_db, spawn_with_segments};
 use hyper::Method;

@@ -3,7 +3,7 @@
 //! ranges would not fit a frame, the client's `next_segment`/`next_segments`, `/metrics` and
 //! `/healthz` per tag, and the unused tail given back at shutdown.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::ops::Range;

@@ -2,7 +2,7 @@
 //! everything a broken or hostile client can send. Each abuse test also checks that another
 //! connection is served meanwhile.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The REST server with its machine ID leased from a real ZooKeeper (Debian's package, via the
 //! vesta-tests harness): 503 while acquiring, 200 once held, and the ID given back on shutdown.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! it: IDs keep coming from the second server when the first is killed, and from the embedded
 //! fallback when both are.
 
-#[path = "../examples/failover_client.rs"]
+#[path = "../../examples/failover_client.rs"]
 #[allow(dead_code)]
 mod failover_client;
 

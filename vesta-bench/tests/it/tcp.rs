@@ -3,7 +3,7 @@
 //! batch run counts runs per time unit; error answers are counted by code; two servers add up
 //! their caps. Assertions are on counts, never on speed.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

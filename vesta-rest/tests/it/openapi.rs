@@ -14,7 +14,7 @@
 //! that shows the segment paths' "off" answer; path parameters (`{tag}`) are probed like query
 //! parameters.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The deployment files, each checked with the real tool that reads it: the /etc/vesta configs
 //! with the servers' config loaders, the systemd units with `systemd-analyze` and the real
 //! `vesta` CLI, the alert rules with `promtool` (check and unit tests) and against
-//! docs/operations.md's runbooks, the dashboard as JSON. (tests/prometheus.rs runs them against
+//! docs/operations.md's runbooks, the dashboard as JSON. (tests/it/prometheus.rs runs them against
 //! a real Prometheus scraping real servers.)
 
 use std::collections::BTreeSet;

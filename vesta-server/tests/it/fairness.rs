@@ -5,7 +5,7 @@
 //! backlog (which once took a median 1.9 s and up to 4.9 s, and then `SATURATED`). Typical
 //! waits (about one time unit) are printed, and measured in the benchmarks, not asserted.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -2,7 +2,7 @@
 //! loopback port: status codes, content types, JSON shapes, IDs as strings, and that the
 //! server keeps serving after each bad request.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! one. Each test checks that the server gives the slot, the memory or the time unit back, and
 //! that a polite client is served meanwhile.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};

@@ -1,0 +1,32 @@
+//! The workspace's end-to-end tests: real processes (`vesta`), real ZooKeeper, etcd,
+//! PostgreSQL, MariaDB, Prometheus and Chromium on loopback.
+//!
+//! One binary: each file a module, so the crate's dependencies are linked and their generic code
+//! compiled once, not once per file. `run-tests` (tests/src/bin/run_tests.rs) still runs each
+//! module in a process of its own (`--exact` with the module's tests), as separate binaries ran.
+
+mod bench_cli;
+mod cli;
+mod cli_smoke;
+mod console;
+mod deploy;
+mod docs_snippets;
+mod etcd_lease;
+mod fuzz_corpus;
+mod id_type;
+mod lean_builds;
+mod operator_mistakes;
+mod package;
+mod peer_layouts;
+mod prometheus;
+mod rest_cli;
+mod segment_dbs;
+mod segment_serve;
+mod segment_tls;
+mod sql_lease;
+mod tcp_cli;
+mod tls;
+mod zk_crash;
+mod zk_failover;
+mod zk_lease;
+mod zk_many;
