@@ -1,5 +1,5 @@
 //! Fuzz target `request_parse`: the properties are in `vesta_fuzz::request_parse` (fuzz/src/lib.rs), which the
-//! test command also runs on every seed and artifact (tests/tests/fuzz_corpus.rs).
+//! test command also runs on every seed and artifact (tests/tests/it/fuzz_corpus.rs).
 //! Built without `cargo fuzz` (stable), the target is a program replaying files through the
 //! same check: `cargo run -p vesta-fuzz --bin request_parse -- FILE|DIR...`.
 
