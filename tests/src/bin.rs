@@ -114,6 +114,27 @@ fn set_by_cargo_for_a_test(name: &str) -> bool {
             .any(|p| name.starts_with(p))
 }
 
+/// The token [`config_with_token`] writes.
+pub const TOKEN: &str = "s3cret-token";
+
+/// A server config in `dir` (`rest.toml`) with `[machine] id = machine` and a bearer token
+/// ([`TOKEN`], in the file `token`), plus `server_lines` in its `[server]` section; returns
+/// the config's path and the token file's.
+pub fn config_with_token(dir: &Path, machine: u64, server_lines: &str) -> (PathBuf, PathBuf) {
+    let token = dir.join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).expect("writing the token file");
+    let config = dir.join("rest.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[machine]\nid = {machine}\n\n[server]\n{server_lines}\nauth_token_file = {:?}\n",
+            token.display().to_string()
+        ),
+    )
+    .expect("writing the config");
+    (config, token)
+}
+
 /// Runs `cmd`, a program that prints `id N` lines (an example, a scratch crate): asserts it
 /// succeeded; returns its stdout and the IDs it printed, checked to be strictly increasing.
 pub fn run_printing_ids(cmd: &mut Command) -> (String, Vec<u64>) {

@@ -1,7 +1,9 @@
 //! Harnesses for the cross-crate integration tests: the real `vesta` binary (built on demand, so
 //! it is never stale), real ZooKeeper servers for the lease tests, real PostgreSQL and MariaDB
 //! servers plus a raw Leaf-style allocator for the segment tests, the deployment files as data,
-//! a real Prometheus server for the monitoring tests, operators' hosts and users for the tests of
+//! a real Prometheus server for the monitoring tests, Python's and Node's gRPC clients
+//! ([`grpc_clients`]: their venv and `node_modules`, installed once under `target/tmp/`),
+//! operators' hosts and users for the tests of
 //! their mistakes ([`operator`]), and the building blocks of `scripts/soak` ([`soak`]), whose
 //! binaries live in `src/bin/`.
 
@@ -11,6 +13,7 @@ pub mod db;
 pub mod deploy;
 pub mod docs;
 pub mod etcd;
+pub mod grpc_clients;
 pub mod leaf;
 pub mod lease;
 pub mod operator;

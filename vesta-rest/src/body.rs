@@ -62,6 +62,15 @@ enum Kind {
         /// Made at the first poll, from the body's hold; shared with the chunks.
         streaming: Option<Arc<Streaming>>,
     },
+    /// A gRPC answer (tonic's body: messages, then trailers), passed on a frame at a time;
+    /// the next frame is taken from tonic only once the bytes alive are under the window, so
+    /// a stream's issuing follows its client's reading.
+    #[cfg(feature = "grpc")]
+    Grpc {
+        body: tonic::body::Body,
+        streaming: Option<Arc<Streaming>>,
+        done: bool,
+    },
 }
 
 /// Shared by a streamed body and its chunks.
@@ -128,6 +137,19 @@ impl Body {
                 request: None,
                 _reservation: Some(reservation),
             },
+        }
+    }
+
+    /// A gRPC answer's body, passed on as hyper asks for it (see [`Kind::Grpc`]).
+    #[cfg(feature = "grpc")]
+    pub fn grpc(body: tonic::body::Body) -> Self {
+        Body {
+            kind: Kind::Grpc {
+                body,
+                streaming: None,
+                done: false,
+            },
+            hold: Hold::default(),
         }
     }
 
@@ -203,6 +225,31 @@ impl http_body::Body for Body {
                     held: Held::Streamed(Arc::clone(s)),
                 }))))
             }
+            #[cfg(feature = "grpc")]
+            Kind::Grpc {
+                body,
+                streaming,
+                done,
+            } => {
+                if *done {
+                    return Poll::Ready(None);
+                }
+                let s = streaming.get_or_insert_with(|| {
+                    Arc::new(Streaming {
+                        hold: std::mem::take(&mut this.hold),
+                        alive: AtomicUsize::new(0),
+                        window: STREAM_WINDOW_BYTES,
+                        waker: AtomicWaker::new(),
+                    })
+                });
+                if s.alive.load(Ordering::Acquire) >= s.window {
+                    s.waker.register(cx.waker());
+                    if s.alive.load(Ordering::Acquire) >= s.window {
+                        return Poll::Pending;
+                    }
+                }
+                grpc_frame(http_body::Body::poll_frame(Pin::new(body), cx), s, done)
+            }
         }
     }
 
@@ -210,6 +257,8 @@ impl http_body::Body for Body {
         match &self.kind {
             Kind::Whole(bytes) => bytes.is_none(),
             Kind::Ids { json, .. } => json.is_done(),
+            #[cfg(feature = "grpc")]
+            Kind::Grpc { body, done, .. } => *done || body.is_end_stream(),
         }
     }
 
@@ -217,8 +266,53 @@ impl http_body::Body for Body {
         let len = match &self.kind {
             Kind::Whole(bytes) => bytes.as_ref().map_or(0, Bytes::len),
             Kind::Ids { json, .. } => json.remaining(),
+            #[cfg(feature = "grpc")]
+            Kind::Grpc { body, .. } => return body.size_hint(),
         };
         SizeHint::with_exact(len as u64)
+    }
+}
+
+/// tonic's next frame as ours: data as a chunk counted in `s`, trailers as they are, and an
+/// error (rare: tonic turns a stream's refusal into trailers itself) as the trailers of its
+/// status, so the client reads a gRPC status whatever happened.
+#[cfg(feature = "grpc")]
+fn grpc_frame(
+    polled: Poll<Option<Result<Frame<Bytes>, tonic::Status>>>,
+    s: &Arc<Streaming>,
+    done: &mut bool,
+) -> Poll<Option<Result<Frame<Chunk>, Infallible>>> {
+    let frame = match polled {
+        Poll::Pending => return Poll::Pending,
+        Poll::Ready(None) => {
+            *done = true;
+            return Poll::Ready(None);
+        }
+        Poll::Ready(Some(Ok(frame))) => frame,
+        Poll::Ready(Some(Err(status))) => {
+            *done = true;
+            let mut trailers = hyper::HeaderMap::new();
+            if status.add_header(&mut trailers).is_err() {
+                let internal = tonic::Status::internal("the answer failed");
+                let _ = internal.add_header(&mut trailers);
+            }
+            return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+        }
+    };
+    match frame.into_data() {
+        Ok(bytes) => {
+            let len = bytes.len();
+            s.alive.fetch_add(len, Ordering::AcqRel);
+            Poll::Ready(Some(Ok(Frame::data(Chunk {
+                bytes,
+                len,
+                held: Held::Streamed(Arc::clone(s)),
+            }))))
+        }
+        Err(frame) => {
+            *done = true;
+            Poll::Ready(frame.into_trailers().ok().map(|t| Ok(Frame::trailers(t))))
+        }
     }
 }
 

@@ -50,10 +50,16 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Registers every metric: the service's, the requests', and the budget's use.
-    pub fn new<C: Clock + 'static>(service: &Service<C>, budget: &UnsentBudget) -> Self {
+    /// Registers every metric: the service's, the requests', the budget's use, and what
+    /// `more` adds (the gRPC calls).
+    pub fn new<C: Clock + 'static>(
+        service: &Service<C>,
+        budget: &UnsentBudget,
+        more: impl FnOnce(&mut Registry),
+    ) -> Self {
         let mut registry = Registry::with_prefix("vesta");
         service.register_metrics(&mut registry);
+        more(&mut registry);
         let request_family = Family::<Labels2, Counter>::default();
         let latency_family =
             Family::<Labels1, Histogram>::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS));

@@ -25,18 +25,28 @@ pub struct Rest<C: Clock + 'static = SystemClock> {
     pub budget: UnsentBudget,
     /// The web console, when `[server] console` is on.
     pub console: Option<Console<C>>,
+    /// The gRPC services answered on this port (`application/grpc` requests over HTTP/2).
+    #[cfg(feature = "grpc")]
+    pub grpc: Arc<vesta_grpc::Grpc<C>>,
 }
 
 impl<C: Clock + 'static> Rest<C> {
     /// The REST side of `service` under `section`.
     pub fn new(service: Arc<Service<C>>, section: &RestSection) -> Self {
         let budget = UnsentBudget::new(section.max_unsent_bytes);
-        let metrics = Arc::new(Metrics::new(&service, &budget));
+        #[cfg(feature = "grpc")]
+        let grpc = vesta_grpc::Grpc::new(Arc::clone(&service));
+        let metrics = Arc::new(Metrics::new(&service, &budget, |_registry| {
+            #[cfg(feature = "grpc")]
+            grpc.register_metrics(_registry);
+        }));
         let console = service.limits().console.then(|| {
             let refusals = RestRefusals(Arc::clone(&metrics));
             Console::new("REST", Arc::clone(&service), Box::new(refusals))
         });
         Rest {
+            #[cfg(feature = "grpc")]
+            grpc,
             service,
             metrics,
             max_uri_bytes: usize::try_from(section.max_uri_bytes).unwrap_or(usize::MAX),

@@ -128,13 +128,24 @@ impl Finish {
     }
 }
 
-/// Answers one request of the connection `conn`, and records it in the metrics.
+/// Answers one request of the connection `conn`, and records it in the metrics. An HTTP/2
+/// request with `content-type: application/grpc` goes to the gRPC services instead.
 #[inline]
 pub fn respond<B, C>(rest: &Arc<Rest<C>>, conn: &ConnContext<C>, req: Request<B>) -> Reply
 where
-    B: Send + 'static,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send,
     C: Clock + 'static,
 {
+    #[cfg(feature = "grpc")]
+    if req.version() == hyper::Version::HTTP_2
+        && req
+            .headers()
+            .get(hyper::header::CONTENT_TYPE)
+            .is_some_and(|v| vesta_grpc::is_grpc(v.as_bytes()))
+    {
+        return grpc(rest, conn, req);
+    }
     let start = Instant::now();
     let guard = conn.activity.request();
     let uri = req.uri();
@@ -169,6 +180,32 @@ where
         }
     };
     Reply::Now(Some(finish.done(&rest.metrics, Err(refused))))
+}
+
+/// A gRPC request: answered by the gRPC services, open on its connection (and waiting, not
+/// stalled, until its answer starts) like any other request.
+#[cfg(feature = "grpc")]
+fn grpc<B, C>(rest: &Arc<Rest<C>>, conn: &ConnContext<C>, req: Request<B>) -> Reply
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send,
+    C: Clock + 'static,
+{
+    let guard = conn.activity.request();
+    let answer = rest.grpc.call(&conn.flow, req);
+    Reply::Later(Box::pin(async move {
+        let resp = {
+            let _waiting = guard.waiting();
+            match answer.await {
+                Ok(resp) => resp,
+                Err(never) => match never {},
+            }
+        };
+        let (parts, body) = resp.into_parts();
+        let mut body = Body::grpc(body);
+        body.hold_request(guard);
+        Response::from_parts(parts, body)
+    }))
 }
 
 /// Passes the request through its route's layers, outermost first.

@@ -62,6 +62,21 @@ pub fn values_from_query(
 ) -> Result<FieldValues, BadRequest> {
     let allowed = params(layout);
     let q = Query::parse(query, "/makeid", &allowed)?;
+    values_from(
+        layout,
+        |name| q.get(name).map(|text| value_of(name, text)).transpose(),
+        own,
+    )
+}
+
+/// The field values of a make request in `layout` whose values `given` answers by name (one
+/// of [`params`]; `Ok(None)`: not given), fields not given taken from `own`: `time` and `seq`
+/// are required. What [`values_from_query`] and the gRPC `Make` (a map of values) share.
+pub fn values_from(
+    layout: &Layout,
+    mut given: impl FnMut(&str) -> Result<Option<u64>, BadRequest>,
+    own: &FieldValues,
+) -> Result<FieldValues, BadRequest> {
     let mut values = FieldValues::new();
     for f in layout.fields() {
         let mut names: Vec<&str> = vec![f.name.as_str()];
@@ -74,15 +89,15 @@ pub fn values_from_query(
                 names.push(name);
             }
         }
-        let mut given = false;
+        let mut any = false;
         for name in names {
-            if let Some(text) = q.get(name) {
-                values.set(name, value_of(name, text)?);
-                given = true;
+            if let Some(value) = given(name)? {
+                values.set(name, value);
+                any = true;
             }
         }
         match f.kind {
-            _ if given => {}
+            _ if any => {}
             FieldKind::Time | FieldKind::Seq => return Err(BadRequest::missing_param(&f.name)),
             // The server's own value: its machine, genMethod, version and type.
             FieldKind::Node => values.set("node", own.get("node").unwrap_or_default()),

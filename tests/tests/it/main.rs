@@ -1,5 +1,6 @@
 //! The workspace's end-to-end tests: real processes (`vesta`), real ZooKeeper, etcd,
-//! PostgreSQL, MariaDB, Prometheus and Chromium on loopback.
+//! PostgreSQL, MariaDB, Prometheus and Chromium on loopback, and Python's and Node's gRPC
+//! clients.
 //!
 //! One binary: each file a module, so the crate's dependencies are linked and their generic code
 //! compiled once, not once per file. `run-tests` (tests/src/bin/run_tests.rs) still runs each
@@ -13,6 +14,7 @@ mod deploy;
 mod docs_snippets;
 mod etcd_lease;
 mod fuzz_corpus;
+mod grpc_clients;
 mod id_type;
 mod lean_builds;
 mod operator_mistakes;

@@ -1,5 +1,5 @@
 //! `vesta serve rest` as a user runs it: the real binary, its startup line, a request, SIGTERM
-//! and a clean exit; and the one-line startup errors.
+//! and a clean exit; the one-line startup errors; `vesta gen --grpc` against it.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -7,7 +7,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use vesta_core::{GenMethod, IdFields};
-use vesta_tests::bin::{sigterm_and_wait, vesta_cmd};
+use vesta_tests::bin::{
+    ServerChild, config_with_token, fails_in_one_line, sigterm_and_wait, vesta_cmd, vesta_ok,
+};
 
 fn http_get(addr: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -188,4 +190,43 @@ fn serve_pings_the_watchdog_when_asked() {
     }
     let (status, rest) = server.terminate();
     assert!(status.success(), "{status}: {rest}");
+}
+
+/// `vesta gen --grpc URL` streams IDs from a real `vesta serve rest` over gRPC: all of them,
+/// distinct and increasing, from the server's machine; with the server's token from
+/// `--token-file`; a bad URL or a missing token fails in one line.
+#[test]
+fn gen_streams_ids_over_grpc_from_serve_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, token) = config_with_token(dir.path(), 977, "");
+    let server = ServerChild::start("rest", &["--config", config.to_str().unwrap()], &[]);
+    let url = format!("http://{}", server.addr);
+    let token_arg = token.to_str().unwrap();
+    let out = vesta_ok(&[
+        "gen",
+        "--grpc",
+        &url,
+        "--token-file",
+        token_arg,
+        "-n",
+        "50000",
+    ]);
+    let ids: Vec<u64> = out.lines().map(|l| l.parse().expect("an ID")).collect();
+    assert_eq!(ids.len(), 50_000);
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "increasing, so distinct"
+    );
+    for id in [ids[0], ids[49_999]] {
+        let f = IdFields::decode(id);
+        assert_eq!((f.machine, f.gen_method), (977, GenMethod::Rest), "{id}");
+    }
+    fails_in_one_line(
+        &mut vesta_cmd(["gen", "--grpc", url.as_str(), "-n", "1"]),
+        &["Unauthenticated", "auth_token_file"],
+    );
+    fails_in_one_line(
+        &mut vesta_cmd(["gen", "--grpc", server.addr.as_str(), "-n", "1"]),
+        &["--grpc", "http://HOST:PORT"],
+    );
 }

@@ -72,6 +72,17 @@ pub struct Args {
         conflicts_with_all = ["machine", "id_type", "zk", "machine_db", "etcd", "layout", "epoch", "config"]
     )]
     server: Option<String>,
+    /// Stream the IDs over gRPC from a REST server's port instead (http://HOST:PORT), in its
+    /// layout (genMethod rest)
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with_all = ["server", "machine", "id_type", "zk", "machine_db", "etcd", "layout", "epoch", "config"]
+    )]
+    grpc: Option<String>,
+    /// With --grpc: the server's bearer token, read from this file (its first line)
+    #[arg(long, value_name = "FILE", requires = "grpc")]
+    token_file: Option<std::path::PathBuf>,
     /// With --server: speak TLS, trusting the CA certificate(s) in this PEM file (each
     /// server's certificate must name its host)
     #[arg(long, value_name = "FILE", requires = "server")]
@@ -86,6 +97,26 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    #[cfg(feature = "client")]
+    if let Some(url) = &args.grpc {
+        let token = match &args.token_file {
+            Some(file) => Some(
+                std::fs::read_to_string(file)
+                    .with_context(|| format!("--token-file {}", file.display()))?
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned(),
+            ),
+            None => None,
+        };
+        return super::gen_grpc::run(url, token.as_deref(), args.count, args.format);
+    }
+    #[cfg(not(feature = "client"))]
+    if args.grpc.is_some() {
+        return Err(super::absent::refused("vesta gen --grpc", "client"));
+    }
     #[cfg(feature = "client")]
     if let Some(servers) = &args.server {
         return super::gen_server::run(servers, args.tls_ca.as_deref(), args.count, args.format);

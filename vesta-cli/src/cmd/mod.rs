@@ -13,6 +13,8 @@ pub mod common;
 pub mod docs;
 pub mod explain;
 #[cfg(feature = "client")]
+pub mod gen_grpc;
+#[cfg(feature = "client")]
 pub mod gen_server;
 pub mod generate;
 pub mod layout;

@@ -323,6 +323,17 @@ pub struct Flow<C: Clock + 'static = crate::SystemClock> {
     id: u64,
 }
 
+/// A clone is the same flow (one connection's calls made from several tasks, as a gRPC
+/// connection's are): its calls keep one order and one turn.
+impl<C: Clock + 'static> Clone for Flow<C> {
+    fn clone(&self) -> Self {
+        Flow {
+            owner: self.owner.clone(),
+            id: self.id,
+        }
+    }
+}
+
 impl<C: Clock + 'static> std::fmt::Debug for Flow<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Flow").field("id", &self.id).finish()

@@ -7,6 +7,7 @@
 mod common;
 
 mod api;
+mod grpc;
 mod hostile;
 mod leaf;
 mod lifecycle;

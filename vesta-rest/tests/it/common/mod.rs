@@ -319,6 +319,44 @@ impl H2Conn {
         send.send_request(req, true).ok().map(|(resp, _)| resp)
     }
 
+    /// A gRPC call by hand (no client library, so no client-side timer races the server's):
+    /// `POST path` with one message `body` (`prost`-encoded, framed here) and `headers` such
+    /// as `grpc-timeout`; returns the messages' bytes received and the `grpc-status` (from the
+    /// headers of a trailers-only answer, else from the trailers).
+    pub async fn grpc_call(
+        &self,
+        path: &str,
+        body: &[u8],
+        headers: &[(&str, &str)],
+    ) -> (usize, String) {
+        let mut req = Request::post(format!("http://{}{path}", self.addr))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers");
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let mut framed = vec![0];
+        framed.extend_from_slice(&u32::try_from(body.len()).unwrap().to_be_bytes());
+        framed.extend_from_slice(body);
+        let mut send = self.send.clone().ready().await.unwrap();
+        let (resp, mut stream) = send.send_request(req.body(()).unwrap(), false).unwrap();
+        stream.send_data(Bytes::from(framed), true).unwrap();
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        if let Some(code) = resp.headers().get("grpc-status") {
+            return (0, code.to_str().unwrap().to_owned());
+        }
+        let mut body = resp.into_body();
+        let mut bytes = 0;
+        while let Some(data) = body.data().await {
+            let data = data.unwrap();
+            bytes += data.len();
+            let _ = body.flow_control().release_capacity(data.len());
+        }
+        let trailers = body.trailers().await.unwrap().expect("trailers");
+        (bytes, trailers["grpc-status"].to_str().unwrap().to_owned())
+    }
+
     /// PINGs every `every` until the server closes the connection (at most `limit`); returns
     /// the PONGs received and how the connection ended.
     pub async fn ping_until_closed(
