@@ -32,4 +32,4 @@ pub use pb::vesta_client::VestaClient;
 mod server;
 
 #[cfg(feature = "server")]
-pub use server::{Grpc, is_grpc};
+pub use server::{Grpc, MAX_REQUEST_BYTES, is_grpc};

@@ -34,7 +34,8 @@ impl<C: Clock + 'static> Health<C> {
         Health {
             server: HealthServer::new(Reader {
                 service: Arc::clone(service),
-            }),
+            })
+            .max_decoding_message_size(super::MAX_REQUEST_BYTES),
         }
     }
 

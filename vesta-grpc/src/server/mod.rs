@@ -25,6 +25,12 @@ use vesta_service::Service;
 
 use crate::pb::vesta_server::VestaServer;
 
+/// The largest request message any service here decodes (tonic's default is 4 MiB): vesta.v1's
+/// requests are a few bytes (a `Make` with every field under 200), health's and reflection's a
+/// name. A longer one is refused (`OUT_OF_RANGE`, tonic's code) before it is buffered, so a
+/// client's open calls pin at most this much each.
+pub const MAX_REQUEST_BYTES: usize = 16 * 1024;
+
 /// Why a request to vesta.v1 without the right `authorization` metadata is refused.
 const NEEDS_TOKEN: &str = vesta_service::auth::NEEDS_TOKEN;
 
@@ -65,10 +71,12 @@ impl<C: Clock + 'static> Grpc<C> {
         };
         let v1 = reflection()
             .build_v1()
-            .expect("the checked-in descriptor set is valid (tests/generated.rs)");
+            .expect("the checked-in descriptor set is valid (tests/generated.rs)")
+            .max_decoding_message_size(MAX_REQUEST_BYTES);
         let v1alpha = reflection()
             .build_v1alpha()
-            .expect("the checked-in descriptor set is valid (tests/generated.rs)");
+            .expect("the checked-in descriptor set is valid (tests/generated.rs)")
+            .max_decoding_message_size(MAX_REQUEST_BYTES);
         let reflection_v1: Handler = Box::new(move |req| Box::pin(v1.clone().call(req)));
         let reflection_v1alpha: Handler = Box::new(move |req| Box::pin(v1alpha.clone().call(req)));
         Arc::new(Grpc {
@@ -134,7 +142,8 @@ impl<C: Clock + 'static> Grpc<C> {
                 return refused(tonic::Status::unauthenticated(NEEDS_TOKEN));
             }
             let ops = ops::Ops::new(Arc::clone(&self.service), flow.clone());
-            return Box::pin(VestaServer::new(ops).call(req));
+            let mut server = VestaServer::new(ops).max_decoding_message_size(MAX_REQUEST_BYTES);
+            return Box::pin(server.call(req));
         }
         match service {
             health::NAME => Box::pin(self.health.server().call(req)),

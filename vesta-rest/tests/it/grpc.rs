@@ -473,3 +473,21 @@ async fn a_stream_nobody_reads_stops_issuing_and_others_are_served() {
     drop(resp);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_message_over_the_request_limit_is_refused_and_others_are_served() {
+    let server = spawn(system_issuer(), rest()).await;
+    let h2 = H2Conn::connect(server.addr, None).await;
+    // A `Make` with one field name of 20 KB: a well-formed message, over 16 KiB.
+    let big = pb::MakeRequest {
+        fields: HashMap::from([("x".repeat(20_000), 1)]),
+    }
+    .encode_to_vec();
+    assert!(big.len() > vesta_grpc::MAX_REQUEST_BYTES);
+    let (bytes, code) = h2.grpc_call("/vesta.v1.Vesta/Make", &big, &[]).await;
+    // tonic's code for it (gRPC's Go and C++ servers answer RESOURCE_EXHAUSTED).
+    assert_eq!((bytes, code.as_str()), (0, "11"), "OUT_OF_RANGE");
+    let mut c = client(server.addr).await;
+    c.next_id(pb::NextIdRequest {}).await.unwrap();
+    server.stop().await;
+}
