@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """vesta.v1 over gRPC from Python (grpcio), for tests/tests/it/grpc_clients.rs.
 
-Usage: client.py HOST:PORT [--token TOKEN]
+Usage: client.py HOST:PORT [--token TOKEN] [--ca FILE]
 
 Generates the stubs from the repository's proto/vesta/v1/vesta.proto into a temporary
 directory (`python -m grpc_tools.protoc`, as a user of the service would), runs a fixed
@@ -13,6 +13,11 @@ strings, as the Node client prints them.
 Without --token: the open script (IDs, a batch, a stream, explain, make, trans_time, errors,
 health, reflection). With --token: the guarded script for a server with a token file and
 `make = false`.
+
+With --ca FILE: the same script over TLS (`grpc.ssl_channel_credentials`, trusting only the CA
+certificate in FILE, PEM; the server's certificate must name HOST, its IP address or DNS
+name), and then one more step, `plaintext_next_id`: a NextId over an insecure channel to the
+same address, which a TLS port must refuse (an error, never an ID).
 """
 
 import argparse
@@ -236,18 +241,42 @@ def guarded_script(channel, pb, pb_grpc, token):
     call("reflection_without_token", lambda: list_services(channel), lambda s: {"services": s})
 
 
+def plaintext_probe(addr, pb, pb_grpc):
+    """A NextId over an insecure channel (plaintext HTTP/2) to a TLS port: its error."""
+    with grpc.insecure_channel(addr, options=OPTIONS) as channel:
+        vesta = pb_grpc.VestaStub(channel)
+        call(
+            "plaintext_next_id",
+            lambda: vesta.NextId(pb.NextIdRequest(), timeout=TIMEOUT),
+            lambda r: {"id": str(r.id)},
+        )
+
+
+def channel_to(addr, ca):
+    """A channel to addr: plaintext HTTP/2, or TLS trusting only the CA in the file `ca`."""
+    if ca is None:
+        return grpc.insecure_channel(addr, options=OPTIONS)
+    credentials = grpc.ssl_channel_credentials(root_certificates=Path(ca).read_bytes())
+    return grpc.secure_channel(addr, credentials, options=OPTIONS)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("addr", help="the server, HOST:PORT (plaintext HTTP/2)")
+    parser.add_argument("addr", help="the server, HOST:PORT (plaintext HTTP/2 unless --ca)")
     parser.add_argument("--token", help="run the guarded script with this bearer token")
+    parser.add_argument(
+        "--ca", help="TLS, trusting this CA certificate (PEM); then a plaintext call too"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vesta-grpc-stubs") as out:
         pb, pb_grpc = stubs(out)
-        with grpc.insecure_channel(args.addr, options=OPTIONS) as channel:
+        with channel_to(args.addr, args.ca) as channel:
             if args.token is None:
                 open_script(channel, pb, pb_grpc)
             else:
                 guarded_script(channel, pb, pb_grpc, args.token)
+        if args.ca is not None:
+            plaintext_probe(args.addr, pb, pb_grpc)
 
 
 if __name__ == "__main__":

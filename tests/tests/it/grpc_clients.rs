@@ -7,7 +7,9 @@
 //! The clients only call and print JSON lines (`vesta_tests::grpc_clients`); every assertion is
 //! here: IDs checked against the workspace's own decoder (`IdFields`, `Explanation`), batches
 //! and streams increasing, error codes with the field they name, health, reflection, the token
-//! and `make = false`.
+//! and `make = false`; and gRPC over the REST server's TLS (`--tls-cert`, `--tls-key`, HTTP/2
+//! by ALPN `h2`) from Python's TLS channel trusting a throwaway CA (`vesta_tests::tls`), where
+//! a plaintext channel to the same port is refused.
 
 use std::path::Path;
 
@@ -15,6 +17,7 @@ use serde_json::Value;
 use vesta_core::{Epoch, Explanation, GenMethod, IdFields, IdType};
 use vesta_tests::bin::{ServerChild, TOKEN, config_with_token};
 use vesta_tests::grpc_clients::{Steps, run_node, run_python};
+use vesta_tests::tls::TestCa;
 
 /// A uint64 as the clients print it: decimal text (a JSON number could have been rounded).
 fn uint(v: &Value) -> u64 {
@@ -346,5 +349,41 @@ fn token_and_make_off_hold_for_python_and_node() {
     let batch = uints(&python.ok("next_ids_with_token")["ids"]);
     assert_eq!(batch.len(), 10);
     assert_lists_services(&python, "reflection_without_token");
+    server.stop_cleanly();
+}
+
+/// gRPC over TLS on the REST port: Python's `grpc.secure_channel`, trusting only a throwaway
+/// CA whose certificate names 127.0.0.1, runs the open script (IDs, a batch, a stream, health
+/// SERVING, errors) and lists the services by reflection; an insecure channel to the same port
+/// gets no answer, only UNAVAILABLE.
+#[test]
+fn python_client_over_tls() {
+    let ca = TestCa::new("vesta gRPC test CA");
+    let cert = ca.issue("rest");
+    let hold = tempfile::tempdir().unwrap();
+    let (server, machine) = serve(
+        hold.path(),
+        &[
+            "--machine",
+            "1013",
+            "--tls-cert",
+            cert.cert.to_str().unwrap(),
+            "--tls-key",
+            cert.key.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(machine, 1013, "{}", server.startup);
+    assert!(
+        server.startup.contains("listening on https://127.0.0.1:"),
+        "{}",
+        server.startup
+    );
+    let steps = run_python(&[&server.addr, "--ca", ca.ca_pem().to_str().unwrap()]);
+    assert_open_script(&steps, machine);
+    assert_lists_services(&steps, "reflection_services");
+
+    // Plaintext HTTP/2 to the TLS port: the handshake fails, so does the call; no ID.
+    let plain = steps.error("plaintext_next_id");
+    assert_eq!(plain["code"], "UNAVAILABLE", "{}: {plain}", steps.client);
     server.stop_cleanly();
 }
