@@ -84,6 +84,36 @@ struct Streaming {
     waker: AtomicWaker,
 }
 
+impl Streaming {
+    /// The state a streamed body shares with its chunks, made at its first poll from its
+    /// `hold`; at most `window` bytes alive in chunks at once.
+    fn start<'a>(
+        slot: &'a mut Option<Arc<Streaming>>,
+        hold: &mut Hold,
+        window: usize,
+    ) -> &'a Arc<Self> {
+        slot.get_or_insert_with(|| {
+            Arc::new(Streaming {
+                hold: std::mem::take(hold),
+                alive: AtomicUsize::new(0),
+                window,
+                waker: AtomicWaker::new(),
+            })
+        })
+    }
+
+    /// `bytes` as a chunk counted alive until hyper drops it.
+    fn chunk(self: &Arc<Self>, bytes: Bytes) -> Chunk {
+        let len = bytes.len();
+        self.alive.fetch_add(len, Ordering::AcqRel);
+        Chunk {
+            bytes,
+            len,
+            held: Held::Streamed(Arc::clone(self)),
+        }
+    }
+}
+
 impl Body {
     /// A body sent as one piece (uncharged if at most [`SMALL_BODY_BYTES`]; see [`Body::charged`]).
     pub fn whole(bytes: impl Into<Bytes>) -> Self {
@@ -201,14 +231,7 @@ impl http_body::Body for Body {
                 if json.is_done() {
                     return Poll::Ready(None);
                 }
-                let s = streaming.get_or_insert_with(|| {
-                    Arc::new(Streaming {
-                        hold: std::mem::take(&mut this.hold),
-                        alive: AtomicUsize::new(0),
-                        window: *window,
-                        waker: AtomicWaker::new(),
-                    })
-                });
+                let s = Streaming::start(streaming, &mut this.hold, *window);
                 let next = json.remaining().min(CHUNK_BYTES);
                 if s.alive.load(Ordering::Acquire) + next > s.window {
                     s.waker.register(cx.waker());
@@ -217,13 +240,7 @@ impl http_body::Body for Body {
                     }
                 }
                 let bytes = json.write_chunk(CHUNK_BYTES);
-                let len = bytes.len();
-                s.alive.fetch_add(len, Ordering::AcqRel);
-                Poll::Ready(Some(Ok(Frame::data(Chunk {
-                    bytes,
-                    len,
-                    held: Held::Streamed(Arc::clone(s)),
-                }))))
+                Poll::Ready(Some(Ok(Frame::data(s.chunk(bytes)))))
             }
             #[cfg(feature = "grpc")]
             Kind::Grpc {
@@ -234,14 +251,7 @@ impl http_body::Body for Body {
                 if *done {
                     return Poll::Ready(None);
                 }
-                let s = streaming.get_or_insert_with(|| {
-                    Arc::new(Streaming {
-                        hold: std::mem::take(&mut this.hold),
-                        alive: AtomicUsize::new(0),
-                        window: STREAM_WINDOW_BYTES,
-                        waker: AtomicWaker::new(),
-                    })
-                });
+                let s = Streaming::start(streaming, &mut this.hold, STREAM_WINDOW_BYTES);
                 if s.alive.load(Ordering::Acquire) >= s.window {
                     s.waker.register(cx.waker());
                     if s.alive.load(Ordering::Acquire) >= s.window {
@@ -300,15 +310,7 @@ fn grpc_frame(
         }
     };
     match frame.into_data() {
-        Ok(bytes) => {
-            let len = bytes.len();
-            s.alive.fetch_add(len, Ordering::AcqRel);
-            Poll::Ready(Some(Ok(Frame::data(Chunk {
-                bytes,
-                len,
-                held: Held::Streamed(Arc::clone(s)),
-            }))))
-        }
+        Ok(bytes) => Poll::Ready(Some(Ok(Frame::data(s.chunk(bytes))))),
         Err(frame) => {
             *done = true;
             Poll::Ready(frame.into_trailers().ok().map(|t| Ok(Frame::trailers(t))))
