@@ -56,6 +56,20 @@ pub struct RestLoad {
     pub leaf: bool,
 }
 
+/// A gRPC run: the shared settings over HTTP/2 connections (one each), one call in flight on
+/// each: `NextId`, `NextIds` with a batch, or `StreamIds` with a batch and `stream`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrpcLoad {
+    /// The shared settings.
+    pub load: Load,
+    /// Ask for each batch as a `StreamIds` call (chunks read as they come) instead of one
+    /// `NextIds` answer.
+    pub stream: bool,
+    /// The target is not vesta but a baseline gRPC server (the bare tonic handler of
+    /// `bare-tonic`): answers are timed and counted, but no layout is asked for.
+    pub baseline: bool,
+}
+
 /// A setting, by its field name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Field {
@@ -73,6 +87,8 @@ pub enum Field {
     Rate,
     /// [`RestLoad::leaf`].
     Leaf,
+    /// [`GrpcLoad::stream`].
+    Stream,
 }
 
 impl Field {
@@ -86,6 +102,7 @@ impl Field {
             Field::Batch => "batch",
             Field::Rate => "rate",
             Field::Leaf => "leaf",
+            Field::Stream => "stream",
         }
     }
 }
@@ -240,6 +257,20 @@ impl RestLoad {
     }
 }
 
+impl GrpcLoad {
+    /// Checks every setting; the error names the field and its allowed range.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        self.load.validate()?;
+        if self.stream && self.load.batch.is_none() {
+            return Err(BenchError::Invalid {
+                field: Field::Stream,
+                message: "a stream of IDs needs a count: give a batch".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,6 +351,21 @@ mod tests {
         assert_eq!(rest.path(), "/api/segment/get/orders");
         rest.leaf = false;
         assert_eq!(rest.path(), "/segment/orders");
+    }
+
+    #[test]
+    fn a_grpc_stream_needs_a_count() {
+        let mut grpc = GrpcLoad {
+            load: load(),
+            stream: true,
+            baseline: false,
+        };
+        assert_eq!(
+            grpc.validate().unwrap_err().to_string(),
+            "stream: a stream of IDs needs a count: give a batch"
+        );
+        grpc.load.batch = Some(100_000);
+        assert!(grpc.validate().is_ok());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{BenchError, Load};
 use crate::report::{Protocol, Report, Target};
-use crate::schedule::Schedule;
+use crate::schedule::{Schedule, sleep_until};
 use crate::tally::Tally;
 
 /// How long answers still in flight are waited for after the duration ends.
@@ -70,6 +70,28 @@ pub(crate) struct Ctx<'a> {
     pub schedule: Option<Schedule>,
     /// The shared counters.
     pub live: &'a Live,
+}
+
+impl Ctx<'_> {
+    /// When the next request of a connection with one request in flight is intended: on
+    /// `schedule` (sleeping until it is due) or now; `None` once the run is over or stopped.
+    pub(crate) fn next_send(&self, schedule: &mut Option<Schedule>) -> Option<Instant> {
+        if self.live.stopped() {
+            return None;
+        }
+        match schedule {
+            Some(s) => {
+                let due = s.due();
+                if due >= self.deadline {
+                    return None;
+                }
+                sleep_until(due);
+                s.advance();
+                Some(due)
+            }
+            None => Some(Instant::now()).filter(|now| *now < self.deadline),
+        }
+    }
 }
 
 /// One connected connection, ready to run.

@@ -2,15 +2,16 @@
 //!
 //! ## How it measures
 //!
-//! - [`tcp`] and [`rest`] are the load engines behind `vesta bench tcp` and `vesta bench rest`.
-//!   Both measure the same way: C connections for a fixed duration, either **closed loop** (each
+//! - [`tcp`], [`rest`] and [`grpc`] are the load engines behind `vesta bench tcp|rest|grpc`.
+//!   All measure the same way: C connections for a fixed duration, either **closed loop** (each
 //!   connection sends as fast as answers come back: what the server can do) or **open loop** at
 //!   a fixed total rate, where request `i` is due at `start + i / rate` and its latency counts
 //!   from that *intended* time, so a late sender, a full pipeline or a stalled server shows up
 //!   in every request it delayed (no coordinated omission). Latencies go to HDR histograms; the
 //!   IDs received are counted per server time unit, and the server's layout (read from the
 //!   server itself) gives the cap the run is reported against ([`Report`]).
-//! - [`baseline`] is the bare hyper server that `/genid` is compared with (binary `bare-hyper`).
+//! - [`baseline`] is the bare hyper server that `/genid` is compared with (binary `bare-hyper`),
+//!   and the bare tonic handler that gRPC's `NextId` is compared with (binary `bare-tonic`).
 //! - `benches/` holds the criterion benchmarks of the generator against the snowflake peers and
 //!   the saturation run; `scripts/` the reproducible benchmark runs (docs/BENCHMARKS.md).
 //!
@@ -23,12 +24,13 @@
 pub mod baseline;
 mod config;
 mod engine;
+pub mod grpc;
 pub mod report;
 pub mod rest;
 mod schedule;
 mod tally;
 pub mod tcp;
 
-pub use config::{BenchError, Field, Load, RestLoad, TcpLoad};
+pub use config::{BenchError, Field, GrpcLoad, Load, RestLoad, TcpLoad};
 pub use engine::Progress;
 pub use report::{Protocol, Report, Target};

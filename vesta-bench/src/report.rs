@@ -25,6 +25,11 @@ pub enum Protocol {
         /// The target was a baseline server, not vesta.
         baseline: bool,
     },
+    /// gRPC over HTTP/2, one call in flight per connection.
+    Grpc {
+        /// The target was a baseline server, not vesta.
+        baseline: bool,
+    },
 }
 
 /// A server as it described itself before the run (TCP `INFO`, REST `/healthz`).
@@ -39,6 +44,18 @@ pub struct Target {
     pub layout: Option<Layout>,
     /// Its lease state (`static`, `held`, ...); `None` for a baseline server.
     pub lease: Option<String>,
+}
+
+impl Target {
+    /// A server known only by its address: a baseline, which is not asked what it is.
+    pub(crate) fn unknown(address: &str) -> Self {
+        Target {
+            address: address.to_owned(),
+            machine: None,
+            layout: None,
+            lease: None,
+        }
+    }
 }
 
 /// One server time unit: a machine ID's unit of one layout.
@@ -222,6 +239,8 @@ impl Report {
             (Protocol::Tcp { .. }, None) => "NEXT_ID".to_owned(),
             (Protocol::Rest { .. }, Some(b)) => format!("GET /genids?count={b}"),
             (Protocol::Rest { .. }, None) => "GET /genid".to_owned(),
+            (Protocol::Grpc { .. }, Some(b)) => format!("vesta.v1.Vesta/NextIds count={b}"),
+            (Protocol::Grpc { .. }, None) => "vesta.v1.Vesta/NextId".to_owned(),
         }
     }
 }
@@ -260,6 +279,10 @@ impl fmt::Display for Report {
             }
             Protocol::Rest { .. } => format!(
                 "rest, {} connections (HTTP/1.1 keep-alive, 1 request in flight each)",
+                l.connections
+            ),
+            Protocol::Grpc { .. } => format!(
+                "grpc, {} connections (HTTP/2, 1 call in flight each)",
                 l.connections
             ),
         };

@@ -22,7 +22,6 @@ use vesta_core::{IdType, Layout, Preset};
 use crate::config::{BenchError, RestLoad};
 use crate::engine::{self, Ctx, Progress, Worker};
 use crate::report::{Protocol, Report, Target};
-use crate::schedule::sleep_until;
 use crate::tally::Tally;
 
 use self::conn::HttpConn;
@@ -80,32 +79,11 @@ fn describe(
     expect: Option<Option<u32>>,
     segment: bool,
 ) -> Result<Target, String> {
+    let target = match expect {
+        Some(_) => identify(address, segment)?,
+        None => Target::unknown(address),
+    };
     let mut conn = HttpConn::connect(address)?;
-    let refused = |path: &str, status: StatusCode, body: &[u8]| {
-        format!(
-            "GET {path} answered {status}: {}",
-            answer::error_sentence(body)
-        )
-    };
-    let mut target = Target {
-        address: address.to_owned(),
-        machine: None,
-        layout: None,
-        lease: None,
-    };
-    if expect.is_some() {
-        let (status, body) = conn.get("/healthz")?;
-        if status != StatusCode::OK {
-            return Err(refused("/healthz", status, &body));
-        }
-        let health = answer::health(&body)?;
-        if segment && !health.segments {
-            return Err("the server has no segment mode (no [segment] db in its config)".into());
-        }
-        target.machine = Some(health.machine);
-        target.layout = health_layout(&health)?;
-        target.lease = Some(health.lease);
-    }
     let (status, body) = conn.get(path)?;
     if status != StatusCode::OK {
         return Err(refused(path, status, &body));
@@ -114,6 +92,35 @@ fn describe(
         answer::ids(&body, batch, |_| {}).map_err(|e| format!("GET {path}: {e}"))?;
     }
     Ok(target)
+}
+
+/// Asks the vesta server at `address` what it is (`/healthz`): its machine, layout and lease;
+/// with `segment`, an error unless it serves segment numbers. The gRPC engine asks the same
+/// port.
+pub(crate) fn identify(address: &str, segment: bool) -> Result<Target, String> {
+    let mut conn = HttpConn::connect(address)?;
+    let (status, body) = conn.get("/healthz")?;
+    if status != StatusCode::OK {
+        return Err(refused("/healthz", status, &body));
+    }
+    let health = answer::health(&body)?;
+    if segment && !health.segments {
+        return Err("the server has no segment mode (no [segment] db in its config)".into());
+    }
+    Ok(Target {
+        address: address.to_owned(),
+        machine: Some(health.machine),
+        layout: health_layout(&health)?,
+        lease: Some(health.lease),
+    })
+}
+
+/// A refusal of `GET path` in one line, with the server's own sentence.
+fn refused(path: &str, status: StatusCode, body: &[u8]) -> String {
+    format!(
+        "GET {path} answered {status}: {}",
+        answer::error_sentence(body)
+    )
 }
 
 /// The layout `/healthz` names: a preset (Vesta's by its type), or `None` for a custom
@@ -145,28 +152,7 @@ impl Worker for RestWorker {
     fn run(mut self, ctx: &Ctx<'_>) -> Result<Tally, String> {
         let mut tally = Tally::new(ctx.schedule.is_some());
         let mut schedule = ctx.schedule;
-        loop {
-            if ctx.live.stopped() {
-                return Ok(tally);
-            }
-            let intended = match &mut schedule {
-                Some(s) => {
-                    let due = s.due();
-                    if due >= ctx.deadline {
-                        return Ok(tally);
-                    }
-                    sleep_until(due);
-                    s.advance();
-                    due
-                }
-                None => {
-                    let now = Instant::now();
-                    if now >= ctx.deadline {
-                        return Ok(tally);
-                    }
-                    now
-                }
-            };
+        while let Some(intended) = ctx.next_send(&mut schedule) {
             let written = Instant::now();
             let (status, body) = self.conn.get(&self.path)?;
             tally.answer(intended, written, Instant::now());
@@ -187,6 +173,7 @@ impl Worker for RestWorker {
                 ctx.live.add(1, 0, 1);
             }
         }
+        Ok(tally)
     }
 }
 

@@ -6,5 +6,6 @@
 
 mod common;
 
+mod grpc;
 mod rest;
 mod tcp;

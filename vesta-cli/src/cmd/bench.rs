@@ -1,4 +1,4 @@
-//! `vesta bench tcp|rest`: load tools for the two servers. The engines live in `vesta-bench`;
+//! `vesta bench tcp|rest|grpc`: load tools for the servers. The engines live in `vesta-bench`;
 //! this module shares what both commands add: the duration and server-list flags, the progress
 //! display, the report on stdout, and the mapping of the engine's setting names to our flags.
 
@@ -18,6 +18,8 @@ pub enum Args {
     Tcp(super::bench_tcp::Args),
     /// Load-test REST servers the same way over HTTP/1.1 keep-alive connections.
     Rest(super::bench_rest::Args),
+    /// Load-test the gRPC service of REST servers (on their port) the same way, over HTTP/2
+    Grpc(super::bench_grpc::Args),
 }
 
 /// Runs the command.
@@ -25,6 +27,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args {
         Args::Tcp(a) => super::bench_tcp::run(a),
         Args::Rest(a) => super::bench_rest::run(a),
+        Args::Grpc(a) => super::bench_grpc::run(a),
     }
 }
 
@@ -63,6 +66,7 @@ pub fn flag(field: Field) -> &'static str {
         Field::Batch => "--batch",
         Field::Rate => "--rate",
         Field::Leaf => "--leaf",
+        Field::Stream => "--stream",
     }
 }
 

@@ -33,6 +33,7 @@ pub const HOLD_WAIT: Duration = Duration::from_secs(10);
 /// take turns (at most 10 s each), and a run after a clean one continues at once. Across hosts
 /// use a leasing source (--zk, --etcd, --machine-db) or --server.
 #[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("remote").args(["server", "grpc"])))]
 pub struct Args {
     /// How many IDs
     #[arg(
@@ -83,9 +84,9 @@ pub struct Args {
     /// With --grpc: the server's bearer token, read from this file (its first line)
     #[arg(long, value_name = "FILE", requires = "grpc")]
     token_file: Option<std::path::PathBuf>,
-    /// With --server: speak TLS, trusting the CA certificate(s) in this PEM file (each
-    /// server's certificate must name its host)
-    #[arg(long, value_name = "FILE", requires = "server")]
+    /// With --server, or --grpc https://...: speak TLS, trusting the CA certificate(s) in this
+    /// PEM file (each server's certificate must name its host)
+    #[arg(long, value_name = "FILE", requires = "remote")]
     tls_ca: Option<std::path::PathBuf>,
     /// How each ID is written: decimal, base32 (13 characters, sorts), base62 (11, sorts) or
     /// hex (0x and 16 digits, sorts)
@@ -111,7 +112,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ),
             None => None,
         };
-        return super::gen_grpc::run(url, token.as_deref(), args.count, args.format);
+        return super::gen_grpc::run(
+            url,
+            token.as_deref(),
+            args.tls_ca.as_deref(),
+            args.count,
+            args.format,
+        );
     }
     #[cfg(not(feature = "client"))]
     if args.grpc.is_some() {

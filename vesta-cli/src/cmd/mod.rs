@@ -6,6 +6,8 @@ pub mod absent;
 #[cfg(feature = "bench")]
 pub mod bench;
 #[cfg(feature = "bench")]
+pub mod bench_grpc;
+#[cfg(feature = "bench")]
 pub mod bench_rest;
 #[cfg(feature = "bench")]
 pub mod bench_tcp;

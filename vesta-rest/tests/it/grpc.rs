@@ -439,22 +439,12 @@ async fn a_stream_nobody_reads_stops_issuing_and_others_are_served() {
     let server = spawn(system_issuer(), rest()).await;
     // A client that grants no window at all: the server can send it no message.
     let hog = H2Conn::connect(server.addr, Some(0)).await;
-    let count = pb::StreamIdsRequest {
-        count: 1_000_000_000,
-    }
-    .encode_to_vec();
-    let mut framed = vec![0];
-    framed.extend_from_slice(&u32::try_from(count.len()).unwrap().to_be_bytes());
-    framed.extend_from_slice(&count);
-    let req = hyper::Request::post(format!("http://{}/vesta.v1.Vesta/StreamIds", server.addr))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
+    let resp = hog
+        .grpc_start("/vesta.v1.Vesta/StreamIds", &a_billion_ids(), &[])
+        .await
+        .expect("a stream opens")
+        .await
         .unwrap();
-    let mut send = hog.send.clone().ready().await.unwrap();
-    let (resp, mut body) = send.send_request(req, false).unwrap();
-    body.send_data(framed.into(), true).unwrap();
-    let resp = resp.await.unwrap();
     assert_eq!(resp.status(), 200);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let metrics = server.client().get("/metrics").await.body;
@@ -471,6 +461,79 @@ async fn a_stream_nobody_reads_stops_issuing_and_others_are_served() {
     c.next_id(pb::NextIdRequest {}).await.unwrap();
     server.client().get("/genid").await.id();
     drop(resp);
+    server.stop().await;
+}
+
+/// A `StreamIds` request for the most IDs a stream may ask for, encoded.
+fn a_billion_ids() -> Vec<u8> {
+    pb::StreamIdsRequest {
+        count: 1_000_000_000,
+    }
+    .encode_to_vec()
+}
+
+#[tokio::test]
+async fn many_streams_nobody_reads_are_bounded_per_stream_and_others_are_served() {
+    const STREAMS: u64 = 8;
+    const HOGS: u64 = 3;
+    let mut limits = rest();
+    limits.max_streams_per_connection = STREAMS;
+    let server = spawn(system_issuer(), limits).await;
+    // Each hog grants no window and opens as many billion-ID streams as it may, and more.
+    let mut hogs = Vec::new();
+    let mut answers = Vec::new();
+    for _ in 0..HOGS {
+        let hog = H2Conn::connect(server.addr, Some(0)).await;
+        for _ in 0..STREAMS {
+            let resp = hog
+                .grpc_start("/vesta.v1.Vesta/StreamIds", &a_billion_ids(), &[])
+                .await
+                .expect("a stream within the limit opens");
+            answers.push(resp.await.unwrap());
+        }
+        // One more is held back by the server's SETTINGS_MAX_CONCURRENT_STREAMS: the client
+        // may queue it, but it never reaches the server while the others stay open.
+        let over = tokio::time::timeout(
+            Duration::from_millis(300),
+            hog.grpc_start("/vesta.v1.Vesta/StreamIds", &a_billion_ids(), &[]),
+        )
+        .await;
+        if let Ok(Some(resp)) = over {
+            assert!(
+                tokio::time::timeout(Duration::from_millis(300), resp)
+                    .await
+                    .is_err(),
+                "a stream over max_streams_per_connection was answered"
+            );
+        }
+        hogs.push(hog);
+    }
+    assert!(answers.iter().all(|r| r.status() == 200));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let metrics = server.client().get("/metrics").await.body;
+    let issued = sample(&metrics, "vesta_ids_issued_total");
+    // Per stream at most what one unread stream may hold (under 5 chunks of 2,048 IDs: see
+    // the test above), so at most that times max_streams_per_connection per connection.
+    assert!(
+        issued <= (HOGS * STREAMS * 5 * 2048) as f64,
+        "issued {issued} IDs for {} streams nobody reads",
+        HOGS * STREAMS
+    );
+    // Others are served meanwhile, over gRPC and REST, a batch and a stream read whole.
+    let mut c = client(server.addr).await;
+    c.next_id(pb::NextIdRequest {}).await.unwrap();
+    let mut read = c
+        .stream_ids(pb::StreamIdsRequest { count: 10_000 })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut got = 0;
+    while let Some(chunk) = read.message().await.unwrap() {
+        got += chunk.ids.len();
+    }
+    assert_eq!(got, 10_000);
+    server.client().get("/genid").await.id();
+    drop((answers, hogs));
     server.stop().await;
 }
 

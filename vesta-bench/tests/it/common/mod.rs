@@ -99,6 +99,17 @@ pub async fn baseline_server() -> Running<u64> {
     Running { addr, stop, task }
 }
 
+/// The bare tonic baseline; `stop` returns how many numbers it handed out.
+pub async fn grpc_baseline_server() -> Running<u64> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(vesta_bench::baseline::grpc::serve(listener, async move {
+        let _ = rx.await;
+    }));
+    Running { addr, stop, task }
+}
+
 /// Runs a blocking load engine off the runtime's workers.
 pub async fn bench<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.unwrap()
@@ -121,7 +132,11 @@ pub fn counts_add_up(r: &Report) {
         "duplicates: {:?}",
         r.overfull_units()
     );
-    if r.load.batch.is_none() && r.protocol != (Protocol::Rest { baseline: true }) {
+    let baseline = matches!(
+        r.protocol,
+        Protocol::Rest { baseline: true } | Protocol::Grpc { baseline: true }
+    );
+    if r.load.batch.is_none() && !baseline {
         assert_eq!(r.requests, r.ids + r.errors);
     }
 }

@@ -319,16 +319,16 @@ impl H2Conn {
         send.send_request(req, true).ok().map(|(resp, _)| resp)
     }
 
-    /// A gRPC call by hand (no client library, so no client-side timer races the server's):
-    /// `POST path` with one message `body` (`prost`-encoded, framed here) and `headers` such
-    /// as `grpc-timeout`; returns the messages' bytes received and the `grpc-status` (from the
-    /// headers of a trailers-only answer, else from the trailers).
-    pub async fn grpc_call(
+    /// Starts a gRPC call by hand (no client library, so no client-side timer races the
+    /// server's and no window is granted but the connection's): `POST path` with one message
+    /// `body` (`prost`-encoded, framed here) and `headers` such as `grpc-timeout`; `None` once
+    /// the connection can open no more streams.
+    pub async fn grpc_start(
         &self,
         path: &str,
         body: &[u8],
         headers: &[(&str, &str)],
-    ) -> (usize, String) {
+    ) -> Option<h2::client::ResponseFuture> {
         let mut req = Request::post(format!("http://{}{path}", self.addr))
             .header("content-type", "application/grpc")
             .header("te", "trailers");
@@ -338,9 +338,25 @@ impl H2Conn {
         let mut framed = vec![0];
         framed.extend_from_slice(&u32::try_from(body.len()).unwrap().to_be_bytes());
         framed.extend_from_slice(body);
-        let mut send = self.send.clone().ready().await.unwrap();
-        let (resp, mut stream) = send.send_request(req.body(()).unwrap(), false).unwrap();
-        stream.send_data(Bytes::from(framed), true).unwrap();
+        let mut send = self.send.clone().ready().await.ok()?;
+        let (resp, mut stream) = send.send_request(req.body(()).unwrap(), false).ok()?;
+        stream.send_data(Bytes::from(framed), true).ok()?;
+        Some(resp)
+    }
+
+    /// A whole gRPC call by hand ([`H2Conn::grpc_start`]); returns the messages' bytes
+    /// received and the `grpc-status` (from the headers of a trailers-only answer, else from
+    /// the trailers).
+    pub async fn grpc_call(
+        &self,
+        path: &str,
+        body: &[u8],
+        headers: &[(&str, &str)],
+    ) -> (usize, String) {
+        let resp = self
+            .grpc_start(path, body, headers)
+            .await
+            .expect("a stream opens");
         let resp = resp.await.unwrap();
         assert_eq!(resp.status(), 200);
         if let Some(code) = resp.headers().get("grpc-status") {

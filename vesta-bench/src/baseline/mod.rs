@@ -2,6 +2,9 @@
 //! runtime and `TCP_NODELAY` as vesta-rest, whose only handler answers every request with an
 //! incrementing counter as text. `/genid` is measured against it in the same run
 //! (`vesta bench rest --baseline`, docs/bench/rest.md), so what vesta-rest adds to hyper shows.
+//! [`grpc`] is the same for gRPC: the bare tonic handler the gRPC service is measured against.
+
+pub mod grpc;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -10,6 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
+use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::service::service_fn;
 use hyper::{Request, Response};
@@ -33,27 +37,50 @@ pub async fn serve(
             .timer(TokioTimer::new())
             .header_read_timeout(limit);
     }
+    let answered = Arc::clone(&counter);
+    let service = service_fn(move |_req: Request<Incoming>| {
+        let n = answered.fetch_add(1, Ordering::Relaxed);
+        let mut buf = itoa::Buffer::new();
+        let mut r = Response::new(Full::new(Bytes::copy_from_slice(buf.format(n).as_bytes())));
+        r.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        async move { Ok::<_, Infallible>(r) }
+    });
+    accept(listener, builder, service, shutdown).await;
+    counter.load(Ordering::Relaxed)
+}
+
+/// Accepts connections on `listener` (`TCP_NODELAY`, as vesta-rest) and serves each with
+/// `builder` and a clone of `service`, until `shutdown` completes.
+async fn accept<S, B>(
+    listener: TcpListener,
+    builder: auto::Builder<TokioExecutor>,
+    service: S,
+    shutdown: impl Future<Output = ()>,
+) where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let builder = Arc::new(builder);
-    let accept = async {
+    let accepting = async {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
             let _ = stream.set_nodelay(true);
-            let counter = Arc::clone(&counter);
             let builder = Arc::clone(&builder);
+            let service = service.clone();
             tokio::spawn(async move {
-                let service = service_fn(move |_req: Request<hyper::body::Incoming>| {
-                    let n = counter.fetch_add(1, Ordering::Relaxed);
-                    let mut buf = itoa::Buffer::new();
-                    let mut r =
-                        Response::new(Full::new(Bytes::copy_from_slice(buf.format(n).as_bytes())));
-                    r.headers_mut().insert(
-                        CONTENT_TYPE,
-                        HeaderValue::from_static("text/plain; charset=utf-8"),
-                    );
-                    async move { Ok::<_, Infallible>(r) }
-                });
                 let _ = builder
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
@@ -61,8 +88,7 @@ pub async fn serve(
         }
     };
     tokio::select! {
-        () = accept => {}
+        () = accepting => {}
         () = shutdown => {}
     }
-    counter.load(Ordering::Relaxed)
 }
