@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use vesta_core::Layout;
+
 use crate::config::{BenchError, Load};
 use crate::report::{Protocol, Report, Target};
 use crate::schedule::{Schedule, sleep_until};
@@ -132,6 +134,31 @@ impl Outcome {
             request: None,
         }
     }
+}
+
+/// Asks every server of `load` what it is with `describe`; the first that cannot say fails
+/// the run, named.
+pub(crate) fn describe_targets(
+    load: &Load,
+    describe: impl Fn(&str) -> Result<Target, String>,
+) -> Result<Vec<Target>, BenchError> {
+    load.targets
+        .iter()
+        .map(|address| {
+            describe(address).map_err(|message| BenchError::Target {
+                target: address.clone(),
+                message,
+            })
+        })
+        .collect()
+}
+
+/// The layout the server at `address` gave, if any.
+pub(crate) fn layout_of(targets: &[Target], address: &str) -> Option<Layout> {
+    targets
+        .iter()
+        .find(|t| t.address == address)
+        .and_then(|t| t.layout.clone())
 }
 
 /// Connects `load.connections` workers with `connect(conn, target)`, runs them and merges their

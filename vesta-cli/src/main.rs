@@ -68,6 +68,13 @@ enum Command {
     /// Leaf-style segment numbers (not in this build: needs the `segment` feature).
     #[cfg(not(feature = "segment"))]
     Segment(cmd::absent::Absent),
+    /// Per-key sequences (WeChat seqsvr's model): a number per key that only goes up.
+    #[cfg(feature = "segment")]
+    #[command(subcommand)]
+    Seq(cmd::seq::Args),
+    /// Per-key sequences (not in this build: needs the `segment` feature).
+    #[cfg(not(feature = "segment"))]
+    Seq(cmd::absent::Absent),
     /// Load-test a running server.
     #[cfg(feature = "bench")]
     #[command(subcommand)]
@@ -115,6 +122,10 @@ fn main() -> ExitCode {
         Command::Segment(args) => cmd::segment::run(args),
         #[cfg(not(feature = "segment"))]
         Command::Segment(_) => Err(cmd::absent::refused("vesta segment", "segment")),
+        #[cfg(feature = "segment")]
+        Command::Seq(args) => cmd::seq::run(args),
+        #[cfg(not(feature = "segment"))]
+        Command::Seq(_) => Err(cmd::absent::refused("vesta seq", "segment")),
         #[cfg(feature = "bench")]
         Command::Bench(args) => cmd::bench::run(args),
         #[cfg(not(feature = "bench"))]

@@ -153,7 +153,12 @@ impl SegmentSection {
     }
 }
 
-fn check(key: &'static str, value: u64, (min, max): (u64, u64)) -> Result<(), ConfigError> {
+/// `value` of the setting `key` within `min..=max`, or the error naming both.
+pub(crate) fn check(
+    key: &'static str,
+    value: u64,
+    (min, max): (u64, u64),
+) -> Result<(), ConfigError> {
     if (min..=max).contains(&value) {
         Ok(())
     } else {

@@ -33,23 +33,13 @@ pub fn run(
         (Some(n), false) => Call::Batch(u64::from(n)),
         (Some(n), true) => Call::Stream(u64::from(n)),
     };
-    let mut targets = Vec::with_capacity(config.load.targets.len());
-    for address in &config.load.targets {
-        let target =
-            describe(address, call, config.baseline).map_err(|message| BenchError::Target {
-                target: address.clone(),
-                message,
-            })?;
-        targets.push(target);
-    }
+    let targets = engine::describe_targets(&config.load, |address| {
+        describe(address, call, config.baseline)
+    })?;
     let outcome = engine::drive(&config.load, tick, progress, |_, target| {
-        let layout = targets
-            .iter()
-            .find(|t| t.address == target)
-            .and_then(|t| t.layout.clone());
         Ok(GrpcWorker {
             conn: GrpcConn::connect(target)?,
-            layout,
+            layout: engine::layout_of(&targets, target),
             call,
             baseline: config.baseline,
         })

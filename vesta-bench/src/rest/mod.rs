@@ -37,23 +37,13 @@ pub fn run(
     // IDs per 200 answer as the run reads them; `None` for a baseline, whose bodies are not IDs.
     let expect = (!config.baseline).then_some(config.load.batch);
     let segment = config.segment.is_some();
-    let mut targets = Vec::with_capacity(config.load.targets.len());
-    for address in &config.load.targets {
-        let target =
-            describe(address, &path, expect, segment).map_err(|message| BenchError::Target {
-                target: address.clone(),
-                message,
-            })?;
-        targets.push(target);
-    }
+    let targets = engine::describe_targets(&config.load, |address| {
+        describe(address, &path, expect, segment)
+    })?;
     let outcome = engine::drive(&config.load, tick, progress, |_, target| {
-        let layout = targets
-            .iter()
-            .find(|t| t.address == target)
-            .and_then(|t| t.layout.clone());
         Ok(RestWorker {
             conn: HttpConn::connect(target)?,
-            layout,
+            layout: engine::layout_of(&targets, target),
             path: path.clone(),
             expect,
             segment,

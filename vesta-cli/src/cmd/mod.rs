@@ -26,6 +26,8 @@ pub mod machine_store;
 pub mod make;
 #[cfg(feature = "segment")]
 pub mod segment;
+#[cfg(feature = "segment")]
+pub mod seq;
 #[cfg(feature = "serve")]
 pub mod serve;
 #[cfg(feature = "serve")]

@@ -34,6 +34,9 @@ macro_rules! on_pool {
     };
 }
 
+// After `on_pool!`, which it uses.
+pub(crate) mod seq;
+
 /// How the step of a fetch is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StepRequest {
@@ -114,6 +117,8 @@ pub struct Database {
     pool: AnyPool,
     url: DbUrl,
     timeout: Duration,
+    /// The setting `timeout` comes from, named when a round trip runs out of it.
+    timeout_key: &'static str,
     /// Opened here (closed by [`Database::close`]), not handed in by the application.
     owned: bool,
 }
@@ -129,7 +134,7 @@ impl Database {
     /// [`Database::connect_or_create`] creates one). Every round trip, the first connection
     /// included, is bounded by `timeout`.
     pub async fn connect(url: &DbUrl, timeout: Duration) -> Result<Database, SegmentError> {
-        Self::open(url, timeout, false).await
+        Self::open(url, timeout, false, FETCH_TIMEOUT_KEY).await
     }
 
     /// On a pool the application already has; every round trip is bounded by `timeout`.
@@ -138,6 +143,7 @@ impl Database {
             url: DbUrl::of_pool(pool.kind()),
             pool,
             timeout,
+            timeout_key: FETCH_TIMEOUT_KEY,
             owned: false,
         }
     }
@@ -147,10 +153,16 @@ impl Database {
         url: &DbUrl,
         timeout: Duration,
     ) -> Result<Database, SegmentError> {
-        Self::open(url, timeout, true).await
+        Self::open(url, timeout, true, FETCH_TIMEOUT_KEY).await
     }
 
-    async fn open(url: &DbUrl, timeout: Duration, create: bool) -> Result<Database, SegmentError> {
+    /// Opens a pool on `url`; `key` is the setting `timeout` comes from, for errors.
+    pub(crate) async fn open(
+        url: &DbUrl,
+        timeout: Duration,
+        create: bool,
+        key: &'static str,
+    ) -> Result<Database, SegmentError> {
         let settings = PoolSettings {
             timeout,
             max_connections: MAX_CONNECTIONS,
@@ -176,7 +188,7 @@ impl Database {
             Err(OpenError::Timeout) => {
                 return Err(SegmentError::Unreachable {
                     db: url.to_string(),
-                    cause: no_answer(timeout),
+                    cause: no_answer(timeout, key),
                 });
             }
         };
@@ -184,8 +196,16 @@ impl Database {
             pool,
             url: url.clone(),
             timeout,
+            timeout_key: key,
             owned: true,
         })
+    }
+
+    /// Names `key` as the setting the timeout comes from in errors (the default is
+    /// `segment.fetch_timeout_ms`; per-key sequences name theirs).
+    pub fn timeout_from(mut self, key: &'static str) -> Self {
+        self.timeout_key = key;
+        self
     }
 
     /// The URL (its `Display` hides the password).
@@ -216,7 +236,7 @@ impl Database {
             Err(_) => Err(SegmentError::Database {
                 db: self.url.to_string(),
                 action: action(),
-                cause: no_answer(self.timeout),
+                cause: no_answer(self.timeout, self.timeout_key),
             }),
         }
     }
@@ -472,7 +492,10 @@ impl Database {
             Ok(Ok(result)) => result,
             Ok(Err(e)) if is_missing_table(&e) => Err(FetchError::MissingTable),
             Ok(Err(e)) => Err(FetchError::Unavailable(driver_message(&e))),
-            Err(_) => Err(FetchError::Unavailable(no_answer(self.timeout))),
+            Err(_) => Err(FetchError::Unavailable(no_answer(
+                self.timeout,
+                self.timeout_key,
+            ))),
         }
     }
 
@@ -572,12 +595,12 @@ fn driver_message(e: &sqlx::Error) -> String {
     text.replace('\n', " ")
 }
 
-fn no_answer(timeout: Duration) -> String {
-    format!(
-        "no answer within {} ms (segment.fetch_timeout_ms)",
-        timeout.as_millis()
-    )
+fn no_answer(timeout: Duration, key: &str) -> String {
+    format!("no answer within {} ms ({key})", timeout.as_millis())
 }
+
+/// The setting a segment store's round trips are bounded by.
+const FETCH_TIMEOUT_KEY: &str = "segment.fetch_timeout_ms";
 
 /// Nothing usable answered: I/O errors (refused, reset, unreachable host), TLS or protocol
 /// breakage, a pool that could not connect. A server's own refusal (`Database`) is not.

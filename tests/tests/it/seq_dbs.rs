@@ -1,0 +1,276 @@
+//! Per-key sequences against real databases — an SQLite file, a PostgreSQL server and a
+//! MariaDB server, each started by the test — with real `vesta seq` processes, every number
+//! they print checked (not sampled):
+//!
+//! - per key strictly increasing across clean restarts and a SIGKILL (which may land during a
+//!   raise), for numeric edge keys (0, a section's last key, `u64::MAX`) and a non-ASCII
+//!   string key;
+//! - two processes on one key at once (an operator's mistake): no number in both, and the one
+//!   whose section the other raised stops with an error naming it, never following it;
+//! - the database stopped mid-run: the process stops with a one-line error within the store
+//!   timeout, and after a restart the numbers go on above everything printed.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use vesta_tests::bin::{vesta_cmd, vesta_ok};
+
+/// A config with a small step, so a run makes many raises, and a short store timeout.
+fn config(dir: &Path) -> String {
+    let path = dir.join("seq.toml");
+    fs::write(&path, "[seq]\nstep = 1000\nstore_timeout_ms = 1000\n").unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// `vesta seq next KEY -n N` to completion: its numbers.
+fn next(url: &str, cfg: &str, key: &str, n: u64) -> Vec<u64> {
+    let out = vesta_ok(&[
+        "seq",
+        "next",
+        key,
+        "-n",
+        &n.to_string(),
+        "--db",
+        url,
+        "--config",
+        cfg,
+    ]);
+    numbers(out.as_bytes())
+}
+
+/// A long `vesta seq next` printing to `out`.
+fn spawn_next(url: &str, cfg: &str, key: &str, out: &Path) -> Child {
+    vesta_cmd([
+        "seq",
+        "next",
+        key,
+        "-n",
+        "1000000000",
+        "--db",
+        url,
+        "--config",
+        cfg,
+    ])
+    .stdin(Stdio::null())
+    .stdout(fs::File::create(out).unwrap())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawning vesta seq next")
+}
+
+/// The complete lines of an output (a SIGKILL may cut the last one).
+fn numbers(text: &[u8]) -> Vec<u64> {
+    let complete = match text.iter().rposition(|&b| b == b'\n') {
+        Some(i) => &text[..=i],
+        None => &[][..],
+    };
+    std::str::from_utf8(complete)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap_or_else(|_| panic!("not a number: {l:?}")))
+        .collect()
+}
+
+/// Waits until `path` holds at least `bytes` (at most 30 s).
+fn wait_output(path: &Path, bytes: u64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fs::metadata(path).map_or(0, |m| m.len()) < bytes {
+        assert!(Instant::now() < deadline, "no output from vesta seq next");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Every run's numbers for one key, in order: each must be above all before it.
+fn assert_increasing(key: &str, runs: &[&[u64]]) {
+    let mut last: Option<u64> = None;
+    for (i, run) in runs.iter().enumerate() {
+        for &n in *run {
+            if let Some(l) = last {
+                assert!(
+                    n > l,
+                    "key {key}, run {i}: {n} after {l}: not strictly increasing"
+                );
+            }
+            last = Some(n);
+        }
+    }
+}
+
+/// Restarts and a SIGKILL: every key's numbers increase across every process.
+fn restarts_and_a_kill_never_go_back(url: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    for key in ["0", "99999", "18446744073709551615", "会话:Zürich"] {
+        let first = next(url, &cfg, key, 3000);
+        let second = next(url, &cfg, key, 10);
+        let out = dir.path().join("killed");
+        let mut killed = spawn_next(url, &cfg, key, &out);
+        wait_output(&out, 200_000);
+        killed.kill().unwrap();
+        killed.wait().unwrap();
+        let third = numbers(&fs::read(&out).unwrap());
+        assert!(
+            third.len() > 10_000,
+            "{} numbers before the kill",
+            third.len()
+        );
+        let fourth = next(url, &cfg, key, 10);
+        assert_increasing(key, &[&first, &second, &third, &fourth]);
+    }
+}
+
+/// Waits for `child` to exit (at most 30 s); its status and its stderr.
+fn finish(child: &mut Child) -> (bool, String) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "vesta seq next did not stop");
+        thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    (status.success(), err)
+}
+
+/// Two processes on one key (an operator's mistake): no number printed by both, and the
+/// first to find the row moved by the other stops, naming it, instead of following it.
+fn two_processes_are_never_followed(url: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let (out_a, out_b) = (dir.path().join("a"), dir.path().join("b"));
+    let mut a = spawn_next(url, &cfg, "7", &out_a);
+    wait_output(&out_a, 100_000);
+    let mut b = vesta_cmd([
+        "seq", "next", "7", "-n", "5000", "--db", url, "--config", &cfg,
+    ])
+    .stdin(Stdio::null())
+    .stdout(fs::File::create(&out_b).unwrap())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // Each needs a raise every 1,000 numbers: one of them soon finds the row the other moved.
+    let (b_ok, b_err) = finish(&mut b);
+    let (a_ok, a_err) = if b_ok {
+        finish(&mut a)
+    } else {
+        a.kill().unwrap();
+        a.wait().unwrap();
+        (false, String::new())
+    };
+    assert!(!a_ok, "the endless run ended well");
+    let fenced = if b_ok { &a_err } else { &b_err };
+    assert!(
+        fenced.contains("another process raised it") && fenced.lines().count() == 1,
+        "a: {a_err}\nb: {b_err}"
+    );
+    let a_numbers = numbers(&fs::read(&out_a).unwrap());
+    let b_numbers = numbers(&fs::read(&out_b).unwrap());
+    assert_increasing("7 (a)", &[&a_numbers]);
+    assert_increasing("7 (b)", &[&b_numbers]);
+    let b_set: std::collections::HashSet<u64> = b_numbers.iter().copied().collect();
+    assert!(
+        a_numbers.iter().all(|n| !b_set.contains(n)),
+        "a number printed by both processes"
+    );
+}
+
+/// The database stopped mid-run: a bounded one-line failure; the numbers go on after it.
+fn outage(url: &str, stop: &mut dyn FnMut(), restart: &mut dyn FnMut()) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let before = next(url, &cfg, "42", 100);
+    let out = dir.path().join("during");
+    let mut running = spawn_next(url, &cfg, "42", &out);
+    wait_output(&out, 50_000);
+    stop();
+    let stopped = Instant::now();
+    let (ok, err) = finish(&mut running);
+    // One raise waits at most store_timeout_ms (1 s); the margin tells "never" from "late".
+    assert!(
+        stopped.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        stopped.elapsed()
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("key 42: its section could not be raised") && err.lines().count() == 1,
+        "{err}"
+    );
+    let during = numbers(&fs::read(&out).unwrap());
+    restart();
+    let after = next(url, &cfg, "42", 100);
+    assert_increasing("42", &[&before, &during, &after]);
+}
+
+mod sqlite {
+    fn url(dir: &std::path::Path) -> String {
+        format!("sqlite://{}/seq.db", dir.display())
+    }
+
+    #[test]
+    fn restarts_and_a_kill_never_go_back() {
+        let dir = tempfile::tempdir().unwrap();
+        super::restarts_and_a_kill_never_go_back(&url(dir.path()));
+    }
+
+    #[test]
+    fn two_processes_are_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        super::two_processes_are_never_followed(&url(dir.path()));
+    }
+}
+
+mod postgres {
+    use vesta_tests::db::Postgres;
+
+    #[test]
+    fn restarts_and_a_kill_never_go_back() {
+        let pg = Postgres::start();
+        super::restarts_and_a_kill_never_go_back(&pg.create_database("restarts"));
+    }
+
+    #[test]
+    fn two_processes_are_never_followed() {
+        let pg = Postgres::start();
+        super::two_processes_are_never_followed(&pg.create_database("two"));
+    }
+
+    #[test]
+    fn an_outage_fails_within_the_bound_and_numbers_go_on() {
+        let pg = std::cell::RefCell::new(Postgres::start());
+        let url = pg.borrow().create_database("outage");
+        super::outage(&url, &mut || pg.borrow_mut().stop(), &mut || {
+            pg.borrow_mut().restart()
+        });
+    }
+}
+
+mod mariadb {
+    use vesta_tests::db::MariaDb;
+
+    #[test]
+    fn restarts_and_a_kill_never_go_back() {
+        let db = MariaDb::start();
+        super::restarts_and_a_kill_never_go_back(&db.create_database("restarts"));
+    }
+
+    #[test]
+    fn two_processes_are_never_followed() {
+        let db = MariaDb::start();
+        super::two_processes_are_never_followed(&db.create_database("two"));
+    }
+
+    #[test]
+    fn an_outage_fails_within_the_bound_and_numbers_go_on() {
+        let db = std::cell::RefCell::new(MariaDb::start());
+        let url = db.borrow().create_database("outage");
+        super::outage(&url, &mut || db.borrow_mut().stop(), &mut || {
+            db.borrow_mut().restart()
+        });
+    }
+}

@@ -1,0 +1,111 @@
+//! Per-key sequences in process, warm key: the cost of one `try_next_n` from `vesta-segment`'s
+//! [`Sequences`] on one thread, numeric and string keys, next to the same run's peers. Run:
+//! `cargo bench -p vesta-bench --bench seq`.
+//!
+//! The sequences sit on a real SQLite file with the default options: the key's section is
+//! raised every step (10,000 at first, doubling while raises come more than once a second, up
+//! to 1,000,000), ahead of need by the prefetch on the runtime's own thread; a call that finds
+//! the raise not yet done waits for it, and that wait is in the figure. Peers:
+//!
+//! - a bare `AtomicU64::fetch_add`: the floor of any shared counter;
+//! - a `Mutex<HashMap<u64, u64>>` increment: the per-key counter an application writes first
+//!   (std's SipHash, as a `HashMap` has by default);
+//! - the same behind FNV (the hasher vesta's section map uses).
+
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::hint::black_box;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use vesta_segment::{DbUrl, SeqKey, SeqNext, SeqOptions, Sequences};
+
+/// The sequences on a fresh SQLite file and their runtime (kept alive for the prefetch).
+struct Warm {
+    seqs: Sequences,
+    runtime: tokio::runtime::Runtime,
+    _dir: tempfile::TempDir,
+}
+
+fn warm(keys: &[&SeqKey]) -> Warm {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = DbUrl::parse(&format!("sqlite://{}/bench.db", dir.path().display())).expect("url");
+    let seqs = runtime.block_on(async {
+        let seqs = Sequences::open(&url, SeqOptions::default())
+            .await
+            .expect("sequences");
+        for k in keys {
+            seqs.next(k).await.expect("first number");
+        }
+        seqs
+    });
+    Warm {
+        seqs,
+        runtime,
+        _dir: dir,
+    }
+}
+
+impl Warm {
+    /// One call: from memory, or (rarely) waiting for the raise.
+    fn next(&self, key: &SeqKey) -> u64 {
+        match self.seqs.try_next_n(key, 1).expect("a number") {
+            SeqNext::Ready(n) => n,
+            SeqNext::Pending(p) => self.runtime.block_on(p.wait()).expect("a raise"),
+        }
+    }
+}
+
+fn seq(c: &mut Criterion) {
+    let num = SeqKey::Num(123_456);
+    let text = SeqKey::parse("chat:4711:inbox".as_bytes()).expect("key");
+    let w = warm(&[&num, &text]);
+    // The prefetch is spawned on the runtime from the calling thread.
+    let _entered = w.runtime.enter();
+    let mut g = c.benchmark_group("seq/warm key, 1 thread");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("vesta Sequences, numeric key", |b| {
+        b.iter(|| black_box(w.next(black_box(&num))));
+    });
+    g.bench_function("vesta Sequences, string key (15 bytes)", |b| {
+        b.iter(|| black_box(w.next(black_box(&text))));
+    });
+    let counter = AtomicU64::new(0);
+    g.bench_function("peer: AtomicU64::fetch_add", |b| {
+        b.iter(|| black_box(counter.fetch_add(1, Ordering::Relaxed)));
+    });
+    let std_map: Mutex<HashMap<u64, u64>> = Mutex::new(HashMap::new());
+    g.bench_function("peer: Mutex<HashMap<u64, u64>> (SipHash)", |b| {
+        b.iter(|| {
+            let mut m = std_map.lock().expect("lock");
+            let v = m.entry(black_box(123_456)).or_insert(0);
+            *v += 1;
+            black_box(*v)
+        });
+    });
+    let fnv_map: Mutex<HashMap<u64, u64, BuildHasherDefault<fnv::FnvHasher>>> =
+        Mutex::new(HashMap::default());
+    g.bench_function("peer: Mutex<HashMap<u64, u64>> (FNV)", |b| {
+        b.iter(|| {
+            let mut m = fnv_map.lock().expect("lock");
+            let v = m.entry(black_box(123_456)).or_insert(0);
+            *v += 1;
+            black_box(*v)
+        });
+    });
+    g.finish();
+    let status = w.seqs.status();
+    eprintln!(
+        "table writes: {} raises, {} loads (sections), for every call above",
+        status.raises, status.loads
+    );
+}
+
+criterion_group!(benches, seq);
+criterion_main!(benches);

@@ -1,0 +1,141 @@
+//! `vesta seq`: per-key sequences (WeChat seqsvr's model) straight from the table `vesta_seq`
+//! — a key's next numbers, or its current number. The database is `--db`, else the config's
+//! `[seq] db`, else `sqlite://vesta-seq.db` in the working directory; the table is created on
+//! first use. One process at a time per table: a second one on the same sections is fenced at
+//! its first raise (it prints the error, never a number another process may hand out).
+
+use std::collections::HashMap;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use vesta_segment::{DEFAULT_SEQ_DB, DbUrl, SeqKey, SeqSection, Sequences};
+
+/// Arguments of `vesta seq`.
+#[derive(clap::Subcommand, Debug)]
+pub enum Args {
+    /// Print a key's next N numbers, one per line: each above every number the key was
+    /// handed before, by this process or an earlier one on the same table
+    Next(NextArgs),
+    /// Print a key's current number without moving it (in a fresh process: its section's
+    /// stored maximum, above every number handed out)
+    Show(ShowArgs),
+}
+
+/// Where the table is.
+#[derive(clap::Args, Debug)]
+pub struct DbArgs {
+    /// sqlite://PATH, postgres://USER[:PASS]@HOST:PORT/DB or mysql://USER[:PASS]@HOST:PORT/DB
+    /// [default: the config's [seq] db, else sqlite://vesta-seq.db]
+    #[arg(long, value_name = "URL")]
+    db: Option<String>,
+    /// A TOML file whose [seq] section to use (database, step, timeouts)
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+/// Arguments of `vesta seq next`.
+#[derive(clap::Args, Debug)]
+pub struct NextArgs {
+    /// The key: a number (0..=18446744073709551615) or UTF-8 text of 1-128 bytes
+    key: String,
+    /// How many numbers
+    #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 1)]
+    count: u64,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+/// Arguments of `vesta seq show`.
+#[derive(clap::Args, Debug)]
+pub struct ShowArgs {
+    /// The key
+    key: String,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    super::segment::runtime()?.block_on(async {
+        match args {
+            Args::Next(a) => next(a).await,
+            Args::Show(a) => show(a).await,
+        }
+    })
+}
+
+/// A config file: its `[seq]` section, other sections ignored (so a server's file works).
+#[derive(Deserialize)]
+struct ConfigFile {
+    #[serde(default)]
+    seq: SeqSection,
+    #[serde(flatten)]
+    _other: HashMap<String, IgnoredAny>,
+}
+
+impl DbArgs {
+    /// Opens the sequences the flags and config name.
+    async fn open(&self) -> anyhow::Result<Sequences> {
+        let mut section = match &self.config {
+            Some(path) => {
+                vesta_embed::config::load_toml::<ConfigFile>(path)
+                    .context("--config")?
+                    .seq
+            }
+            None => SeqSection::default(),
+        };
+        if let Some(db) = &self.db {
+            DbUrl::parse(db).context("--db")?;
+            section.db = Some(db.clone());
+        }
+        let url = section
+            .db_url()?
+            .map_or_else(|| DbUrl::parse(DEFAULT_SEQ_DB), Ok)?;
+        Ok(Sequences::open(&url, section.options()).await?)
+    }
+}
+
+fn key(text: &str) -> anyhow::Result<SeqKey> {
+    Ok(SeqKey::parse(text.as_bytes())?)
+}
+
+async fn next(args: NextArgs) -> anyhow::Result<()> {
+    let key = key(&args.key)?;
+    if args.count == 0 {
+        anyhow::bail!("--count 0 is out of range: allowed 1..=18446744073709551615");
+    }
+    let seqs = args.db.open().await?;
+    let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    let mut result: anyhow::Result<()> = Ok(());
+    for _ in 0..args.count {
+        match seqs.next(&key).await {
+            Ok(n) => {
+                if let Err(e) = writeln!(out, "{n}") {
+                    result = Err(e.into());
+                    break;
+                }
+            }
+            Err(e) => {
+                result = Err(e.into());
+                break;
+            }
+        }
+    }
+    let flushed = out.flush();
+    seqs.close().await;
+    result?;
+    flushed?;
+    Ok(())
+}
+
+async fn show(args: ShowArgs) -> anyhow::Result<()> {
+    let key = key(&args.key)?;
+    let seqs = args.db.open().await?;
+    let current = seqs.current(&key).await;
+    seqs.close().await;
+    println!("{}", current?);
+    Ok(())
+}

@@ -1,0 +1,193 @@
+//! The per-key sequences' table, `vesta_seq`: one row per section, `(kind, section)` → `max_seq`,
+//! the highest number any key of the section may have been handed. It only goes up, and only by
+//! a compare-and-set from the value this process last read or wrote, so a second process on the
+//! same table is detected at its first raise of a section the other one moved, never followed.
+//!
+//! Two meta rows (kind [`META`]) pin the layout of keys over sections (keys per numeric section,
+//! buckets of string keys): a build that grouped keys differently would put a key in a section
+//! with another `max_seq`, so it is refused at open instead.
+
+use crate::db::Database;
+use crate::error::SegmentError;
+use crate::url::DbKind;
+
+/// `kind` of the rows that pin the key layout.
+pub(crate) const META: i16 = 2;
+
+/// Every statement, for one database.
+struct SeqSql {
+    create_table: &'static str,
+    /// Binds kind, section, max_seq; leaves an existing row alone.
+    insert_missing: &'static str,
+    /// Binds kind, section; reads max_seq, owner.
+    read: &'static str,
+    /// Binds the new max_seq, the owner, kind, section, the expected max_seq.
+    raise: &'static str,
+}
+
+fn sql(kind: DbKind) -> &'static SeqSql {
+    match kind {
+        DbKind::Sqlite => &SQLITE,
+        DbKind::Postgres => &POSTGRES,
+        DbKind::MySql => &MYSQL,
+    }
+}
+
+static SQLITE: SeqSql = SeqSql {
+    create_table: "CREATE TABLE IF NOT EXISTS vesta_seq (
+  kind SMALLINT NOT NULL,
+  section BIGINT NOT NULL,
+  max_seq BIGINT NOT NULL,
+  owner BIGINT NOT NULL DEFAULT 0,
+  update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY (kind, section)
+)",
+    insert_missing: "INSERT OR IGNORE INTO vesta_seq (kind, section, max_seq) VALUES (?, ?, ?)",
+    read: "SELECT max_seq, owner FROM vesta_seq WHERE kind = ? AND section = ?",
+    raise: "UPDATE vesta_seq SET max_seq = ?, owner = ?, update_time = CURRENT_TIMESTAMP \
+            WHERE kind = ? AND section = ? AND max_seq = ?",
+};
+
+static POSTGRES: SeqSql = SeqSql {
+    create_table: "CREATE TABLE IF NOT EXISTS vesta_seq (
+  kind smallint NOT NULL,
+  section bigint NOT NULL,
+  max_seq bigint NOT NULL,
+  owner bigint NOT NULL DEFAULT 0,
+  update_time timestamp with time zone NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY (kind, section)
+)",
+    insert_missing: "INSERT INTO vesta_seq (kind, section, max_seq) VALUES ($1, $2, $3) \
+                     ON CONFLICT DO NOTHING",
+    read: "SELECT max_seq, owner FROM vesta_seq WHERE kind = $1 AND section = $2",
+    raise: "UPDATE vesta_seq SET max_seq = $1, owner = $2, update_time = CURRENT_TIMESTAMP \
+            WHERE kind = $3 AND section = $4 AND max_seq = $5",
+};
+
+static MYSQL: SeqSql = SeqSql {
+    create_table: "CREATE TABLE IF NOT EXISTS `vesta_seq` (
+  `kind` smallint NOT NULL,
+  `section` bigint NOT NULL,
+  `max_seq` bigint NOT NULL,
+  `owner` bigint NOT NULL DEFAULT 0,
+  `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  PRIMARY KEY (`kind`, `section`)
+) ENGINE=InnoDB",
+    insert_missing: "INSERT IGNORE INTO vesta_seq (kind, section, max_seq) VALUES (?, ?, ?)",
+    read: "SELECT max_seq, owner FROM vesta_seq WHERE kind = ? AND section = ?",
+    raise: "UPDATE vesta_seq SET max_seq = ?, owner = ?, update_time = CURRENT_TIMESTAMP \
+            WHERE kind = ? AND section = ? AND max_seq = ?",
+};
+
+/// What a compare-and-set raise found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cas {
+    /// The row held the expected value and now holds the new one.
+    Done,
+    /// The row held `(max_seq, owner)` instead (`None`: the row is gone). An owner that is the
+    /// raiser's own token means an earlier raise of its own, whose answer was lost, did commit.
+    Moved(Option<(i64, i64)>),
+}
+
+impl Database {
+    /// Creates `vesta_seq` unless it exists.
+    pub(crate) async fn seq_init(&self) -> Result<(), SegmentError> {
+        let ddl = sql(self.url.kind()).create_table;
+        self.bounded(|| "creating table vesta_seq".into(), async {
+            on_pool!(&self.pool, p => {
+                sqlx::query(ddl).execute(p).await.map(|_| ())
+            })
+        })
+        .await
+    }
+
+    /// The section's `max_seq`, its row created with `initial` when missing.
+    pub(crate) async fn seq_load(
+        &self,
+        kind: i16,
+        section: i64,
+        initial: i64,
+    ) -> Result<i64, SegmentError> {
+        let q = sql(self.url.kind());
+        let found: Option<(i64, i64)> = self
+            .bounded(
+                || format!("loading section {section} (kind {kind}) of vesta_seq"),
+                async {
+                    on_pool!(&self.pool, p => {
+                        sqlx::query(q.insert_missing)
+                            .bind(kind)
+                            .bind(section)
+                            .bind(initial)
+                            .execute(p)
+                            .await?;
+                        sqlx::query_as(q.read)
+                            .bind(kind)
+                            .bind(section)
+                            .fetch_optional(p)
+                            .await
+                    })
+                },
+            )
+            .await?;
+        found
+            .map(|(max, _)| max)
+            .ok_or_else(|| SegmentError::Database {
+                db: self.url.to_string(),
+                action: format!("loading section {section} (kind {kind}) of vesta_seq"),
+                cause: "the row vanished between its INSERT and its SELECT".into(),
+            })
+    }
+
+    /// Sets the section's `max_seq` to `to`, and its owner to `owner` (the raiser's token), if
+    /// it still holds `from`.
+    pub(crate) async fn seq_raise(
+        &self,
+        kind: i16,
+        section: i64,
+        from: i64,
+        to: i64,
+        owner: i64,
+    ) -> Result<Cas, SegmentError> {
+        let q = sql(self.url.kind());
+        let action = || format!("raising section {section} (kind {kind}) of vesta_seq to {to}");
+        let affected = self
+            .bounded(action, async {
+                on_pool!(&self.pool, p => {
+                    sqlx::query(q.raise)
+                        .bind(to)
+                        .bind(owner)
+                        .bind(kind)
+                        .bind(section)
+                        .bind(from)
+                        .execute(p)
+                        .await
+                        .map(|r| r.rows_affected())
+                })
+            })
+            .await?;
+        if affected == 1 {
+            return Ok(Cas::Done);
+        }
+        Ok(Cas::Moved(self.seq_read(kind, section, action).await?))
+    }
+
+    /// The section's row: `(max_seq, owner)`, if there is one.
+    async fn seq_read(
+        &self,
+        kind: i16,
+        section: i64,
+        action: impl FnOnce() -> String,
+    ) -> Result<Option<(i64, i64)>, SegmentError> {
+        let read = sql(self.url.kind()).read;
+        self.bounded(action, async {
+            on_pool!(&self.pool, p => {
+                sqlx::query_as(read)
+                    .bind(kind)
+                    .bind(section)
+                    .fetch_optional(p)
+                    .await
+            })
+        })
+        .await
+    }
+}

@@ -1,0 +1,233 @@
+//! The `[seq]` config section (per-key sequences in the servers and `vesta seq`): the
+//! database and the [`SeqOptions`] in config units, every number checked at parse time with
+//! the key and its allowed range named.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::SeqOptions;
+use crate::config::check;
+use crate::error::{ConfigError, UrlError};
+use crate::url::{DbUrl, redact};
+
+/// The database `vesta seq` uses without `--db` or a config's `[seq] db`.
+pub const DEFAULT_SEQ_DB: &str = "sqlite://vesta-seq.db";
+
+/// Allowed range of each number.
+const STEP: (u64, u64) = (1, 1_000_000_000);
+const STORE_TIMEOUT_MS: (u64, u64) = (100, 60_000);
+const MAX_SECTIONS: (u64, u64) = (1, 100_000);
+const MAX_STRING_KEYS: (u64, u64) = (0, 1_000_000_000);
+const IDLE_S: (u64, u64) = (4, 7 * 86_400);
+
+/// The `[seq]` section; `Default` is [`SeqOptions::default`] with no database (off).
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "RawSection")]
+pub struct SeqSection {
+    /// `sqlite://PATH`, `postgres://...` or `mysql://...`; none turns per-key sequences off
+    /// in the servers.
+    pub db: Option<String>,
+    /// How far one raise moves a section's stored maximum at first (seqsvr: 10,000).
+    pub step: u64,
+    /// The adaptive step's ceiling: a section raised more than once a second doubles its
+    /// step up to this.
+    pub max_step: u64,
+    /// Longest wait for one round trip to the table, and a caller's for a raise.
+    pub store_timeout_ms: u64,
+    /// Most sections in memory (a numeric one is 800 KB).
+    pub max_sections: u64,
+    /// Most string keys in memory.
+    pub max_string_keys: u64,
+    /// A section untouched this long is evicted.
+    pub idle_s: u64,
+}
+
+impl Default for SeqSection {
+    fn default() -> Self {
+        let o = SeqOptions::default();
+        SeqSection {
+            db: None,
+            step: o.step,
+            max_step: o.max_step,
+            store_timeout_ms: o.store_timeout.as_millis() as u64,
+            max_sections: o.max_sections as u64,
+            max_string_keys: o.max_string_keys as u64,
+            idle_s: o.idle.as_secs(),
+        }
+    }
+}
+
+impl fmt::Debug for SeqSection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SeqSection")
+            .field("db", &self.db.as_deref().map(redact))
+            .field("step", &self.step)
+            .field("max_step", &self.max_step)
+            .field("store_timeout_ms", &self.store_timeout_ms)
+            .field("max_sections", &self.max_sections)
+            .field("max_string_keys", &self.max_string_keys)
+            .field("idle_s", &self.idle_s)
+            .finish()
+    }
+}
+
+impl SeqSection {
+    /// Checks every value; the error names the key and its allowed range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check("seq.step", self.step, STEP)?;
+        check("seq.max_step", self.max_step, STEP)?;
+        if self.max_step < self.step {
+            return Err(ConfigError::Inconsistent(format!(
+                "seq.max_step ({}) must not be below seq.step ({})",
+                self.max_step, self.step
+            )));
+        }
+        check(
+            "seq.store_timeout_ms",
+            self.store_timeout_ms,
+            STORE_TIMEOUT_MS,
+        )?;
+        check("seq.max_sections", self.max_sections, MAX_SECTIONS)?;
+        check("seq.max_string_keys", self.max_string_keys, MAX_STRING_KEYS)?;
+        check("seq.idle_s", self.idle_s, IDLE_S)?;
+        if let Some(db) = &self.db {
+            DbUrl::parse(db)
+                .map_err(|e: UrlError| ConfigError::Inconsistent(format!("seq.db: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// The configured database, parsed; `None` when unset.
+    pub fn db_url(&self) -> Result<Option<DbUrl>, ConfigError> {
+        self.db
+            .as_deref()
+            .map(|db| {
+                DbUrl::parse(db).map_err(|e| ConfigError::Inconsistent(format!("seq.db: {e}")))
+            })
+            .transpose()
+    }
+
+    /// The options these settings describe (checked: call [`SeqSection::validate`] first, or
+    /// take the section from TOML, which does).
+    pub fn options(&self) -> SeqOptions {
+        SeqOptions {
+            step: self.step,
+            max_step: self.max_step,
+            store_timeout: Duration::from_millis(self.store_timeout_ms),
+            max_sections: usize::try_from(self.max_sections).unwrap_or(usize::MAX),
+            max_string_keys: usize::try_from(self.max_string_keys).unwrap_or(usize::MAX),
+            idle: Duration::from_secs(self.idle_s),
+        }
+    }
+}
+
+/// Checks `options` as the section's keys would be.
+pub(crate) fn check_options(o: &SeqOptions) -> Result<(), ConfigError> {
+    SeqSection {
+        db: None,
+        step: o.step,
+        max_step: o.max_step,
+        store_timeout_ms: o.store_timeout.as_millis().try_into().unwrap_or(u64::MAX),
+        max_sections: o.max_sections as u64,
+        max_string_keys: o.max_string_keys as u64,
+        idle_s: o.idle.as_secs(),
+    }
+    .validate()
+}
+
+/// The section as written, before the range checks.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawSection {
+    db: Option<String>,
+    step: u64,
+    max_step: u64,
+    store_timeout_ms: u64,
+    max_sections: u64,
+    max_string_keys: u64,
+    idle_s: u64,
+}
+
+impl Default for RawSection {
+    fn default() -> Self {
+        let d = SeqSection::default();
+        RawSection {
+            db: d.db,
+            step: d.step,
+            max_step: d.max_step,
+            store_timeout_ms: d.store_timeout_ms,
+            max_sections: d.max_sections,
+            max_string_keys: d.max_string_keys,
+            idle_s: d.idle_s,
+        }
+    }
+}
+
+impl TryFrom<RawSection> for SeqSection {
+    type Error = ConfigError;
+
+    fn try_from(r: RawSection) -> Result<Self, ConfigError> {
+        let section = SeqSection {
+            db: r.db,
+            step: r.step,
+            max_step: r.max_step,
+            store_timeout_ms: r.store_timeout_ms,
+            max_sections: r.max_sections,
+            max_string_keys: r.max_string_keys,
+            idle_s: r.idle_s,
+        };
+        section.validate()?;
+        Ok(section)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct File {
+        #[serde(default)]
+        seq: SeqSection,
+    }
+
+    fn parse(text: &str) -> Result<SeqSection, String> {
+        toml::from_str::<File>(text)
+            .map(|f| f.seq)
+            .map_err(|e| e.message().to_owned())
+    }
+
+    #[test]
+    fn the_section_parses_with_defaults_and_names_bad_values() {
+        let s = parse("[seq]\ndb = \"sqlite://x.db\"\nstep = 500\n").unwrap();
+        assert_eq!((s.step, s.db.as_deref()), (500, Some("sqlite://x.db")));
+        assert_eq!(s.options().max_sections, 125);
+        assert_eq!(parse("").unwrap(), SeqSection::default());
+        assert_eq!(
+            parse("[seq]\nstep = 0\n").unwrap_err(),
+            "seq.step 0 is out of range: allowed 1..=1000000000"
+        );
+        assert_eq!(
+            parse("[seq]\nstore_timeout_ms = 5\n").unwrap_err(),
+            "seq.store_timeout_ms 5 is out of range: allowed 100..=60000"
+        );
+        assert!(
+            parse("[seq]\nsteps = 5\n")
+                .unwrap_err()
+                .contains("unknown field `steps`")
+        );
+        assert!(
+            parse("[seq]\ndb = \"redis://x\"\n")
+                .unwrap_err()
+                .starts_with("seq.db: invalid database URL")
+        );
+        let debug = format!(
+            "{:?}",
+            parse("[seq]\ndb = \"postgres://u:secret@h:5432/d\"\n").unwrap()
+        );
+        assert!(!debug.contains("secret"), "{debug}");
+    }
+}

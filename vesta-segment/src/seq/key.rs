@@ -1,0 +1,215 @@
+//! A per-key sequence's key, and the section it belongs to. A key is a `u64` (a user ID, an
+//! account) or a UTF-8 string of 1..=[`MAX_KEY_BYTES`] bytes without control characters; a
+//! string that is a `u64` in canonical decimal (no sign, no leading zero) *is* that number, so
+//! `"42"` over REST and `42` from a library are one key.
+//!
+//! Numeric key `k` belongs to section `k / SECTION_KEYS` at slot `k % SECTION_KEYS` (seqsvr's
+//! grouping: consecutive keys share a section and its one stored maximum); a string key to
+//! bucket `FNV-1a-64(key) % STRING_BUCKETS`. Both constants are pinned in the table: changing
+//! them would move keys to sections with other maxima.
+
+use std::fmt;
+
+/// Longest string key, in bytes of UTF-8.
+pub const MAX_KEY_BYTES: usize = 128;
+/// Consecutive numeric keys per section (seqsvr's 100,000): 800 KB of memory per section
+/// loaded, 8 bytes a key.
+pub const SECTION_KEYS: u64 = 100_000;
+/// Buckets string keys are spread over, each one section in the table.
+pub const STRING_BUCKETS: u64 = 4096;
+
+/// A key of a per-key sequence.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SeqKey {
+    /// A number.
+    Num(u64),
+    /// A string that is not a number in canonical decimal.
+    Str(Box<str>),
+}
+
+/// A key that cannot be used, and why (for a 400 or an error code naming the key).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid key {shown}: {reason}")]
+pub struct KeyError {
+    /// The key as given, cut to 64 characters.
+    pub shown: String,
+    /// Which rule it breaks.
+    pub reason: String,
+}
+
+/// Where a key lives: its section and its slot there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Place {
+    /// Numeric section `section`, slot `slot`.
+    Num { section: u64, slot: u32 },
+    /// String bucket `bucket`.
+    Str { bucket: u32 },
+}
+
+impl SeqKey {
+    /// The key `bytes` name (a path segment, a wire field): UTF-8, 1..=128 bytes, no control
+    /// characters; the canonical decimal form of a `u64` is that number.
+    pub fn parse(bytes: &[u8]) -> Result<SeqKey, KeyError> {
+        let refuse = |reason: String| KeyError {
+            shown: shown(&String::from_utf8_lossy(bytes)),
+            reason,
+        };
+        let text = std::str::from_utf8(bytes)
+            .map_err(|_| refuse("not UTF-8: a key is a number or UTF-8 text".into()))?;
+        if text.is_empty() {
+            return Err(refuse(format!(
+                "empty: a key is 1..={MAX_KEY_BYTES} bytes of UTF-8"
+            )));
+        }
+        if text.len() > MAX_KEY_BYTES {
+            return Err(refuse(format!(
+                "{} bytes long: a key is 1..={MAX_KEY_BYTES} bytes of UTF-8",
+                text.len()
+            )));
+        }
+        if let Some(c) = text.chars().find(|c| c.is_control()) {
+            return Err(refuse(format!(
+                "control character {c:?}: a key is printable text"
+            )));
+        }
+        Ok(match canonical_u64(text) {
+            Some(n) => SeqKey::Num(n),
+            None => SeqKey::Str(text.into()),
+        })
+    }
+
+    /// Where the key lives.
+    pub(crate) fn place(&self) -> Place {
+        match self {
+            SeqKey::Num(k) => Place::Num {
+                section: k / SECTION_KEYS,
+                slot: (k % SECTION_KEYS) as u32,
+            },
+            SeqKey::Str(s) => Place::Str {
+                bucket: (fnv1a64(s.as_bytes()) % STRING_BUCKETS) as u32,
+            },
+        }
+    }
+}
+
+impl From<u64> for SeqKey {
+    fn from(k: u64) -> Self {
+        SeqKey::Num(k)
+    }
+}
+
+impl fmt::Display for SeqKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SeqKey::Num(k) => write!(f, "{k}"),
+            SeqKey::Str(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// `text` as a `u64` if it is one in canonical decimal: digits only, no leading zero (but "0").
+fn canonical_u64(text: &str) -> Option<u64> {
+    let b = text.as_bytes();
+    if !b.iter().all(u8::is_ascii_digit) || (b.len() > 1 && b[0] == b'0') {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// FNV-1a, 64 bits: stable across builds and platforms (the bucket of a key is in the table).
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// A key for a message: quoted, at most 64 characters.
+fn shown(text: &str) -> String {
+    match text.char_indices().nth(64) {
+        Some((end, _)) => format!("{:?}…", &text[..end]),
+        None => format!("{text:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_numbers_are_numeric_keys_and_the_rest_strings() {
+        assert_eq!(SeqKey::parse(b"0"), Ok(SeqKey::Num(0)));
+        assert_eq!(SeqKey::parse(b"42"), Ok(SeqKey::Num(42)));
+        assert_eq!(
+            SeqKey::parse(b"18446744073709551615"),
+            Ok(SeqKey::Num(u64::MAX))
+        );
+        for s in [
+            "042",
+            "18446744073709551616",
+            "+1",
+            "-1",
+            "1.0",
+            "chat:42",
+            "Zürich 会话",
+        ] {
+            assert_eq!(
+                SeqKey::parse(s.as_bytes()),
+                Ok(SeqKey::Str(s.into())),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_keys_are_refused_naming_the_rule() {
+        let e = |b: &[u8]| SeqKey::parse(b).unwrap_err().to_string();
+        assert_eq!(
+            e(b""),
+            "invalid key \"\": empty: a key is 1..=128 bytes of UTF-8"
+        );
+        assert!(e(&[b'x'; 129]).contains("129 bytes long: a key is 1..=128 bytes"));
+        assert!(SeqKey::parse(&[b'x'; 128]).is_ok());
+        assert!(e(b"\xff\xfe").contains("not UTF-8"));
+        assert!(e(b"a\nb").contains("control character '\\n'"));
+    }
+
+    #[test]
+    fn places_follow_the_pinned_layout() {
+        let place = |k: u64| SeqKey::Num(k).place();
+        assert_eq!(
+            place(0),
+            Place::Num {
+                section: 0,
+                slot: 0
+            }
+        );
+        assert_eq!(
+            place(99_999),
+            Place::Num {
+                section: 0,
+                slot: 99_999
+            }
+        );
+        assert_eq!(
+            place(100_000),
+            Place::Num {
+                section: 1,
+                slot: 0
+            }
+        );
+        assert_eq!(
+            place(u64::MAX),
+            Place::Num {
+                section: u64::MAX / 100_000,
+                slot: (u64::MAX % 100_000) as u32
+            }
+        );
+        // FNV-1a-64's published test vectors: the bucket of a key never changes.
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+}

@@ -1,0 +1,374 @@
+//! Per-key sequences against a real SQLite file: every answer checked (strictly increasing per
+//! key, across restarts, interleaved keys, edge keys and non-ASCII string keys); table writes
+//! counted against calls / step + sections; an outage (another connection holding the write
+//! lock) failing only the keys that need a raise, within the bound; two processes on one table
+//! fenced, not followed; the key layout pinned; property tests of any order of calls, batches,
+//! restarts and outages.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
+use vesta_segment::{DbUrl, SeqError, SeqKey, SeqOptions, Sequences};
+
+fn url(dir: &Path) -> DbUrl {
+    DbUrl::parse(&format!("sqlite://{}/seq.db", dir.display())).unwrap()
+}
+
+fn options(step: u64) -> SeqOptions {
+    SeqOptions {
+        step,
+        store_timeout: Duration::from_millis(800),
+        ..SeqOptions::default()
+    }
+}
+
+/// Every answer, per key: each must be above the key's last.
+#[derive(Default)]
+struct Checker {
+    last: HashMap<SeqKey, u64>,
+    answers: u64,
+}
+
+impl Checker {
+    fn saw(&mut self, key: &SeqKey, first: u64, last: u64) {
+        if let Some(before) = self.last.get(key) {
+            assert!(
+                first > *before,
+                "key {key}: {first} after {before}: not strictly increasing"
+            );
+        }
+        assert!(first <= last);
+        self.last.insert(key.clone(), last);
+        self.answers += 1;
+    }
+}
+
+fn key(text: &str) -> SeqKey {
+    SeqKey::parse(text.as_bytes()).unwrap()
+}
+
+fn edge_keys() -> Vec<SeqKey> {
+    let mut keys: Vec<SeqKey> = [0, 1, 99_999, 100_000, 100_001, u64::MAX - 1, u64::MAX]
+        .into_iter()
+        .map(SeqKey::Num)
+        .collect();
+    keys.extend(["chat:42", "Zürich", "会话-7", "042", "user/éa"].map(key));
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_increase_across_restarts_and_writes_follow_the_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = edge_keys();
+    let mut check = Checker::default();
+    let mut calls = 0;
+    for run in 0..3 {
+        let seqs = Sequences::open(&url(dir.path()), options(100))
+            .await
+            .unwrap();
+        for round in 0..250 {
+            for k in &keys {
+                let n = seqs.next(k).await.unwrap();
+                check.saw(k, n, n);
+                calls += 1;
+            }
+            let k = &keys[round % keys.len()];
+            let last = seqs.next_n(k, 7).await.unwrap();
+            check.saw(k, last - 6, last);
+            calls += 7;
+        }
+        for k in &keys {
+            assert_eq!(
+                seqs.current(k).await.unwrap(),
+                check.last[k],
+                "run {run}: {k}"
+            );
+        }
+        let status = seqs.status();
+        // Sections touched: 0, 1, the last numeric one, and the string keys' buckets.
+        assert!(status.sections <= keys.len());
+        // Each raise is one step of 100 for the hottest key of a section, plus the raise
+        // each section needs after its load (and the prefetch that may run past the end).
+        assert!(
+            status.raises <= 250 * 8 / 100 * status.sections as u64 + 2 * status.loads,
+            "{status:?}"
+        );
+        seqs.close().await;
+        drop(seqs);
+    }
+    assert_eq!(check.answers, 3 * 250 * (keys.len() as u64 + 1));
+    assert!(calls > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_number_after_a_restart_is_above_the_stored_max() {
+    let dir = tempfile::tempdir().unwrap();
+    let seqs = Sequences::open(&url(dir.path()), options(1000))
+        .await
+        .unwrap();
+    let k = SeqKey::Num(7);
+    assert_eq!(seqs.next(&k).await.unwrap(), 1);
+    assert_eq!(seqs.next(&k).await.unwrap(), 2);
+    // Another key of the same section starts where the section stood at its load.
+    assert_eq!(seqs.next(&SeqKey::Num(8)).await.unwrap(), 1);
+    drop(seqs);
+    let seqs = Sequences::open(&url(dir.path()), options(1000))
+        .await
+        .unwrap();
+    // Nothing above the stored max (1000, or 2000 if the prefetch ran) was handed out.
+    let n = seqs.next(&k).await.unwrap();
+    assert!(n == 1001 || n == 2001, "{n}");
+    assert_eq!(seqs.current(&SeqKey::Num(9)).await.unwrap(), n - 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_callers_get_distinct_increasing_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let seqs = Sequences::open(&url(dir.path()), options(50))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for t in 0..8u64 {
+        let seqs = seqs.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for i in 0..500u64 {
+                let k = SeqKey::Num((t + i) % 3);
+                got.push((k.clone(), seqs.next(&k).await.unwrap()));
+            }
+            got
+        }));
+    }
+    let mut per_key: HashMap<SeqKey, Vec<u64>> = HashMap::new();
+    for t in tasks {
+        for (k, n) in t.await.unwrap() {
+            per_key.entry(k).or_default().push(n);
+        }
+    }
+    for (k, mut ns) in per_key {
+        let len = ns.len();
+        ns.sort_unstable();
+        ns.dedup();
+        assert_eq!(ns.len(), len, "key {k}: a number handed out twice");
+    }
+}
+
+/// A pool of the test's own on the file, to lock it as an outage.
+async fn locker(dir: &Path) -> SqlitePool {
+    SqlitePool::connect_with(
+        SqliteConnectOptions::new()
+            .filename(dir.join("seq.db"))
+            .busy_timeout(Duration::from_secs(5)),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_fails_only_the_keys_that_need_a_raise_within_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let seqs = Sequences::open(&url(dir.path()), options(1000))
+        .await
+        .unwrap();
+    let (cold, hot) = (SeqKey::Num(1), SeqKey::Num(2));
+    let first = seqs.next(&cold).await.unwrap();
+    let mut check = Checker::default();
+    check.saw(&cold, first, first);
+    let before = seqs.next_n(&hot, 1000).await.unwrap();
+    check.saw(&hot, before - 999, before);
+    let lock_pool = locker(dir.path()).await;
+    let lock = lock_pool.begin_with("BEGIN EXCLUSIVE").await.unwrap();
+    let started = Instant::now();
+    let mut failed = None;
+    for _ in 0..3000 {
+        match seqs.next(&hot).await {
+            Ok(n) => check.saw(&hot, n, n),
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let err = failed.expect("the table is locked: a raise must fail");
+    assert!(matches!(err, SeqError::Unavailable { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("key 2: its section could not be raised:"),
+        "{text}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // `cold` has room under the section's max: still served during the outage.
+    let n = seqs.next(&cold).await.unwrap();
+    check.saw(&cold, n, n);
+    assert!(seqs.status().raise_failures >= 1);
+    lock.rollback().await.unwrap();
+    // Back: the numbers go on above everything handed out, the failed one lost, not reused.
+    let n = seqs.next(&hot).await.unwrap();
+    check.saw(&hot, n, n);
+    lock_pool.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_process_on_the_table_is_fenced_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Sequences::open(&url(dir.path()), options(10))
+        .await
+        .unwrap();
+    let b = Sequences::open(&url(dir.path()), options(10))
+        .await
+        .unwrap();
+    let k = SeqKey::Num(5);
+    // Both load section 0 at max 0; A raises it first.
+    let _ = b.current(&k).await.unwrap();
+    let mut check = Checker::default();
+    for _ in 0..5 {
+        let n = a.next(&k).await.unwrap();
+        check.saw(&k, n, n);
+    }
+    let err = b.next(&k).await.unwrap_err();
+    assert!(matches!(err, SeqError::Fenced { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("another process raised it") && text.contains("section 0 (kind 0)"),
+        "{text}"
+    );
+    // B stays fenced on that section; A goes on.
+    assert!(b.next(&SeqKey::Num(6)).await.is_err());
+    assert_eq!(b.status().fenced, 1);
+    for _ in 0..30 {
+        let n = a.next(&k).await.unwrap();
+        check.saw(&k, n, n);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_with_another_key_layout_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(
+        Sequences::open(&url(dir.path()), options(10))
+            .await
+            .unwrap(),
+    );
+    let pool = locker(dir.path()).await;
+    sqlx::query("UPDATE vesta_seq SET max_seq = 1000 WHERE kind = 2 AND section = 0")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let err = Sequences::open(&url(dir.path()), options(10))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("groups keys by 1000 keys per numeric section, this build by 100000"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_counts_and_options_name_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let seqs = Sequences::open(&url(dir.path()), options(10))
+        .await
+        .unwrap();
+    let e = seqs.next_n(&SeqKey::Num(1), 11).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "count 11 is out of range: allowed 1..=10 (seq.step)"
+    );
+    let e = Sequences::open(&url(dir.path()), options(0))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "seq.step 0 is out of range: allowed 1..=1000000000"
+    );
+}
+
+/// One step of a property test.
+#[derive(Clone, Debug)]
+enum Op {
+    Next(u8),
+    Batch(u8, u64),
+    Restart,
+    Outage,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => any::<u8>().prop_map(Op::Next),
+        2 => (any::<u8>(), 1..=5u64).prop_map(|(k, n)| Op::Batch(k, n)),
+        1 => Just(Op::Restart),
+        1 => Just(Op::Outage),
+    ]
+}
+
+/// The key an op's byte names: a few numeric keys around section edges and a few strings.
+fn key_of(b: u8) -> SeqKey {
+    match b % 8 {
+        0 => SeqKey::Num(0),
+        1 => SeqKey::Num(99_999),
+        2 => SeqKey::Num(100_000),
+        3 => SeqKey::Num(u64::MAX),
+        4 => SeqKey::Num(u64::from(b)),
+        5 => key("ключ"),
+        6 => key(&format!("k{}", b % 3)),
+        _ => SeqKey::Num(1),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Any order of calls, batches, restarts and outages (the pool closed under the
+    /// sequences: a call needing a raise fails, one with room succeeds): every number handed
+    /// out for a key is above every earlier one.
+    #[test]
+    fn every_answer_is_above_the_keys_last(ops in proptest::collection::vec(op(), 1..60)) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let mut seqs = Sequences::open(&url(dir.path()), options(5)).await.unwrap();
+            let mut check = Checker::default();
+            for op in ops {
+                match op {
+                    Op::Next(b) => {
+                        let k = key_of(b);
+                        let n = seqs.next(&k).await.unwrap();
+                        check.saw(&k, n, n);
+                    }
+                    Op::Batch(b, n) => {
+                        let k = key_of(b);
+                        let last = seqs.next_n(&k, n).await.unwrap();
+                        check.saw(&k, last + 1 - n, last);
+                    }
+                    Op::Restart => {
+                        drop(seqs);
+                        seqs = Sequences::open(&url(dir.path()), options(5)).await.unwrap();
+                    }
+                    Op::Outage => {
+                        seqs.close().await;
+                        for b in 0..8 {
+                            let k = key_of(b);
+                            match seqs.next(&k).await {
+                                Ok(n) => check.saw(&k, n, n),
+                                Err(e) => assert!(
+                                    matches!(e, SeqError::Unavailable { .. }),
+                                    "{e:?}"
+                                ),
+                            }
+                        }
+                        seqs = Sequences::open(&url(dir.path()), options(5)).await.unwrap();
+                    }
+                }
+            }
+        });
+    }
+}
