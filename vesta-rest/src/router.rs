@@ -80,7 +80,10 @@ impl<'a, C: Clock + 'static> Ctx<'a, C> {
     /// The path after the route's prefix (the tag or key of a prefix route; empty otherwise).
     pub fn param(&self) -> &'a str {
         match self.route.path {
-            RoutePath::Prefix { prefix, .. } => self.path.get(prefix.len()..).unwrap_or(""),
+            RoutePath::Prefix { prefix, suffix, .. } => self
+                .path
+                .get(prefix.len()..self.path.len() - suffix.len())
+                .unwrap_or(""),
             _ => "",
         }
     }

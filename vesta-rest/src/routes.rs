@@ -5,7 +5,7 @@
 //!
 //! | group | routes | layers, in order |
 //! | --- | --- | --- |
-//! | `Api` | `/genid`, `/genids`, `/expid`, `/transtime`, the segment paths | GET only, token |
+//! | `Api` | `/genid`, `/genids`, `/expid`, `/transtime`, the segment and seq paths | GET only, token |
 //! | `Make` | `/makeid` | GET only, token, 404 while `[server] make = false` |
 //! | `Probe` | `/healthz`, `/metrics` | GET only (scrapers and health checks carry no token) |
 //! | `Console` | `/ui` and below | 404 while the console is off, GET only, token |
@@ -21,7 +21,9 @@ use std::marker::PhantomData;
 use vesta_core::Clock;
 use vesta_embed::SystemClock;
 
-use crate::endpoints::{console, expid, healthz, issue, leaf, makeid, metrics, segment, transtime};
+use crate::endpoints::{
+    console, expid, healthz, issue, leaf, makeid, metrics, segment, seq, transtime,
+};
 use crate::router::{Ctx, Reply};
 
 /// A route's handler: the request past its group's layers, answered now or later.
@@ -32,11 +34,14 @@ pub(crate) type Handler<C> = for<'a> fn(Ctx<'a, C>) -> Reply;
 pub(crate) enum RoutePath {
     /// This path exactly (no trailing slash).
     Exact(&'static str),
-    /// Paths starting with `prefix`; the rest is the route's path parameter (`{tag}`, `{key}`),
-    /// which must not be empty when `nonempty` (Leaf's paths: an empty key matches no mapping).
+    /// Paths starting with `prefix` and ending with `suffix`; what lies between is the route's
+    /// path parameter (`{tag}`, `{key}`), which must not be empty when `nonempty` (Leaf's
+    /// paths: an empty key matches no mapping).
     Prefix {
         /// What the path starts with.
         prefix: &'static str,
+        /// What the path ends with, after the parameter (`/current`; mostly empty).
+        suffix: &'static str,
         /// The path as documented, with its parameter.
         template: &'static str,
         /// The parameter may not be empty.
@@ -52,8 +57,16 @@ impl RoutePath {
         match self {
             RoutePath::Exact(p) => path == p,
             RoutePath::Prefix {
-                prefix, nonempty, ..
-            } => path.starts_with(prefix) && (!nonempty || path.len() > prefix.len()),
+                prefix,
+                suffix,
+                nonempty,
+                ..
+            } => {
+                path.len() >= prefix.len() + suffix.len()
+                    && path.starts_with(prefix)
+                    && path.ends_with(suffix)
+                    && (!nonempty || path.len() > prefix.len() + suffix.len())
+            }
             RoutePath::Tree(root) => {
                 path.starts_with(root)
                     && (path.len() == root.len() || path.as_bytes()[root.len()] == b'/')
@@ -142,6 +155,8 @@ impl<C: Clock + 'static> Routes<C> {
         route(exact("/decodeSnowflakeId"),           "leaf_decode",    Group::Leaf,    leaf::decode),
         route(param("/segment/{tag}"),               "segment",        Group::Api,     segment::one),
         route(param("/segments/{tag}"),              "segments",       Group::Api,     segment::many),
+        route(param("/seq/{key}/current"),           "seq_current",    Group::Api,     seq::current),
+        route(param("/seq/{key}"),                   "seq",            Group::Api,     seq::next),
         route(leaf_param("/api/segment/get/{tag}"),  "leaf_segment",   Group::Leaf,    leaf::segment),
         route(leaf_param("/api/snowflake/get/{key}"), "leaf_snowflake", Group::Leaf,   leaf::snowflake),
         route(RoutePath::Tree("/ui"),                "console",        Group::Console, console::page),
@@ -164,6 +179,7 @@ const fn exact(path: &'static str) -> RoutePath {
 const fn param(template: &'static str) -> RoutePath {
     RoutePath::Prefix {
         prefix: before_param(template),
+        suffix: after_param(template),
         template,
         nonempty: false,
     }
@@ -173,9 +189,20 @@ const fn param(template: &'static str) -> RoutePath {
 const fn leaf_param(template: &'static str) -> RoutePath {
     RoutePath::Prefix {
         prefix: before_param(template),
+        suffix: after_param(template),
         template,
         nonempty: true,
     }
+}
+
+/// `template` after its `}` (a template without one does not compile).
+const fn after_param(template: &'static str) -> &'static str {
+    let bytes = template.as_bytes();
+    let mut i = 0;
+    while bytes[i] != b'}' {
+        i += 1;
+    }
+    template.split_at(i + 1).1
 }
 
 /// `template` up to its `{` (a template without one does not compile).
@@ -303,7 +330,9 @@ mod tests {
                     let label = label
                         .replace("api/segment/get", "leaf_segment")
                         .replace("api/snowflake/get/{key}", "leaf_snowflake")
-                        .replace("decodeSnowflakeId", "leaf_decode");
+                        .replace("decodeSnowflakeId", "leaf_decode")
+                        .replace("seq/{key}/current", "seq_current")
+                        .replace("seq/{key}", "seq");
                     assert_eq!(e.label(), label);
                 }
                 None => assert!(["other", "console"].contains(&e.label())),
@@ -338,13 +367,18 @@ mod tests {
             ("/api/segment/get/leaf-test", "leaf_segment", "leaf-test"),
             ("/segment/a/b", "segment", "a/b"),
             ("/api/snowflake/get/k", "leaf_snowflake", "k"),
+            ("/seq/42", "seq", "42"),
+            ("/seq/42/current", "seq_current", "42"),
+            ("/seq/a%2Fcurrent", "seq", "a%2Fcurrent"),
+            ("/seq//current", "seq_current", ""),
+            ("/seq/current", "seq", "current"),
         ] {
             let (e, route) = Table::find(path).unwrap();
             assert_eq!(e.label(), label, "{path}");
-            let RoutePath::Prefix { prefix, .. } = route.path else {
+            let RoutePath::Prefix { prefix, suffix, .. } = route.path else {
                 panic!("{path}: not a prefix route");
             };
-            assert_eq!(&path[prefix.len()..], tag);
+            assert_eq!(&path[prefix.len()..path.len() - suffix.len()], tag);
         }
         for other in [
             "/segment",

@@ -16,6 +16,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use vesta_core::Clock;
 use vesta_embed::{Issuer, SystemClock};
+use vesta_segment::Sequences;
 use vesta_service::lifecycle::{self, Started};
 use vesta_service::shutdown::Trigger;
 use vesta_service::{Segments, ServeError, ServeReport};
@@ -39,7 +40,8 @@ impl RestServer<SystemClock> {
     ///
     /// With `[segment] db` set it serves the segment paths too; the store opens before the
     /// issuer starts (see [`vesta_service::segments`] for what a missing table or an
-    /// unreachable database does).
+    /// unreachable database does). With `[seq] db` set it serves `/seq/{key}` too (an
+    /// unreachable database fails the start).
     pub async fn start(config: RestConfig) -> Result<Self, ServeError> {
         Ok(Self::from_started(lifecycle::launch(&config, ALPN).await?))
     }
@@ -64,7 +66,18 @@ impl<C: Clock + 'static> RestServer<C> {
         limits: RestSection,
         segments: Option<Arc<Segments>>,
     ) -> Result<Self, ServeError> {
-        let started = lifecycle::launch_with_issuer(issuer, limits, segments, ALPN).await?;
+        Self::with_issuer_and_stores(issuer, limits, segments, None).await
+    }
+
+    /// Like [`with_issuer_and_segments`](Self::with_issuer_and_segments), also serving the
+    /// per-key sequences `seq` (opened elsewhere).
+    pub async fn with_issuer_and_stores(
+        issuer: Arc<Issuer<C>>,
+        limits: RestSection,
+        segments: Option<Arc<Segments>>,
+        seq: Option<Sequences>,
+    ) -> Result<Self, ServeError> {
+        let started = lifecycle::launch_with_stores(issuer, limits, segments, seq, ALPN).await?;
         Ok(Self::from_started(started))
     }
 

@@ -2,7 +2,8 @@
 //! sections (`[id]`, `[machine]`, `[clock]`, `[zookeeper]`), a `[server]` section whose keys
 //! both servers share by name and unit (`listen`, `max_connections`, `max_batch`, `max_wait_ms`,
 //! `shutdown_grace_ms`) beside their own, and `[segment]` (segment mode, on when its `db` is
-//! set: `vesta_segment::SegmentSection`). Unknown keys are errors naming the key; every value,
+//! set: `vesta_segment::SegmentSection`), `[seq]` (per-key sequences, on when its `db` is set:
+//! `vesta_segment::SeqSection`). Unknown keys are errors naming the key; every value,
 //! and that a static machine ID lies in the server pool, is checked at load, before anything
 //! binds or leases. Renamed keys still load, with a warning for the operator.
 
@@ -19,7 +20,7 @@ use vesta_embed::IssuerConfig;
 use vesta_embed::config::{
     ClockSection, EtcdSection, IdSection, MachineSection, ZooKeeperSection, load_toml, parse_toml,
 };
-use vesta_segment::SegmentSection;
+use vesta_segment::{SegmentSection, SeqSection};
 
 use crate::error::ConfigError;
 use crate::tls::{ServerTls, TlsFiles};
@@ -175,6 +176,8 @@ pub struct ServiceConfig<S: ServerSection> {
     pub server: S,
     /// Segment mode: Leaf-compatible numbers per tag from `leaf_alloc`; off while `db` is unset.
     pub segment: SegmentSection,
+    /// Per-key sequences from `vesta_seq`; off while `db` is unset.
+    pub seq: SeqSection,
     /// Renamed keys found while loading, one line each, for the operator to fix.
     pub warnings: Vec<String>,
 }
@@ -235,6 +238,7 @@ impl<S: ServerSection> ServiceConfig<S> {
         validate_section(&self.server, &layout)?;
         self.issuer_config().validate()?;
         self.segment.validate()?;
+        self.seq.validate()?;
         Ok(())
     }
 }
@@ -364,6 +368,7 @@ impl<'de, S: ServerSection> Deserialize<'de> for ServiceConfig<S> {
                     "zookeeper",
                     "etcd",
                     "segment",
+                    "seq",
                 ];
                 let mut c = ServiceConfig::<S>::default();
                 let mut seen: Vec<&'static str> = Vec::new();
@@ -388,6 +393,7 @@ impl<'de, S: ServerSection> Deserialize<'de> for ServiceConfig<S> {
                         "machine" => c.machine = map.next_value()?,
                         "clock" => c.clock = map.next_value()?,
                         "segment" => c.segment = map.next_value()?,
+                        "seq" => c.seq = map.next_value()?,
                         "etcd" => c.etcd = map.next_value()?,
                         _ => c.zookeeper = map.next_value()?,
                     }

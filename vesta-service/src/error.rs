@@ -57,6 +57,10 @@ pub enum ServeError {
     /// that refused the connection (an unreachable one does not stop the start).
     #[error("segments: {0}")]
     Segments(vesta_segment::SegmentError),
+    /// Per-key sequences could not start: the database unreachable or refusing, the table not
+    /// creatable, or a table grouping keys otherwise.
+    #[error("seq: {0}")]
+    Seq(vesta_segment::SeqError),
     /// The machine ID was not released cleanly at shutdown (a leased ID then expires with its
     /// ZooKeeper session; no duplicate can result).
     #[error("releasing the machine ID: {0}")]

@@ -6,11 +6,14 @@
 //!    refused at once instead of hanging in a backlog nobody reads;
 //! 3. with `[segment] db` set, the segment store opens ([`Segments::open`]): a missing table
 //!    fails here, before any lease is taken; an unreachable database does not stop the start;
+//!    with `[seq] db` set, the per-key sequences open (`vesta_seq` created on first use): a
+//!    database that cannot be reached fails the start, naming it;
 //! 4. the issuer starts, off the async workers, and is wrapped in the [`AsyncIssuer`] every
 //!    request issues through (parked requests served fairly at each unit boundary);
 //! 5. the socket listens; the server serves until its shutdown future resolves;
 //! 6. connections drain within `shutdown_grace_ms`, the rest are closed;
-//! 7. the segment store gives its unused tails back ([`give_back`]);
+//! 7. the segment store gives its unused tails back ([`give_back`]); the per-key sequences'
+//!    connections close (nothing to write: every number handed out is under a stored maximum);
 //! 8. the machine ID is released (final mark, claim deleted), off the async workers.
 //!
 //! A server runs steps 2-5 with [`launch`] (or [`launch_with_issuer`]), which also loads its
@@ -25,7 +28,7 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::{JoinHandle, JoinSet};
 use vesta_core::{Clock, GenMethod};
 use vesta_embed::{AsyncIssuer, Issuer, SystemClock};
-use vesta_segment::GiveBack;
+use vesta_segment::{GiveBack, SeqSection, Sequences};
 
 use crate::config::{CommonLimits, ServerSection, ServiceConfig, server_tls, validate_section};
 use crate::error::{ConfigError, ServeError};
@@ -48,6 +51,8 @@ pub struct Prepared<C: Clock + 'static = SystemClock> {
     pub issuer: AsyncIssuer<C>,
     /// The segment store, when segment mode is on.
     pub segments: Option<Arc<Segments>>,
+    /// The per-key sequences, when `[seq] db` is set.
+    pub seq: Option<Sequences>,
 }
 
 /// Steps 2-5 for a config: bind, open the segment store, start the issuer, listen.
@@ -58,6 +63,13 @@ pub async fn start<S: ServerSection>(
     let limits = config.limits();
     let socket = bind(limits.listen)?;
     let segments = Segments::open(&config.segment).await?;
+    let seq = match open_seq(&config.seq).await {
+        Ok(seq) => seq,
+        Err(e) => {
+            give_back(segments.as_deref()).await;
+            return Err(e);
+        }
+    };
     let issuer_config = config.issuer_config();
     let started = tokio::task::spawn_blocking(move || Issuer::start(issuer_config))
         .await
@@ -67,14 +79,30 @@ pub async fn start<S: ServerSection>(
     match started {
         Ok(mut prepared) => {
             prepared.segments = segments;
+            prepared.seq = seq;
             Ok(prepared)
         }
         Err(e) => {
             // Nothing was issued: close the store (nothing to give back).
             give_back(segments.as_deref()).await;
+            if let Some(seq) = seq {
+                seq.close().await;
+            }
             Err(e)
         }
     }
+}
+
+/// With `[seq] db` set, opens the per-key sequences (creating `vesta_seq` on first use): a
+/// database that cannot be reached or refuses fails the start, naming it.
+async fn open_seq(section: &SeqSection) -> Result<Option<Sequences>, ServeError> {
+    let Some(url) = section.db_url().map_err(ConfigError::from)? else {
+        return Ok(None);
+    };
+    Sequences::open(&url, section.options())
+        .await
+        .map(Some)
+        .map_err(ServeError::Seq)
 }
 
 /// Steps 2 and 5 for an issuer started elsewhere (tests pass one on a manual clock); it must
@@ -125,10 +153,22 @@ pub async fn launch_with_issuer<C: Clock + 'static, S: ServerSection>(
     segments: Option<Arc<Segments>>,
     alpn: &[&[u8]],
 ) -> Result<Started<C, S>, ServeError> {
+    launch_with_stores(issuer, section, segments, None, alpn).await
+}
+
+/// [`launch_with_issuer`], also serving per-key sequences `seq` opened elsewhere.
+pub async fn launch_with_stores<C: Clock + 'static, S: ServerSection>(
+    issuer: Arc<Issuer<C>>,
+    section: S,
+    segments: Option<Arc<Segments>>,
+    seq: Option<Sequences>,
+    alpn: &[&[u8]],
+) -> Result<Started<C, S>, ServeError> {
     validate_section(&section, issuer.layout())?;
     let tls = server_tls(&section, alpn)?;
     let mut prepared = start_with_issuer(issuer, S::GEN_METHOD, &section.common()).await?;
     prepared.segments = segments;
+    prepared.seq = seq;
     Started::new(prepared, section, tls)
 }
 
@@ -139,7 +179,7 @@ impl<C: Clock + 'static, S: ServerSection> Started<C, S> {
         Ok(Started {
             listener: p.listener,
             addr: p.addr,
-            service: Arc::new(Service::new(p.issuer, p.segments, limits)),
+            service: Arc::new(Service::new(p.issuer, p.segments, limits).with_seq(p.seq)),
             section,
             watchers: Watchers {
                 sighup: watch_sighup(tls.clone()),
@@ -184,6 +224,10 @@ pub async fn stop<C: Clock + 'static>(
     let grace = service.limits().shutdown_grace;
     let forced_closed = drain(tasks, grace).await;
     let give_back = give_back(service.segments().map(|s| &**s)).await;
+    // Nothing to write for the sequences: every number handed out is under a stored maximum.
+    if let Some(seq) = service.seq() {
+        seq.close().await;
+    }
     // Release the machine ID now, even if the caller still holds the issuer.
     let ids = service.async_issuer().clone();
     drop(service);
@@ -236,6 +280,7 @@ fn listen<C: Clock + 'static>(
         addr,
         issuer,
         segments: None,
+        seq: None,
     })
 }
 

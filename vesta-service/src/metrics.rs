@@ -15,13 +15,13 @@ use std::sync::atomic::AtomicI64;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use vesta_core::Clock;
 use vesta_embed::{AsyncIssuer, Issuer, LeaseState};
-use vesta_segment::{TagState, TagStatus};
+use vesta_segment::{Sequences, TagState, TagStatus};
 
 use crate::segments::Segments;
 
@@ -287,6 +287,82 @@ impl<C: Clock + 'static> Collector for IssuerCollector<C> {
 /// Registers the segments' metrics in `registry` (which should have the `vesta` prefix).
 pub fn register_segments(registry: &mut Registry, segments: Arc<Segments>) {
     registry.register_collector(Box::new(SegmentCollector(segments)));
+}
+
+/// Registers the per-key sequences' metrics: numbers handed out (`issued`, counted by the ops),
+/// raises (the table's writes), their failures and time, sections in memory, loads,
+/// evictions and fenced sections, read from [`Sequences::status`] at each scrape.
+pub fn register_seq(registry: &mut Registry, seq: Sequences, issued: Counter) {
+    registry.register(
+        "seq_numbers_issued",
+        "Per-key sequence numbers handed to clients (a batch counts each of its numbers)",
+        issued,
+    );
+    registry.register_collector(Box::new(SeqCollector(seq)));
+}
+
+/// Reads the sequences' status at each scrape.
+#[derive(Debug)]
+struct SeqCollector(Sequences);
+
+impl Collector for SeqCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let s = self.0.status();
+        let counters = [
+            (
+                "seq_raises",
+                "Raises of a section's stored maximum the table confirmed (its writes, besides \
+                 first loads)",
+                s.raises,
+            ),
+            (
+                "seq_raise_failures",
+                "Raises that failed or ran out of seq.store_timeout_ms: calls on keys of full \
+                 sections failed meanwhile",
+                s.raise_failures,
+            ),
+            (
+                "seq_section_loads",
+                "Sections loaded from the table (first use, or after an eviction)",
+                s.loads,
+            ),
+            (
+                "seq_section_evictions",
+                "Idle sections evicted",
+                s.evictions,
+            ),
+        ];
+        for (name, help, value) in counters {
+            let c = ConstCounter::new(value);
+            c.encode(encoder.encode_descriptor(name, help, None, c.metric_type())?)?;
+        }
+        let seconds = ConstCounter::new(s.raise_micros as f64 / 1e6);
+        seconds.encode(encoder.encode_descriptor(
+            "seq_raise_seconds",
+            "Time spent in confirmed raises (÷ vesta_seq_raises_total: the mean raise latency)",
+            None,
+            seconds.metric_type(),
+        )?)?;
+        let gauges = [
+            (
+                "seq_sections",
+                "Sections in memory (numeric: 800 KB each)",
+                s.sections,
+            ),
+            ("seq_string_keys", "String keys in memory", s.string_keys),
+            (
+                "seq_fenced_sections",
+                "Sections this server serves no more: another process raised them in the same \
+                 table",
+                usize::try_from(s.fenced).unwrap_or(usize::MAX),
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let g = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+            g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)?;
+        }
+        Ok(())
+    }
 }
 
 /// Reads the segments' status at each scrape.

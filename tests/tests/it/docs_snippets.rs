@@ -73,6 +73,7 @@ fn the_guides_toml_blocks_are_server_configs() {
         "docs/machine-ids.md",
         "docs/console.md",
         "docs/segment.md",
+        "docs/seq.md",
         "docs/zookeeper.md",
     ] {
         for (line, body) in snippets(guide, "toml") {

@@ -8,7 +8,8 @@
 //! - two processes on one key at once (an operator's mistake): no number in both, and the one
 //!   whose section the other raised stops with an error naming it, never following it;
 //! - the database stopped mid-run: the process stops with a one-line error within the store
-//!   timeout, and after a restart the numbers go on above everything printed.
+//!   timeout, and after a restart the numbers go on above everything printed;
+//! - `vesta serve rest --seq-db`: `/seq/{key}` across a SIGKILL and a restart of the server.
 
 use std::fs;
 use std::path::Path;
@@ -16,7 +17,7 @@ use std::process::{Child, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use vesta_tests::bin::{vesta_cmd, vesta_ok};
+use vesta_tests::bin::{ServerChild, http, vesta_cmd, vesta_ok};
 
 /// A config with a small step, so a run makes many raises, and a short store timeout.
 fn config(dir: &Path) -> String {
@@ -207,6 +208,49 @@ fn outage(url: &str, stop: &mut dyn FnMut(), restart: &mut dyn FnMut()) {
     assert_increasing("42", &[&before, &during, &after]);
 }
 
+/// `vesta serve rest --seq-db URL` on machine `machine`: `/seq/{key}` over HTTP, every answer
+/// checked; a SIGKILL and a restart (the start guard waits out the killed server's unit): the
+/// keys go on above; `/seq/{key}/current` reads without moving; `/metrics` counts.
+fn served_over_rest(url: &str, machine: &str) {
+    let start = || ServerChild::start("rest", &["--machine", machine, "--seq-db", url], &[]);
+    let next = |server: &ServerChild, path: &str| -> u64 {
+        let (status, body) = http(&server.addr, "GET", path);
+        assert_eq!(status, 200, "{path}: {body}");
+        body.parse()
+            .unwrap_or_else(|_| panic!("{path}: not a number: {body}"))
+    };
+    let server = start();
+    let mut seen: Vec<u64> = Vec::new();
+    let mut chat: Vec<u64> = Vec::new();
+    for _ in 0..200 {
+        seen.push(next(&server, "/seq/42"));
+        chat.push(next(&server, "/seq/chat%3A7?count=3"));
+    }
+    assert_eq!(next(&server, "/seq/42/current"), *seen.last().unwrap());
+    let (_, metrics) = http(&server.addr, "GET", "/metrics");
+    assert!(
+        metrics.contains("vesta_seq_numbers_issued_total 800"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("vesta_seq_raises_total"), "{metrics}");
+    drop(server); // SIGKILL
+    let server = start();
+    for _ in 0..20 {
+        seen.push(next(&server, "/seq/42"));
+        chat.push(next(&server, "/seq/chat%3A7?count=3"));
+    }
+    assert_increasing("42 over REST", &[&seen]);
+    assert_increasing("chat:7 over REST (last of each batch)", &[&chat]);
+    assert!(
+        chat.windows(2).all(|w| w[1] >= w[0] + 3),
+        "batches of 3 overlap"
+    );
+    let (status, body) = http(&server.addr, "GET", "/seq/%FF");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("invalid parameter key"), "{body}");
+    server.stop_cleanly();
+}
+
 mod sqlite {
     fn url(dir: &std::path::Path) -> String {
         format!("sqlite://{}/seq.db", dir.display())
@@ -223,6 +267,12 @@ mod sqlite {
         let dir = tempfile::tempdir().unwrap();
         super::two_processes_are_never_followed(&url(dir.path()));
     }
+
+    #[test]
+    fn served_over_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        super::served_over_rest(&url(dir.path()), "1001");
+    }
 }
 
 mod postgres {
@@ -238,6 +288,12 @@ mod postgres {
     fn two_processes_are_never_followed() {
         let pg = Postgres::start();
         super::two_processes_are_never_followed(&pg.create_database("two"));
+    }
+
+    #[test]
+    fn served_over_rest() {
+        let pg = Postgres::start();
+        super::served_over_rest(&pg.create_database("rest"), "1002");
     }
 
     #[test]

@@ -76,6 +76,11 @@ pub struct ServerArgs {
     /// [default: [segment] db of the config; off when unset]
     #[arg(long, value_name = "URL")]
     pub segment_db: Option<String>,
+    /// Serve per-key sequences (GET /seq/KEY on REST) from this database's vesta_seq table,
+    /// created on first use: sqlite://PATH, postgres://... or mysql://... [default: [seq] db
+    /// of the config; off when unset]
+    #[arg(long, value_name = "URL")]
+    pub seq_db: Option<String>,
     /// Log lines as text (colours only on a terminal) or one JSON object per line
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t)]
     pub log_format: LogFormat,
@@ -124,6 +129,9 @@ impl ServerArgs {
         );
         if let Some(url) = &self.segment_db {
             config.segment.db = Some(url.clone());
+        }
+        if let Some(url) = &self.seq_db {
+            config.seq.db = Some(url.clone());
         }
         config
             .server
@@ -388,6 +396,15 @@ mod tests {
             .to_string();
         assert!(
             err.starts_with("invalid config: segment.db: invalid database URL mysql://h/db"),
+            "{err}"
+        );
+        let c: RestConfig = config(&["--seq-db", "sqlite://seq.db"]).unwrap();
+        assert_eq!(c.seq.db.as_deref(), Some("sqlite://seq.db"));
+        let err = config::<RestSection>(&["--seq-db", "redis://x"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("invalid config: seq.db: invalid database URL redis://x"),
             "{err}"
         );
         let c: RestConfig = config(&["--zk", "127.0.0.1:2182"]).unwrap();

@@ -11,4 +11,5 @@ pub mod leaf;
 pub mod makeid;
 pub mod metrics;
 pub mod segment;
+pub mod seq;
 pub mod transtime;

@@ -1,7 +1,8 @@
 //! The one state every transport serves from ([`Service`]) and the operations on it, each a
 //! typed function written once (mini-redis's `Db` and `Command::apply`): IDs and batches
 //! ([`Service::ids`]), explain, make, trans-time ([`Service::make`], ...), segment numbers
-//! ([`Service::segment_number`], [`Service::segment_numbers`]), health and status. The TCP
+//! ([`Service::segment_number`], [`Service::segment_numbers`]), per-key sequences
+//! ([`Service::seq_next`], [`Service::seq_current`]), health and status. The TCP
 //! server, the REST server (and the next transport) only parse a request, call the op, and
 //! write its answer or map its [`OpError`] by [`ErrorKind`], each in one place of their own.
 //!
@@ -18,6 +19,7 @@
 mod error;
 mod ids;
 mod segments;
+mod seq;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -36,9 +38,11 @@ use crate::error::ConfigError;
 use crate::health::Health;
 use crate::metrics::Connections;
 use crate::segments::Segments;
+use vesta_segment::Sequences;
 
 pub use error::{ErrorKind, OpError};
 pub use ids::IdsLater;
+pub use seq::SeqNumbers;
 
 /// What a server allows, read from its `[server]` section: the same keys on every transport.
 #[derive(Clone, Debug)]
@@ -80,6 +84,9 @@ impl Limits {
 pub struct Service<C: Clock + 'static = SystemClock> {
     ids: AsyncIssuer<C>,
     segments: Option<Arc<Segments>>,
+    seq: Option<Sequences>,
+    /// Per-key sequence numbers handed out (`vesta_seq_numbers_issued_total`).
+    seq_issued: Counter,
     limits: Limits,
     issued: Counter,
     connections: Connections,
@@ -92,10 +99,23 @@ impl<C: Clock + 'static> Service<C> {
         Service {
             ids,
             segments,
+            seq: None,
+            seq_issued: Counter::default(),
             limits,
             issued: Counter::default(),
             connections,
         }
+    }
+
+    /// With the per-key sequences `seq` (`[seq] db`), when set.
+    pub fn with_seq(mut self, seq: Option<Sequences>) -> Self {
+        self.seq = seq;
+        self
+    }
+
+    /// The per-key sequences, when `[seq] db` is set.
+    pub fn seq(&self) -> Option<&Sequences> {
+        self.seq.as_ref()
     }
 
     /// Registers the metrics every server exports alike in `registry` (prefix `vesta`): the
@@ -111,6 +131,9 @@ impl<C: Clock + 'static> Service<C> {
         self.connections.register(registry);
         if let Some(segments) = &self.segments {
             crate::metrics::register_segments(registry, Arc::clone(segments));
+        }
+        if let Some(seq) = &self.seq {
+            crate::metrics::register_seq(registry, seq.clone(), self.seq_issued.clone());
         }
     }
 

@@ -120,7 +120,25 @@ pub async fn spawn_with_segments<C: Clock + 'static>(
     rest: RestSection,
     segments: Option<Arc<Segments>>,
 ) -> TestServer<C> {
-    let server = RestServer::with_issuer_and_segments(Arc::new(issuer), rest, segments)
+    spawn_with_stores(issuer, rest, segments, None).await
+}
+
+/// Per-key sequences on a fresh SQLite file in `dir` (default options).
+pub async fn seq_db(dir: &std::path::Path) -> vesta_segment::Sequences {
+    let url = vesta_segment::DbUrl::parse(&format!("sqlite://{}/seq.db", dir.display())).unwrap();
+    vesta_segment::Sequences::open(&url, vesta_segment::SeqOptions::default())
+        .await
+        .unwrap()
+}
+
+/// Binds and starts serving `issuer`, `segments` and the sequences `seq` under `rest`.
+pub async fn spawn_with_stores<C: Clock + 'static>(
+    issuer: Issuer<C>,
+    rest: RestSection,
+    segments: Option<Arc<Segments>>,
+    seq: Option<vesta_segment::Sequences>,
+) -> TestServer<C> {
+    let server = RestServer::with_issuer_and_stores(Arc::new(issuer), rest, segments, seq)
         .await
         .unwrap();
     let addr = server.local_addr();

@@ -1,0 +1,116 @@
+//! Per-key sequences (`[seq] db`): `GET /seq/{key}` (the key's next number as text, like
+//! `/genid`), `?count=N` (N numbers, the last one answered), `?format=json`
+//! (`{"key":"…","first":"…","last":"…"}`, numbers as strings like `/genids`), and
+//! `GET /seq/{key}/current` (the current number, not moved). The key is the path segment,
+//! percent-decoded: a decimal `u64`, or UTF-8 text of 1-128 bytes (a `/` in a key is sent as
+//! `%2F`). From the service's seq ops.
+//!
+//! A key whose section is in memory and covers the call answers at once; otherwise the request
+//! waits for the table (never on a worker), at most `seq.store_timeout_ms`. Errors: no
+//! `[seq] db` → 404, bad key or count → 400, the table down or slow → 503 with `Retry-After`.
+
+use std::borrow::Cow;
+
+use hyper::Response;
+use vesta_core::Clock;
+use vesta_service::ops::{SeqNumbers, Turn};
+use vesta_service::{Answer, OpError};
+
+use crate::body::Body;
+use crate::endpoints::issue::parse_count;
+use crate::error::ApiError;
+use crate::query::Query;
+use crate::response;
+use crate::router::{Ctx, Reply};
+
+/// `GET /seq/{key}[?count=N][&format=json]`.
+pub fn next<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
+    let raw = cx.param();
+    let checked = (|| {
+        let service = cx.service();
+        service.seq_on()?;
+        let q = Query::parse(cx.query, cx.documented_path(), &["count", "format"])?;
+        let count = match q.get("count") {
+            Some(text) => parse_count(text, service.max_seq_batch())?,
+            None => 1,
+        };
+        let json = json(&q)?;
+        Ok::<_, ApiError>((decode(raw), count, json))
+    })();
+    let (key, count, json) = match checked {
+        Ok(c) => c,
+        Err(e) => return cx.now(Err(e)),
+    };
+    let shown = json.then(|| String::from_utf8_lossy(&key).into_owned());
+    let numbers = cx.service().seq_next(&key, count, Turn::Now);
+    match numbers {
+        Answer::Now(r) => cx.now(write(r, shown.as_deref())),
+        Answer::Later(later) => cx.later(async move { write(later.await, shown.as_deref()) }),
+    }
+}
+
+/// `GET /seq/{key}/current[?format=json]`.
+pub fn current<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
+    let raw = cx.param();
+    let checked = (|| {
+        cx.service().seq_on()?;
+        let q = Query::parse(cx.query, cx.documented_path(), &["format"])?;
+        Ok::<_, ApiError>((decode(raw), json(&q)?))
+    })();
+    let (key, json) = match checked {
+        Ok(c) => c,
+        Err(e) => return cx.now(Err(e)),
+    };
+    let shown = json.then(|| String::from_utf8_lossy(&key).into_owned());
+    let answer = cx.service().seq_current(&key);
+    let reply = move |n: Result<u64, OpError>| -> Result<Response<Body>, ApiError> {
+        let n = n?;
+        Ok(match &shown {
+            Some(key) => response::json(
+                serde_json::json!({ "key": key, "current": n.to_string() }).to_string(),
+            ),
+            None => response::decimal(n),
+        })
+    };
+    match answer {
+        Answer::Now(r) => cx.now(reply(r)),
+        Answer::Later(later) => cx.later(async move { reply(later.await) }),
+    }
+}
+
+/// `format`: absent or `text` (a number as text), or `json`.
+fn json(q: &Query<'_>) -> Result<bool, ApiError> {
+    match q.get("format") {
+        None | Some("text") => Ok(false),
+        Some("json") => Ok(true),
+        Some(other) => Err(ApiError::invalid_param(
+            "format",
+            format_args!(
+                "`{}` is not a format here: use text or json",
+                crate::query::shorten(other)
+            ),
+        )),
+    }
+}
+
+/// The answer: the last number as text, or the call as JSON.
+fn write(n: Result<SeqNumbers, OpError>, key: Option<&str>) -> Result<Response<Body>, ApiError> {
+    let n = n?;
+    Ok(match key {
+        Some(key) => response::json(
+            serde_json::json!({
+                "key": key,
+                "first": n.first().to_string(),
+                "last": n.last.to_string(),
+            })
+            .to_string(),
+        ),
+        None => response::decimal(n.last),
+    })
+}
+
+/// The key as written in the path, percent-decoded to bytes (the sequences check the key
+/// rule, UTF-8 included: a key that is not is refused, never replaced).
+fn decode(raw: &str) -> Cow<'_, [u8]> {
+    percent_encoding::percent_decode_str(raw).into()
+}

@@ -1,0 +1,169 @@
+//! The ops on the per-key sequences (`[seq] db`): a key's next numbers, and its current one.
+//! A key whose section is in memory and covers the call answers now (a map lookup and one
+//! atomic add); otherwise the answer waits for the table (a section's load or raise), at most
+//! `seq.store_timeout_ms`. Numbers are counted in `vesta_seq_numbers_issued_total` when they
+//! are handed over.
+
+use vesta_core::Clock;
+use vesta_segment::{SeqError, SeqKey, SeqNext, Sequences};
+
+use super::{Answer, ErrorKind, Later, OpError, Service, Turn};
+
+/// What a call on a key answers: the last number of the call, and how many it moved by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeqNumbers {
+    /// The last number (the only one, for a count of 1).
+    pub last: u64,
+    /// How many numbers the call took: `last - count + 1 ..= last`.
+    pub count: u64,
+}
+
+impl SeqNumbers {
+    /// The first number of the call.
+    pub fn first(&self) -> u64 {
+        self.last + 1 - self.count
+    }
+}
+
+impl<C: Clock + 'static> Service<C> {
+    /// The per-key sequences, or the refusal of a server without them
+    /// ([`ErrorKind::NotConfigured`]).
+    pub fn seq_on(&self) -> Result<&Sequences, OpError> {
+        self.seq.as_ref().ok_or_else(|| {
+            OpError::new(
+                ErrorKind::NotConfigured,
+                "per-key sequences are off: this server has no sequence database ([seq] db in \
+                 its config, or --seq-db)",
+            )
+        })
+    }
+
+    /// The largest batch of one key: the sequences' step.
+    pub fn max_seq_batch(&self) -> u64 {
+        self.seq.as_ref().map_or(1, |s| s.options().step)
+    }
+
+    /// `count` numbers of the key `key` names (its bytes as sent: a decimal `u64` or UTF-8
+    /// text). With [`Turn::Now`] they are taken now when the key's section covers them; with
+    /// [`Turn::Queued`] nothing is taken before the answer is polled.
+    pub fn seq_next(&self, key: &[u8], count: u64, turn: Turn) -> Answer<SeqNumbers> {
+        let seqs = match self.seq_on() {
+            Ok(s) => s,
+            Err(e) => return Answer::Now(Err(e)),
+        };
+        let key = match SeqKey::parse(key) {
+            Ok(k) => k,
+            Err(e) => return Answer::Now(Err(SeqError::from(e).into())),
+        };
+        let issued = self.seq_issued.clone();
+        let handed = move |last: u64| {
+            issued.inc_by(count);
+            SeqNumbers { last, count }
+        };
+        match turn {
+            Turn::Now => match seqs.try_next_n(&key, count) {
+                Ok(SeqNext::Ready(last)) => Answer::Now(Ok(handed(last))),
+                Ok(SeqNext::Pending(p)) => {
+                    Answer::Later(Later::new(async move { Ok(handed(p.wait().await?)) }))
+                }
+                Err(e) => Answer::Now(Err(e.into())),
+            },
+            Turn::Queued => {
+                let seqs = seqs.clone();
+                Answer::Later(Later::new(async move {
+                    Ok(handed(seqs.next_n(&key, count).await?))
+                }))
+            }
+        }
+    }
+
+    /// The current number of the key, without moving it (see
+    /// [`Sequences::current`]: a section not in memory is loaded first).
+    pub fn seq_current(&self, key: &[u8]) -> Answer<u64> {
+        let seqs = match self.seq_on() {
+            Ok(s) => s.clone(),
+            Err(e) => return Answer::Now(Err(e)),
+        };
+        let key = match SeqKey::parse(key) {
+            Ok(k) => k,
+            Err(e) => return Answer::Now(Err(SeqError::from(e).into())),
+        };
+        Later::new(async move { Ok(seqs.current(&key).await?) }).polled_once()
+    }
+}
+
+/// A sequence refusal: a bad key or count names its parameter; the table's failures are 503s
+/// (worth a retry unless the section is fenced); a memory bound reached is saturation.
+impl From<SeqError> for OpError {
+    fn from(e: SeqError) -> Self {
+        let message = e.to_string();
+        match &e {
+            SeqError::Key(_) => OpError::bad_parameter("key", message),
+            SeqError::Count { .. } => OpError::bad_parameter("count", message),
+            SeqError::Unavailable { .. } | SeqError::Store(_) => {
+                OpError::new(ErrorKind::StoreDown, message).retry_after(Some(1))
+            }
+            SeqError::Full { .. } => {
+                OpError::new(ErrorKind::Saturated, message).retry_after(Some(1))
+            }
+            SeqError::Fenced { .. } | SeqError::Exhausted { .. } | SeqError::Layout { .. } => {
+                OpError::new(ErrorKind::StoreDown, message)
+            }
+            _ => OpError::internal(message),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vesta_core::{GenMethod, IdType};
+    use vesta_segment::SeqKey;
+    use vesta_segment::seq::KeyError;
+
+    use super::super::testing::service;
+    use super::*;
+
+    #[tokio::test]
+    async fn without_a_database_the_seq_ops_say_so() {
+        let (s, _clock) = service(IdType::MaxPeak, GenMethod::Server, 10);
+        let Answer::Now(Err(e)) = s.seq_next(b"42", 1, Turn::Now) else {
+            panic!("not refused now");
+        };
+        assert_eq!(e.kind(), ErrorKind::NotConfigured);
+        assert!(e.message().contains("[seq] db"), "{e}");
+        let Answer::Now(Err(e)) = s.seq_current(b"42") else {
+            panic!("not refused now");
+        };
+        assert_eq!(e.kind(), ErrorKind::NotConfigured);
+    }
+
+    #[test]
+    fn refusals_get_their_kinds_and_fields() {
+        let key: KeyError = SeqKey::parse(b"").unwrap_err();
+        let e = OpError::from(SeqError::from(key));
+        assert_eq!(
+            (e.kind(), e.field()),
+            (ErrorKind::BadParameter, Some("key"))
+        );
+        let e = OpError::from(SeqError::Count { count: 0, max: 10 });
+        assert_eq!(e.field(), Some("count"));
+        let e = OpError::from(SeqError::Unavailable {
+            key: "42".into(),
+            cause: "down".into(),
+        });
+        assert_eq!(
+            (e.kind(), e.retry_after_s()),
+            (ErrorKind::StoreDown, Some(1))
+        );
+        let e = OpError::from(SeqError::Fenced {
+            key: "42".into(),
+            why: "moved".into(),
+        });
+        assert_eq!((e.kind(), e.retry_after_s()), (ErrorKind::StoreDown, None));
+        assert_eq!(
+            SeqNumbers { last: 10, count: 3 }.first(),
+            8,
+            "a batch of 3 ending at 10"
+        );
+    }
+}
