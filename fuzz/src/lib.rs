@@ -514,7 +514,7 @@ pub fn grpc_request(data: &[u8]) {
     let Some((&pick, rest)) = data.split_first() else {
         return;
     };
-    const PATHS: [&str; 10] = [
+    const PATHS: [&str; 12] = [
         "/vesta.v1.Vesta/NextId",
         "/vesta.v1.Vesta/NextIds",
         "/vesta.v1.Vesta/StreamIds",
@@ -525,6 +525,8 @@ pub fn grpc_request(data: &[u8]) {
         "/vesta.v1.Vesta/Segments",
         "/grpc.health.v1.Health/Check",
         "/vesta.v1.Vesta/Nope",
+        "/vesta.v1.Vesta/SeqNext",
+        "/vesta.v1.Vesta/SeqCurrent",
     ];
     let method = usize::from(pick & 0x7f) % PATHS.len();
     let path = PATHS[method];
@@ -542,6 +544,8 @@ pub fn grpc_request(data: &[u8]) {
             6 => pb::SegmentRequest::decode(rest).is_ok(),
             7 => pb::SegmentsRequest::decode(rest).is_ok(),
             8 => tonic_health::pb::HealthCheckRequest::decode(rest).is_ok(),
+            10 => pb::SeqNextRequest::decode(rest).is_ok(),
+            11 => pb::SeqCurrentRequest::decode(rest).is_ok(),
             _ => true,
         }
     };

@@ -199,6 +199,21 @@ def open_script(channel, pb, pb_grpc):
         lambda: vesta.Segment(pb.SegmentRequest(tag="orders"), timeout=TIMEOUT),
         lambda r: {"number": str(r.number)},
     )
+    call(
+        "seq_next",
+        lambda: vesta.SeqNext(pb.SeqNextRequest(key="chat:4711", count=3), timeout=TIMEOUT),
+        lambda r: {"first": str(r.first), "last": str(r.last), "last_text": r.last_text},
+    )
+    call(
+        "seq_current",
+        lambda: vesta.SeqCurrent(pb.SeqCurrentRequest(key="chat:4711"), timeout=TIMEOUT),
+        lambda r: {"current": str(r.current)},
+    )
+    call(
+        "seq_next_zero",
+        lambda: vesta.SeqNext(pb.SeqNextRequest(key="chat:4711", count=0), timeout=TIMEOUT),
+        lambda r: {"last": str(r.last)},
+    )
     health(channel, "health_")
     call("reflection_services", lambda: list_services(channel), lambda s: {"services": s})
     call("reflection_methods", lambda: reflected_methods(channel), lambda m: {"methods": m})

@@ -244,11 +244,26 @@ fn proto_rpcs() -> Vec<(String, String, String, bool)> {
 #[test]
 fn python_client_calls_every_method() {
     let hold = tempfile::tempdir().unwrap();
-    // A default server: machine 924, the first of the server pool.
-    let (server, machine) = serve(hold.path(), &[]);
+    // A default server (machine 924, the first of the server pool) with per-key sequences.
+    let seq_db = format!("sqlite://{}/seq.db", hold.path().display());
+    let (server, machine) = serve(hold.path(), &["--seq-db", &seq_db]);
     assert_eq!(machine, 924, "{}", server.startup);
     let steps = run_python(&[&server.addr]);
     assert_open_script(&steps, machine);
+    let next = steps.ok("seq_next");
+    assert_eq!(
+        (&next["first"], &next["last"], &next["last_text"]),
+        (&"1".into(), &"3".into(), &"3".into()),
+        "{next}"
+    );
+    assert_eq!(steps.ok("seq_current")["current"], "3");
+    assert_refused(
+        &steps,
+        "seq_next_zero",
+        "INVALID_ARGUMENT",
+        "count",
+        Some("count"),
+    );
 
     assert_refused(
         &steps,
@@ -286,7 +301,7 @@ fn python_client_calls_every_method() {
         })
         .collect();
     let declared = proto_rpcs();
-    assert_eq!(declared.len(), 8, "{declared:?}");
+    assert_eq!(declared.len(), 10, "{declared:?}");
     assert_eq!(methods, declared, "reflection against the .proto");
     server.stop_cleanly();
 }

@@ -141,6 +141,20 @@ impl Vesta for Bare {
     ) -> Result<Response<pb::SegmentsResponse>, Status> {
         Err(not_here())
     }
+
+    async fn seq_next(
+        &self,
+        _: tonic::Request<pb::SeqNextRequest>,
+    ) -> Result<Response<pb::SeqNextResponse>, Status> {
+        Err(not_here())
+    }
+
+    async fn seq_current(
+        &self,
+        _: tonic::Request<pb::SeqCurrentRequest>,
+    ) -> Result<Response<pb::SeqCurrentResponse>, Status> {
+        Err(not_here())
+    }
 }
 
 fn not_here() -> Status {

@@ -130,6 +130,41 @@ pub struct SegmentsResponse {
     #[prost(uint64, repeated, tag = "1")]
     pub numbers: ::prost::alloc::vec::Vec<u64>,
 }
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SeqNextRequest {
+    /// A `u64` in canonical decimal (`42`), or UTF-8 text of 1..=128 bytes without control
+    /// characters (`chat:4711`).
+    #[prost(string, tag = "1")]
+    pub key: ::prost::alloc::string::String,
+    /// How many numbers: 1..=the server's `seq.step`; absent is 1, 0 is refused.
+    #[prost(uint64, optional, tag = "2")]
+    pub count: ::core::option::Option<u64>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SeqNextResponse {
+    /// The call's numbers are `first..=last` (`first == last` for one).
+    #[prost(uint64, tag = "1")]
+    pub first: u64,
+    #[prost(uint64, tag = "2")]
+    pub last: u64,
+    /// The same as decimal text, for languages without 64-bit integers.
+    #[prost(string, tag = "3")]
+    pub first_text: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub last_text: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SeqCurrentRequest {
+    #[prost(string, tag = "1")]
+    pub key: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SeqCurrentResponse {
+    #[prost(uint64, tag = "1")]
+    pub current: u64,
+    #[prost(string, tag = "2")]
+    pub current_text: ::prost::alloc::string::String,
+}
 /// Generated client implementations.
 #[cfg(feature = "client")]
 pub mod vesta_client {
@@ -142,8 +177,8 @@ pub mod vesta_client {
     )]
     use tonic::codegen::*;
     use tonic::codegen::http::Uri;
-    /// The ID issuer (one server's machine ID and layout) and, when the server has
-    /// `[segment] db`, Leaf's segment numbers.
+    /// The ID issuer (one server's machine ID and layout); when the server has `[segment] db`,
+    /// Leaf's segment numbers; when it has `[seq] db`, per-key sequences.
     #[derive(Debug, Clone)]
     pub struct VestaClient<T> {
         inner: tonic::client::Grpc<T>,
@@ -398,6 +433,55 @@ pub mod vesta_client {
             req.extensions_mut().insert(GrpcMethod::new("vesta.v1.Vesta", "Segments"));
             self.inner.unary(req, path, codec).await
         }
+        /// The next number(s) of a key's sequence (WeChat seqsvr's model, docs/seq.md): above every
+        /// number the key was handed before. UNIMPLEMENTED when the server has no `[seq] db`;
+        /// INVALID_ARGUMENT naming `key` or `count`; UNAVAILABLE when the key's section could not be
+        /// raised in time.
+        pub async fn seq_next(
+            &mut self,
+            request: impl tonic::IntoRequest<super::SeqNextRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::SeqNextResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/vesta.v1.Vesta/SeqNext");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("vesta.v1.Vesta", "SeqNext"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// A key's current number, not moved (a client holding a smaller one has missed one).
+        pub async fn seq_current(
+            &mut self,
+            request: impl tonic::IntoRequest<super::SeqCurrentRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::SeqCurrentResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/vesta.v1.Vesta/SeqCurrent",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("vesta.v1.Vesta", "SeqCurrent"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -470,9 +554,25 @@ pub mod vesta_server {
             tonic::Response<super::SegmentsResponse>,
             tonic::Status,
         >;
+        /// The next number(s) of a key's sequence (WeChat seqsvr's model, docs/seq.md): above every
+        /// number the key was handed before. UNIMPLEMENTED when the server has no `[seq] db`;
+        /// INVALID_ARGUMENT naming `key` or `count`; UNAVAILABLE when the key's section could not be
+        /// raised in time.
+        async fn seq_next(
+            &self,
+            request: tonic::Request<super::SeqNextRequest>,
+        ) -> std::result::Result<tonic::Response<super::SeqNextResponse>, tonic::Status>;
+        /// A key's current number, not moved (a client holding a smaller one has missed one).
+        async fn seq_current(
+            &self,
+            request: tonic::Request<super::SeqCurrentRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::SeqCurrentResponse>,
+            tonic::Status,
+        >;
     }
-    /// The ID issuer (one server's machine ID and layout) and, when the server has
-    /// `[segment] db`, Leaf's segment numbers.
+    /// The ID issuer (one server's machine ID and layout); when the server has `[segment] db`,
+    /// Leaf's segment numbers; when it has `[seq] db`, per-key sequences.
     #[derive(Debug)]
     pub struct VestaServer<T> {
         inner: Arc<T>,
@@ -881,6 +981,92 @@ pub mod vesta_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = SegmentsSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/vesta.v1.Vesta/SeqNext" => {
+                    #[allow(non_camel_case_types)]
+                    struct SeqNextSvc<T: Vesta>(pub Arc<T>);
+                    impl<T: Vesta> tonic::server::UnaryService<super::SeqNextRequest>
+                    for SeqNextSvc<T> {
+                        type Response = super::SeqNextResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::SeqNextRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Vesta>::seq_next(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = SeqNextSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/vesta.v1.Vesta/SeqCurrent" => {
+                    #[allow(non_camel_case_types)]
+                    struct SeqCurrentSvc<T: Vesta>(pub Arc<T>);
+                    impl<T: Vesta> tonic::server::UnaryService<super::SeqCurrentRequest>
+                    for SeqCurrentSvc<T> {
+                        type Response = super::SeqCurrentResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::SeqCurrentRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Vesta>::seq_current(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = SeqCurrentSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -12,7 +12,7 @@ use tonic::Code;
 type Labels = [(&'static str, &'static str); 2];
 
 /// The methods a call is counted under.
-const METHODS: [&str; 12] = [
+const METHODS: [&str; 14] = [
     "vesta.v1.Vesta/NextId",
     "vesta.v1.Vesta/NextIds",
     "vesta.v1.Vesta/StreamIds",
@@ -21,6 +21,8 @@ const METHODS: [&str; 12] = [
     "vesta.v1.Vesta/TransTime",
     "vesta.v1.Vesta/Segment",
     "vesta.v1.Vesta/Segments",
+    "vesta.v1.Vesta/SeqNext",
+    "vesta.v1.Vesta/SeqCurrent",
     "grpc.health.v1.Health/Check",
     "grpc.health.v1.Health/Watch",
     "grpc.reflection.v1.ServerReflection/ServerReflectionInfo",

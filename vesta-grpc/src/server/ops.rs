@@ -199,4 +199,37 @@ impl<C: Clock + 'static> Vesta for Ops<C> {
             numbers: ranges.into_iter().flatten().collect(),
         }))
     }
+
+    async fn seq_next(
+        &self,
+        req: Request<pb::SeqNextRequest>,
+    ) -> Result<Response<pb::SeqNextResponse>, Status> {
+        let r = req.get_ref();
+        let count = r.count.unwrap_or(1);
+        let numbers = match self.service.seq_next(r.key.as_bytes(), count, Turn::Now) {
+            Answer::Now(r) => r.map_err(|e| status::of(&e))?,
+            Answer::Later(later) => until_deadline(&req, later).await?,
+        };
+        let (first, last) = (numbers.first(), numbers.last);
+        Ok(Response::new(pb::SeqNextResponse {
+            first,
+            last,
+            first_text: first.to_string(),
+            last_text: last.to_string(),
+        }))
+    }
+
+    async fn seq_current(
+        &self,
+        req: Request<pb::SeqCurrentRequest>,
+    ) -> Result<Response<pb::SeqCurrentResponse>, Status> {
+        let current = match self.service.seq_current(req.get_ref().key.as_bytes()) {
+            Answer::Now(r) => r.map_err(|e| status::of(&e))?,
+            Answer::Later(later) => until_deadline(&req, later).await?,
+        };
+        Ok(Response::new(pb::SeqCurrentResponse {
+            current,
+            current_text: current.to_string(),
+        }))
+    }
 }

@@ -18,8 +18,8 @@ use vesta_rest::RestSection;
 use prost::Message;
 
 use crate::common::{
-    H2Conn, labelled_sample, manual_issuer, open_segments, rest, sample, segment_db, spawn,
-    spawn_with_segments, system_issuer,
+    H2Conn, labelled_sample, manual_issuer, open_segments, rest, sample, segment_db, seq_db, spawn,
+    spawn_with_segments, spawn_with_stores, system_issuer,
 };
 
 async fn client(addr: std::net::SocketAddr) -> VestaClient<Channel> {
@@ -432,6 +432,46 @@ async fn segment_numbers_over_grpc() {
     );
     assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
     server.stop().await;
+}
+
+#[tokio::test]
+async fn per_key_sequences_over_grpc() {
+    let dir = tempfile::tempdir().unwrap();
+    let seq = seq_db(dir.path()).await;
+    let server = spawn_with_stores(system_issuer(), rest(), None, Some(seq)).await;
+    let mut c = client(server.addr).await;
+    let next = |key: &str, count: Option<u64>| pb::SeqNextRequest {
+        key: key.into(),
+        count,
+    };
+    let one = c.seq_next(next("42", None)).await.unwrap().into_inner();
+    assert_eq!((one.first, one.last, one.last_text.as_str()), (1, 1, "1"));
+    let batch = c.seq_next(next("42", Some(5))).await.unwrap().into_inner();
+    assert_eq!((batch.first, batch.last), (2, 6));
+    // A string key, and the same key over REST: one sequence.
+    let chat = c.seq_next(next("会话:7", None)).await.unwrap().into_inner();
+    assert_eq!(chat.last, 1);
+    let rest_next: u64 = server.client().get("/seq/42").await.body.parse().unwrap();
+    assert_eq!(rest_next, 7);
+    let cur = c
+        .seq_current(pb::SeqCurrentRequest { key: "42".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((cur.current, cur.current_text.as_str()), (7, "7"));
+    for (req, field) in [(next("", None), "key"), (next("42", Some(0)), "count")] {
+        let s = refused(c.seq_next(req).await);
+        assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
+        assert_eq!(s.metadata().get("vesta-field").unwrap(), field, "{s:?}");
+    }
+    server.stop().await;
+    // Without [seq] db: said so, as UNIMPLEMENTED.
+    let off = spawn(system_issuer(), rest()).await;
+    let mut c = client(off.addr).await;
+    let s = refused(c.seq_next(next("42", None)).await);
+    assert_eq!(s.code(), Code::Unimplemented, "{s:?}");
+    assert!(s.message().contains("[seq] db"), "{s:?}");
+    off.stop().await;
 }
 
 #[tokio::test]
