@@ -81,6 +81,15 @@ fn serve_on(
             "# db = \"postgres://vesta@db1.example:5432/ids\"",
             &format!("db = \"{db}\""),
         );
+        if kind == "rest" {
+            // Per-key sequences on the same database, for the vesta_seq_* series.
+            text = replace(&text, "# [seq]", "[seq]");
+            text = replace(
+                &text,
+                "# db = \"sqlite:///var/lib/vesta-rest/seq.db\"",
+                &format!("db = \"{db}\""),
+            );
+        }
     }
     let state = format!("/var/lib/vesta-{kind}/machine.state");
     if segment_db.is_some() {
@@ -257,6 +266,7 @@ fn a_real_prometheus_finds_every_series_the_rules_and_the_dashboard_use() {
     // Some traffic, so request series have samples beyond their zeros.
     assert!(http_get(&rest_addr, "/genids?count=3").starts_with("HTTP/1.1 200"));
     assert!(http_get(&rest_addr, "/segment/orders").starts_with("HTTP/1.1 200"));
+    assert!(http_get(&rest_addr, "/seq/42").starts_with("HTTP/1.1 200"));
     let out = vesta_cmd(["gen", "--server", &tcp_addr, "-n", "3"])
         .output()
         .unwrap();
