@@ -76,6 +76,24 @@ impl Health {
         }
     }
 
+    /// Adds the per-key sequences' state (`seq` key) to a healthy answer; `status` becomes
+    /// `degraded` while a section is fenced (another process on the table).
+    pub fn with_seq(self, seq: Option<&vesta_segment::Sequences>) -> Health {
+        match (self, seq) {
+            (Health::Issuing(mut body), Some(seq)) => {
+                let status = seq.status();
+                if status.fenced > 0 {
+                    body["status"] = "degraded".into();
+                }
+                let mut value = serde_json::to_value(&status).unwrap_or_default();
+                value["db"] = seq.url().to_string().into();
+                body["seq"] = value;
+                Health::Issuing(body)
+            }
+            (health, _) => health,
+        }
+    }
+
     /// `(healthy, JSON body)`: the body is the status object, or `{"error": why}`.
     pub fn to_http(&self) -> (bool, String) {
         match self {

@@ -233,6 +233,11 @@ fn served_over_rest(url: &str, machine: &str) {
         "{metrics}"
     );
     assert!(metrics.contains("vesta_seq_raises_total"), "{metrics}");
+    let (_, health) = http(&server.addr, "GET", "/healthz");
+    let health: serde_json::Value = serde_json::from_str(&health).unwrap();
+    assert_eq!(health["status"], "ok", "{health}");
+    assert!(health["seq"]["sections"].as_u64().unwrap() >= 2, "{health}");
+    assert_eq!(health["seq"]["fenced"], 0, "{health}");
     drop(server); // SIGKILL
     let server = start();
     for _ in 0..20 {

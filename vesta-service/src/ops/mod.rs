@@ -177,11 +177,13 @@ impl<C: Clock + 'static> Service<C> {
         self.issuer().status()
     }
 
-    /// The health `/healthz` answers: issuing or why not, and the segments' state.
+    /// The health `/healthz` answers: issuing or why not, the segments' and the per-key
+    /// sequences' state.
     pub fn health(&self) -> Health {
         let issuer = self.issuer();
         Health::of(&issuer.status(), issuer.clock().now_ms())
             .with_segments(self.segments.as_deref())
+            .with_seq(self.seq.as_ref())
     }
 
     /// `Ok` while making IDs is allowed, else the refusal every transport gives.
