@@ -55,21 +55,27 @@ impl<C: Clock + 'static> Service<C> {
             Ok(k) => k,
             Err(e) => return Answer::Now(Err(SeqError::from(e).into())),
         };
-        let issued = self.seq_issued.clone();
-        let handed = move |last: u64| {
-            issued.inc_by(count);
-            SeqNumbers { last, count }
+        // The counter is shared only by an answer that waits: the ready path counts in place.
+        let later = |issued: prometheus_client::metrics::counter::Counter| {
+            move |last: u64| {
+                issued.inc_by(count);
+                SeqNumbers { last, count }
+            }
         };
         match turn {
             Turn::Now => match seqs.try_next_n(&key, count) {
-                Ok(SeqNext::Ready(last)) => Answer::Now(Ok(handed(last))),
+                Ok(SeqNext::Ready(last)) => {
+                    self.seq_issued.inc_by(count);
+                    Answer::Now(Ok(SeqNumbers { last, count }))
+                }
                 Ok(SeqNext::Pending(p)) => {
+                    let handed = later(self.seq_issued.clone());
                     Answer::Later(Later::new(async move { Ok(handed(p.wait().await?)) }))
                 }
                 Err(e) => Answer::Now(Err(e.into())),
             },
             Turn::Queued => {
-                let seqs = seqs.clone();
+                let (seqs, handed) = (seqs.clone(), later(self.seq_issued.clone()));
                 Answer::Later(Later::new(async move {
                     Ok(handed(seqs.next_n(&key, count).await?))
                 }))
