@@ -87,8 +87,8 @@ pub const TARGETS: [(&str, Check); 6] = [
     ("grpc_request", grpc_request),
 ];
 
-/// Every request op a server knows (protocol v2, segment ops included).
-pub const REQUEST_OPS: [u8; 10] = [
+/// Every request op a server knows (protocol v2, segment and sequence ops included).
+pub const REQUEST_OPS: [u8; 12] = [
     op::HELLO,
     op::PING,
     op::INFO,
@@ -99,6 +99,8 @@ pub const REQUEST_OPS: [u8; 10] = [
     op::TRANS_TIME,
     op::SEGMENT,
     op::SEGMENTS,
+    op::SEQ_NEXT,
+    op::SEQ_CURRENT,
 ];
 
 /// Longest REST error message accepted: the fixed text (under 200 bytes) plus at most 64
@@ -296,6 +298,10 @@ fn follow_on(request: &Request, d: &Dialect) {
         Request::TransTime { time } => {
             let _ = layout.unix_ms_of(*time);
         }
+        // A key is carried as sent: the server's op checks the key rule.
+        Request::SeqNext { key, .. } | Request::SeqCurrent { key } => {
+            assert!(!key.is_empty(), "a parsed key is at least one byte");
+        }
         Request::Segment { tag } | Request::Segments { tag, .. } => {
             assert!(
                 vesta_segment_tag_ok(tag),
@@ -357,6 +363,12 @@ pub fn response_parse(data: &[u8]) {
                 for r in ranges {
                     assert!(r.start <= r.end);
                 }
+            }
+            Response::Seq { last, count } => {
+                assert!(
+                    *count >= 1 && u64::from(*count) <= *last,
+                    "numbers start at 1"
+                );
             }
             _ => {}
         }

@@ -18,7 +18,7 @@ use vesta_service::metrics_http::Exposition;
 use crate::proto::{ErrorCode, op};
 
 /// The ops, in the order of [`TcpMetrics::request`]'s handles, with their label.
-const OPS: [(u8, &str); 10] = [
+const OPS: [(u8, &str); 12] = [
     (op::HELLO, "hello"),
     (op::PING, "ping"),
     (op::INFO, "info"),
@@ -29,6 +29,8 @@ const OPS: [(u8, &str); 10] = [
     (op::TRANS_TIME, "trans_time"),
     (op::SEGMENT, "segment"),
     (op::SEGMENTS, "segments"),
+    (op::SEQ_NEXT, "seq_next"),
+    (op::SEQ_CURRENT, "seq_current"),
 ];
 
 type Labels = [(&'static str, &'static str); 1];

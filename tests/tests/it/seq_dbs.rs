@@ -9,7 +9,8 @@
 //!   whose section the other raised stops with an error naming it, never following it;
 //! - the database stopped mid-run: the process stops with a one-line error within the store
 //!   timeout, and after a restart the numbers go on above everything printed;
-//! - `vesta serve rest --seq-db`: `/seq/{key}` across a SIGKILL and a restart of the server.
+//! - `vesta serve rest --seq-db`: `/seq/{key}` across a SIGKILL and a restart of the server;
+//!   `vesta serve tcp --seq-db` asked by `vesta seq --server`, the same way.
 
 use std::fs;
 use std::path::Path;
@@ -256,6 +257,47 @@ fn served_over_rest(url: &str, machine: &str) {
     server.stop_cleanly();
 }
 
+/// `vesta serve tcp --seq-db URL` asked by `vesta seq next|show --server`: 25,000 numbers of a
+/// key (three calls above the step), its current number, then the server SIGKILLed and
+/// restarted: the key goes on above. Flags that cannot go together are refused in one line.
+fn served_over_tcp(url: &str, machine: &str) {
+    let start = || ServerChild::start("tcp", &["--machine", machine, "--seq-db", url], &[]);
+    let ask = |server: &ServerChild, key: &str, n: u64| -> Vec<u64> {
+        let out = vesta_ok(&[
+            "seq",
+            "next",
+            key,
+            "-n",
+            &n.to_string(),
+            "--server",
+            &server.addr,
+        ]);
+        numbers(out.as_bytes())
+    };
+    let server = start();
+    let mut seen = ask(&server, "order:\u{4e2d}", 25_000);
+    assert_eq!(seen.len(), 25_000);
+    let shown = vesta_ok(&["seq", "show", "order:\u{4e2d}", "--server", &server.addr]);
+    assert_eq!(shown.trim(), seen.last().unwrap().to_string());
+    let numeric = ask(&server, "18446744073709551615", 3);
+    drop(server); // SIGKILL
+    let server = start();
+    seen.extend(ask(&server, "order:\u{4e2d}", 10));
+    assert_increasing("order:中 over TCP", &[&seen]);
+    let after = ask(&server, "18446744073709551615", 1);
+    assert_increasing("u64::MAX over TCP", &[&numeric, &after]);
+    vesta_tests::bin::vesta_fails(
+        &["seq", "next", "7", "--server", &server.addr, "--db", url],
+        &["--server", "--db"],
+    );
+    vesta_tests::bin::vesta_fails(&["seq", "show", "7", "--tls-ca", "ca.pem"], &["--server"]);
+    vesta_tests::bin::vesta_fails(
+        &["seq", "next", "a\u{7}b", "--server", &server.addr],
+        &["invalid key", "control character"],
+    );
+    server.stop_cleanly();
+}
+
 mod sqlite {
     fn url(dir: &std::path::Path) -> String {
         format!("sqlite://{}/seq.db", dir.display())
@@ -277,6 +319,12 @@ mod sqlite {
     fn served_over_rest() {
         let dir = tempfile::tempdir().unwrap();
         super::served_over_rest(&url(dir.path()), "1001");
+    }
+
+    #[test]
+    fn served_over_tcp() {
+        let dir = tempfile::tempdir().unwrap();
+        super::served_over_tcp(&url(dir.path()), "1007");
     }
 }
 

@@ -20,6 +20,20 @@ const CHUNK: u64 = 1 << 16;
 /// enough that memory stays small (a batch is a handful of runs).
 const QUEUED: usize = 16;
 
+/// The client of `--server` (and `--tls-ca`), as a command line wants it: failing within
+/// seconds when no server answers.
+pub fn client_config(
+    servers: &str,
+    tls_ca: Option<&std::path::Path>,
+) -> anyhow::Result<ClientConfig> {
+    let mut config = ClientConfig::from_list(servers).context("--server")?;
+    if let Some(ca) = tls_ca {
+        config.tls = Some(vesta_server::ClientTls::with_ca("--tls-ca", ca)?);
+    }
+    config.retry_budget = Duration::from_secs(3);
+    Ok(config)
+}
+
 /// Fetches `count` IDs from `servers` and prints them.
 /// With `tls_ca`, over TLS trusting that CA.
 pub fn run(
@@ -28,12 +42,7 @@ pub fn run(
     count: u64,
     form: Form,
 ) -> anyhow::Result<()> {
-    let mut config = ClientConfig::from_list(servers).context("--server")?;
-    if let Some(ca) = tls_ca {
-        config.tls = Some(vesta_server::ClientTls::with_ca("--tls-ca", ca)?);
-    }
-    // A command line should fail fast when no server answers.
-    config.retry_budget = Duration::from_secs(3);
+    let config = client_config(servers, tls_ca)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

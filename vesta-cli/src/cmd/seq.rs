@@ -1,8 +1,10 @@
-//! `vesta seq`: per-key sequences (WeChat seqsvr's model) straight from the table `vesta_seq`
-//! — a key's next numbers, or its current number. The database is `--db`, else the config's
-//! `[seq] db`, else `sqlite://vesta-seq.db` in the working directory; the table is created on
-//! first use. One process at a time per table: a second one on the same sections is fenced at
-//! its first raise (it prints the error, never a number another process may hand out).
+//! `vesta seq`: per-key sequences (WeChat seqsvr's model) — a key's next numbers, or its
+//! current number — straight from the table `vesta_seq`, or from a server (`--server`, the TCP
+//! protocol's `SEQ_NEXT`/`SEQ_CURRENT`). The database is `--db`, else the config's `[seq] db`,
+//! else `sqlite://vesta-seq.db` in the working directory; the table is created on first use.
+//! One process at a time per table: a second one on the same sections is fenced at its first
+//! raise (it prints the error, never a number another process may hand out), so a table a
+//! server serves is asked through `--server`.
 
 use std::collections::HashMap;
 use std::io::{self, BufWriter, Write};
@@ -24,7 +26,7 @@ pub enum Args {
     Show(ShowArgs),
 }
 
-/// Where the table is.
+/// Where the table is, or the server that serves it.
 #[derive(clap::Args, Debug)]
 pub struct DbArgs {
     /// sqlite://PATH, postgres://USER[:PASS]@HOST:PORT/DB or mysql://USER[:PASS]@HOST:PORT/DB
@@ -34,7 +36,19 @@ pub struct DbArgs {
     /// A TOML file whose [seq] section to use (database, step, timeouts)
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Ask these TCP servers (HOST:PORT[,...], `vesta serve tcp` with [seq] db) instead of
+    /// opening the table
+    #[arg(long, value_name = "ADDRS", conflicts_with_all = ["db", "config"])]
+    server: Option<String>,
+    /// With --server: speak TLS, trusting the CA certificate(s) in this PEM file
+    #[arg(long, value_name = "FILE", requires = "server")]
+    tls_ca: Option<PathBuf>,
 }
+
+/// Numbers asked of a server per client call while printing (the client splits them into
+/// calls of at most the server's step): the ranges held at once stay few.
+#[cfg(feature = "client")]
+const SERVER_CHUNK: u64 = 1 << 20;
 
 /// Arguments of `vesta seq next`.
 #[derive(clap::Args, Debug)]
@@ -102,10 +116,44 @@ fn key(text: &str) -> anyhow::Result<SeqKey> {
     Ok(SeqKey::parse(text.as_bytes())?)
 }
 
+/// The client of `--server`, or the refusal of a build without one.
+#[cfg(feature = "client")]
+async fn client(args: &DbArgs, servers: &str) -> anyhow::Result<vesta_server::Client> {
+    let config = super::gen_server::client_config(servers, args.tls_ca.as_deref())?;
+    Ok(vesta_server::Client::connect(config).await?)
+}
+
+#[cfg(not(feature = "client"))]
+async fn client(_: &DbArgs, _: &str) -> anyhow::Result<std::convert::Infallible> {
+    Err(super::absent::refused("vesta seq --server", "client"))
+}
+
 async fn next(args: NextArgs) -> anyhow::Result<()> {
     let key = key(&args.key)?;
     if args.count == 0 {
         anyhow::bail!("--count 0 is out of range: allowed 1..=18446744073709551615");
+    }
+    if let Some(servers) = &args.db.server {
+        #[cfg_attr(not(feature = "client"), allow(unused_variables, unreachable_code))]
+        let client = client(&args.db, servers).await?;
+        #[cfg(feature = "client")]
+        {
+            let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+            let mut left = args.count;
+            while left > 0 {
+                for r in client
+                    .seq_next_n(args.key.as_bytes(), left.min(SERVER_CHUNK))
+                    .await?
+                {
+                    left -= r.end - r.start;
+                    for n in r {
+                        writeln!(out, "{n}")?;
+                    }
+                }
+            }
+            out.flush()?;
+        }
+        return Ok(());
     }
     let seqs = args.db.open().await?;
     let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
@@ -133,6 +181,13 @@ async fn next(args: NextArgs) -> anyhow::Result<()> {
 
 async fn show(args: ShowArgs) -> anyhow::Result<()> {
     let key = key(&args.key)?;
+    if let Some(servers) = &args.db.server {
+        #[cfg_attr(not(feature = "client"), allow(unused_variables, unreachable_code))]
+        let client = client(&args.db, servers).await?;
+        #[cfg(feature = "client")]
+        println!("{}", client.seq_current(args.key.as_bytes()).await?);
+        return Ok(());
+    }
     let seqs = args.db.open().await?;
     let current = seqs.current(&key).await;
     seqs.close().await;

@@ -223,7 +223,10 @@ impl<C: Clock + 'static> Vesta for Ops<C> {
         &self,
         req: Request<pb::SeqCurrentRequest>,
     ) -> Result<Response<pb::SeqCurrentResponse>, Status> {
-        let current = match self.service.seq_current(req.get_ref().key.as_bytes()) {
+        let current = match self
+            .service
+            .seq_current(req.get_ref().key.as_bytes(), Turn::Now)
+        {
             Answer::Now(r) => r.map_err(|e| status::of(&e))?,
             Answer::Later(later) => until_deadline(&req, later).await?,
         };

@@ -62,7 +62,7 @@ pub fn current<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
         Err(e) => return cx.now(Err(e)),
     };
     let shown = json.then(|| String::from_utf8_lossy(&key).into_owned());
-    let answer = cx.service().seq_current(&key);
+    let answer = cx.service().seq_current(&key, Turn::Now);
     let reply = move |n: Result<u64, OpError>| -> Result<Response<Body>, ApiError> {
         let n = n?;
         Ok(match &shown {

@@ -12,6 +12,9 @@
 //! Segment numbers ([`Client::next_segment`], [`Client::next_segments`]) come only from servers
 //! with segment mode on; the fallback cannot issue them. Every server on one `leaf_alloc`
 //! table hands out disjoint numbers, so a retried segment request is as safe as an ID request.
+//! Per-key sequence numbers ([`Client::seq_next`], [`Client::seq_next_n`],
+//! [`Client::seq_current`]) come only from servers with `[seq] db`; a retried request only
+//! leaves a gap in the key's numbers.
 //!
 //! Here: [`Client`] and its calls; `config.rs`: [`ClientConfig`]; `failover.rs`: retries,
 //! failover, backoff and the re-checks; `endpoint.rs`: an endpoint's health and pool;
@@ -262,6 +265,66 @@ impl Client {
             }
         }
         Ok(ranges)
+    }
+
+    /// The next number of `key` (per-key sequences: the server needs `[seq] db`): above every
+    /// number the key was handed before. A bad key is `Refused` with `INVALID_ARGUMENT`; a
+    /// server without sequences with `SEQ_OFF`; the key's section needing its table, which is
+    /// down, slow or moved under another process, with `SEQ_UNAVAILABLE`.
+    pub async fn seq_next(&self, key: impl AsRef<[u8]>) -> Result<u64, ClientError> {
+        let key = bytes::Bytes::copy_from_slice(key.as_ref());
+        Ok(self.seq_call(key, 1).await?.end - 1)
+    }
+
+    /// `n` numbers of `key` as ranges, increasing: one call takes at most the server's step
+    /// (the server answers fewer than asked above it, and the rest is asked again), so numbers
+    /// of one call are consecutive and calls leave gaps between them only when another caller
+    /// or a raise came between.
+    pub async fn seq_next_n(
+        &self,
+        key: impl AsRef<[u8]>,
+        n: u64,
+    ) -> Result<Vec<Range<u64>>, ClientError> {
+        let key = bytes::Bytes::copy_from_slice(key.as_ref());
+        let mut ranges: Vec<Range<u64>> = Vec::new();
+        let mut left = n;
+        while left > 0 {
+            let got = self
+                .seq_call(key.clone(), left.min(u64::from(u32::MAX)))
+                .await?;
+            left -= got.end - got.start;
+            match ranges.last_mut() {
+                Some(last) if last.end == got.start => last.end = got.end,
+                _ => ranges.push(got),
+            }
+        }
+        Ok(ranges)
+    }
+
+    /// One `SEQ_NEXT` of at most `count` numbers: the range the server answered.
+    async fn seq_call(&self, key: bytes::Bytes, count: u64) -> Result<Range<u64>, ClientError> {
+        let request = Request::SeqNext {
+            count: count as u32,
+            key,
+        };
+        match self.server_only(&request).await? {
+            (Response::Seq { last, count: got }, _) if u64::from(got) <= count => {
+                Ok(last + 1 - u64::from(got)..last + 1)
+            }
+            (other, ep) => Err(self.unexpected(ep, &other)),
+        }
+    }
+
+    /// The current number of `key`, without moving it: the last number handed out, or on a
+    /// server that has not served the key since it started, its section's stored maximum.
+    pub async fn seq_current(&self, key: impl AsRef<[u8]>) -> Result<u64, ClientError> {
+        let request = Request::SeqCurrent {
+            key: bytes::Bytes::copy_from_slice(key.as_ref()),
+        };
+        match self.server_only(&request).await? {
+            (Response::SeqCurrent(n), _) => Ok(n),
+            (other, ep) => Err(self.unexpected(ep, &other)),
+        }
     }
 
     /// The layout (with its epoch) of the servers' IDs, once a server (or the fallback) told

@@ -55,6 +55,11 @@ pub enum ErrorCode {
     SegmentUnavailable = 19,
     /// A segment request to a server without a segment database.
     SegmentsOff = 20,
+    /// A sequence request to a server without a sequence database (`[seq] db`).
+    SeqOff = 21,
+    /// No number for the key now: its section needed the table, which failed, was slower than
+    /// `seq.store_timeout_ms`, or moved under another process (the section is fenced).
+    SeqUnavailable = 22,
 }
 
 impl ErrorCode {
@@ -81,6 +86,8 @@ impl ErrorCode {
             18 => UnknownTag,
             19 => SegmentUnavailable,
             20 => SegmentsOff,
+            21 => SeqOff,
+            22 => SeqUnavailable,
             _ => Internal,
         }
     }
@@ -114,6 +121,8 @@ impl ErrorCode {
             UnknownTag => "UNKNOWN_TAG",
             SegmentUnavailable => "SEGMENT_UNAVAILABLE",
             SegmentsOff => "SEGMENTS_OFF",
+            SeqOff => "SEQ_OFF",
+            SeqUnavailable => "SEQ_UNAVAILABLE",
         }
     }
 

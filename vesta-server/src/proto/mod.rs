@@ -23,6 +23,7 @@ mod next_id;
 mod next_ids;
 mod ping;
 mod segment;
+mod seq;
 mod trans_time;
 
 #[cfg(test)]
@@ -75,6 +76,10 @@ pub mod op {
     pub const SEGMENT: u8 = 0x20;
     /// Segment numbers of a tag as ranges (segment mode).
     pub const SEGMENTS: u8 = 0x21;
+    /// A key's next numbers (per-key sequences).
+    pub const SEQ_NEXT: u8 = 0x30;
+    /// A key's current number (per-key sequences).
+    pub const SEQ_CURRENT: u8 = 0x31;
     /// Bit set on every answer op.
     pub const ANSWER: u8 = 0x80;
     /// An error answering one request (or the connection, with id 0).
@@ -95,6 +100,8 @@ pub mod op {
             TRANS_TIME => "TRANS_TIME",
             SEGMENT => "SEGMENT",
             SEGMENTS => "SEGMENTS",
+            SEQ_NEXT => "SEQ_NEXT",
+            SEQ_CURRENT => "SEQ_CURRENT",
             _ => "UNKNOWN",
         }
     }
@@ -145,6 +152,18 @@ pub enum Request {
         /// The tag.
         tag: String,
     },
+    /// The next `count` numbers of a key (the last one answered).
+    SeqNext {
+        /// How many (1..=the server's step).
+        count: u32,
+        /// The key as sent: a decimal `u64` or UTF-8 text (checked by the server).
+        key: Bytes,
+    },
+    /// A key's current number, not moved.
+    SeqCurrent {
+        /// The key as sent.
+        key: Bytes,
+    },
 }
 
 /// An answer, as the server sends it.
@@ -179,6 +198,15 @@ pub enum Response {
     Number(u64),
     /// Segment numbers as ranges of consecutive numbers, increasing.
     Numbers(Vec<Range<u64>>),
+    /// A key's numbers: `last - count + 1 ..= last`.
+    Seq {
+        /// The last number of the call.
+        last: u64,
+        /// How many the call took.
+        count: u32,
+    },
+    /// A key's current number.
+    SeqCurrent(u64),
     /// The request failed.
     Error {
         /// Why.
@@ -284,6 +312,8 @@ impl Request {
             Request::TransTime { .. } => op::TRANS_TIME,
             Request::Segment { .. } => op::SEGMENT,
             Request::Segments { .. } => op::SEGMENTS,
+            Request::SeqNext { .. } => op::SEQ_NEXT,
+            Request::SeqCurrent { .. } => op::SEQ_CURRENT,
         }
     }
 
@@ -302,6 +332,8 @@ impl Request {
             op::TRANS_TIME => trans_time::parse_request(p),
             op::SEGMENT => segment::parse_one(p),
             op::SEGMENTS => segment::parse_many(p),
+            op::SEQ_NEXT => seq::parse_next(p),
+            op::SEQ_CURRENT => seq::parse_current(p),
             other => Err(ParseError::UnknownOp { op: other }),
         }
     }
@@ -322,6 +354,8 @@ impl Request {
             Request::TransTime { time } => trans_time::encode_request(request_id, *time, out),
             Request::Segment { tag } => segment::encode_one(request_id, tag, out),
             Request::Segments { count, tag } => segment::encode_many(request_id, *count, tag, out),
+            Request::SeqNext { count, key } => seq::encode_next(request_id, *count, key, out),
+            Request::SeqCurrent { key } => seq::encode_current(request_id, key, out),
         }
     }
 }
@@ -346,6 +380,16 @@ impl Response {
     /// Appends a `NUMBERS` answer from ranges (at most [`max_ranges`] of the frame limit).
     pub fn encode_numbers(request_id: u32, ranges: &[Range<u64>], out: &mut BytesMut) {
         segment::encode_numbers(request_id, ranges, out);
+    }
+
+    /// Appends a `SEQ` answer: the last number of a call of `count`.
+    pub fn encode_seq(request_id: u32, last: u64, count: u32, out: &mut BytesMut) {
+        seq::encode_seq(request_id, last, count, out);
+    }
+
+    /// Appends a `SEQ_CURRENT` answer.
+    pub fn encode_seq_current(request_id: u32, current: u64, out: &mut BytesMut) {
+        seq::encode_seq_current(request_id, current, out);
     }
 
     /// Appends an `ERROR` answer; the message is cut to [`MAX_MESSAGE_BYTES`].
@@ -378,6 +422,8 @@ impl Response {
             Response::Time(ms) => trans_time::encode_answer(request_id, *ms, out),
             Response::Number(n) => segment::encode_number(request_id, *n, out),
             Response::Numbers(ranges) => segment::encode_numbers(request_id, ranges, out),
+            Response::Seq { last, count } => seq::encode_seq(request_id, *last, *count, out),
+            Response::SeqCurrent(n) => seq::encode_seq_current(request_id, *n, out),
             Response::Error { code, message } => {
                 error::encode(op::ERROR, request_id, *code, message, out)
             }
@@ -407,6 +453,8 @@ impl Response {
                 op::TRANS_TIME => trans_time::parse_answer(p),
                 op::SEGMENT => segment::parse_number(p),
                 op::SEGMENTS => segment::parse_numbers(p),
+                op::SEQ_NEXT => seq::parse_seq(p),
+                op::SEQ_CURRENT => seq::parse_seq_current(p),
                 _ => Err(ParseError::UnknownOp { op: answer }),
             },
         }

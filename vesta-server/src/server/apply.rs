@@ -98,7 +98,9 @@ pub(super) fn request<C: Clock + 'static>(
                 Answer::Now(r) if q.now(&r) => {
                     pending::answer(request_id, op::SEGMENT, Outcome::Number(r), metrics, out)
                 }
-                number => q.pending.push_back(Pending::number(request_id, number)),
+                number => q
+                    .pending
+                    .push_back(Pending::number(request_id, op::SEGMENT, number)),
             }
         }
         Request::Segments { count, tag } => {
@@ -112,6 +114,31 @@ pub(super) fn request<C: Clock + 'static>(
                 numbers => q.pending.push_back(Pending::numbers(request_id, numbers)),
             }
         }
+        Request::SeqNext { count, key } => {
+            // Above the step the answer holds fewer (its count says so), as `SEGMENTS` does.
+            let count = u64::from(count).min(service.max_seq_batch());
+            let numbers = service.seq_next(&key, count, q.turn());
+            match numbers {
+                Answer::Now(r) if q.now(&r) => {
+                    pending::answer(request_id, op::SEQ_NEXT, Outcome::Seq(r), metrics, out)
+                }
+                numbers => q.pending.push_back(Pending::seq(request_id, numbers)),
+            }
+        }
+        // Read in turn: behind waiting requests, after the numbers they take.
+        Request::SeqCurrent { key } => match service.seq_current(&key, q.turn()) {
+            Answer::Now(r) if q.now(&r) => pending::answer(
+                request_id,
+                op::SEQ_CURRENT,
+                Outcome::Number(r),
+                metrics,
+                out,
+            ),
+            current => {
+                let p = Pending::number(request_id, op::SEQ_CURRENT, current);
+                q.pending.push_back(p);
+            }
+        },
     }
 }
 

@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 
 use bytes::BytesMut;
 use vesta_core::IdBatch;
-use vesta_service::ops::{IdsLater, Later};
+use vesta_service::ops::{IdsLater, Later, SeqNumbers};
 use vesta_service::{Answer, OpError};
 
 use super::refusal;
@@ -32,6 +32,8 @@ enum Kind {
     Number(Later<u64>),
     /// Segment numbers arriving with a segment.
     Numbers(Later<Vec<Range<u64>>>),
+    /// A key's numbers arriving with its section's load or raise.
+    Seq(Later<SeqNumbers>),
     /// There at once, behind earlier requests.
     Done(Option<Outcome>),
 }
@@ -42,6 +44,7 @@ impl std::fmt::Debug for Pending {
             Kind::Ids(_) => "ids",
             Kind::Number(_) => "number",
             Kind::Numbers(_) => "numbers",
+            Kind::Seq(_) => "seq",
             Kind::Done(_) => "done",
         };
         write!(f, "Pending({}, {kind})", self.request_id)
@@ -53,10 +56,12 @@ impl std::fmt::Debug for Pending {
 pub(crate) enum Outcome {
     /// IDs, or the issuer's refusal.
     Ids(Result<IdBatch, OpError>),
-    /// A segment number, or the store's refusal.
+    /// A segment number or a key's current number, or the store's refusal.
     Number(Result<u64, OpError>),
     /// Segment numbers, or the store's refusal.
     Numbers(Result<Vec<Range<u64>>, OpError>),
+    /// A key's numbers, or the sequences' refusal.
+    Seq(Result<SeqNumbers, OpError>),
 }
 
 impl Pending {
@@ -65,15 +70,14 @@ impl Pending {
         Self::of(request_id, op, answer, Outcome::Ids, Kind::Ids)
     }
 
-    /// The `SEGMENT` request `request_id`.
-    pub(crate) fn number(request_id: u32, answer: Answer<u64>) -> Pending {
-        Self::of(
-            request_id,
-            op::SEGMENT,
-            answer,
-            Outcome::Number,
-            Kind::Number,
-        )
+    /// The `SEGMENT` or `SEQ_CURRENT` (`op`) request `request_id`.
+    pub(crate) fn number(request_id: u32, op: u8, answer: Answer<u64>) -> Pending {
+        Self::of(request_id, op, answer, Outcome::Number, Kind::Number)
+    }
+
+    /// The `SEQ_NEXT` request `request_id`.
+    pub(crate) fn seq(request_id: u32, answer: Answer<SeqNumbers>) -> Pending {
+        Self::of(request_id, op::SEQ_NEXT, answer, Outcome::Seq, Kind::Seq)
     }
 
     /// The `SEGMENTS` request `request_id`.
@@ -116,6 +120,7 @@ impl Pending {
             Kind::Ids(ids) => Pin::new(ids).poll(cx).map(Outcome::Ids),
             Kind::Number(n) => Pin::new(n).poll(cx).map(Outcome::Number),
             Kind::Numbers(n) => Pin::new(n).poll(cx).map(Outcome::Numbers),
+            Kind::Seq(n) => Pin::new(n).poll(cx).map(Outcome::Seq),
             Kind::Done(o) => match o.take() {
                 Some(o) => Poll::Ready(o),
                 None => Poll::Ready(Outcome::Ids(Err(OpError::internal(
@@ -131,6 +136,7 @@ impl Pending {
             Kind::Ids(ids) => ids.try_take().map(Outcome::Ids),
             Kind::Number(n) => n.try_take().map(Outcome::Number),
             Kind::Numbers(n) => n.try_take().map(Outcome::Numbers),
+            Kind::Seq(n) => n.try_take().map(Outcome::Seq),
             Kind::Done(o) => o.take(),
         }
     }
@@ -156,11 +162,22 @@ pub(crate) fn answer(
             None => OpError::internal("the issuer answered no ID"),
         },
         Outcome::Ids(Ok(batch)) => return Response::encode_ids(request_id, batch.runs(), out),
+        Outcome::Number(Ok(n)) if op == op::SEQ_CURRENT => {
+            return Response::encode_seq_current(request_id, n, out);
+        }
         Outcome::Number(Ok(n)) => return Response::encode_number(request_id, n, out),
         Outcome::Numbers(Ok(ranges)) => {
             return Response::encode_numbers(request_id, &ranges, out);
         }
-        Outcome::Ids(Err(e)) | Outcome::Number(Err(e)) | Outcome::Numbers(Err(e)) => e,
+        // A call's count is at most the step, which a u32 count on the wire bounds.
+        Outcome::Seq(Ok(n)) => match u32::try_from(n.count) {
+            Ok(count) => return Response::encode_seq(request_id, n.last, count, out),
+            Err(_) => OpError::internal("a sequence call took more numbers than it asked"),
+        },
+        Outcome::Ids(Err(e))
+        | Outcome::Number(Err(e))
+        | Outcome::Numbers(Err(e))
+        | Outcome::Seq(Err(e)) => e,
     };
     refusal::refuse(request_id, op, &refused, metrics, out);
 }

@@ -7,14 +7,14 @@
 //! | `BadParameter` | `INVALID_ARGUMENT` (the message after the op's name) |
 //! | `OutOfRange` | `FIELD_OUT_OF_RANGE` |
 //! | `Off` | `INVALID_ARGUMENT` |
-//! | `NotConfigured` | `SEGMENTS_OFF` |
+//! | `NotConfigured` | `SEQ_OFF` on a sequence op, else `SEGMENTS_OFF` |
 //! | `UnknownTag` | `UNKNOWN_TAG` |
 //! | `Unavailable` | `UNAVAILABLE` |
 //! | `ClockBehind` | `CLOCK_BEHIND` |
 //! | `TimeExhausted` | `TIME_EXHAUSTED` |
 //! | `BeforeEpoch` | `BEFORE_EPOCH` |
 //! | `Saturated` | `SATURATED` |
-//! | `NoSegment`, `StoreDown` | `SEGMENT_UNAVAILABLE` |
+//! | `NoSegment`, `StoreDown` | `SEQ_UNAVAILABLE` on a sequence op, else `SEGMENT_UNAVAILABLE` |
 //! | `Internal` (and kinds added later) | `INTERNAL` |
 
 use bytes::BytesMut;
@@ -23,9 +23,12 @@ use vesta_service::{ErrorKind, OpError};
 use crate::metrics::TcpMetrics;
 use crate::proto::{ErrorCode, Response, op};
 
-/// The code of a refusal of `kind`.
-pub(crate) fn code_of(kind: ErrorKind) -> ErrorCode {
+/// The code of a refusal of `kind` answering a request of `op`.
+pub(crate) fn code_of(op: u8, kind: ErrorKind) -> ErrorCode {
+    let seq = matches!(op, op::SEQ_NEXT | op::SEQ_CURRENT);
     match kind {
+        ErrorKind::NotConfigured if seq => ErrorCode::SeqOff,
+        ErrorKind::NoSegment | ErrorKind::StoreDown if seq => ErrorCode::SeqUnavailable,
         ErrorKind::BadParameter | ErrorKind::Off => ErrorCode::InvalidArgument,
         ErrorKind::OutOfRange => ErrorCode::FieldOutOfRange,
         ErrorKind::NotConfigured => ErrorCode::SegmentsOff,
@@ -49,7 +52,7 @@ pub(crate) fn refuse(
     metrics: &TcpMetrics,
     out: &mut BytesMut,
 ) {
-    let code = code_of(e.kind());
+    let code = code_of(op, e.kind());
     if e.kind() == ErrorKind::BadParameter {
         // "NEXT_IDS count 0 is out of range: allowed 1..=10"
         let message = format!("{} {}", op::name(op), e.message());
@@ -79,7 +82,7 @@ mod tests {
 
     #[test]
     fn refusals_get_their_codes() {
-        let code = |e: SegmentError| code_of(OpError::from(e).kind());
+        let code = |e: SegmentError| code_of(op::SEGMENT, OpError::from(e).kind());
         let unknown = SegmentError::UnknownTag {
             tag: "x".into(),
             db: "d".into(),
@@ -98,8 +101,15 @@ mod tests {
         assert_eq!(code(SegmentError::Closed), ErrorCode::SegmentUnavailable);
         let saturated = vesta_embed::IssueError::Saturated { waited_ms: 1 };
         assert_eq!(
-            code_of(OpError::from(saturated).kind()),
+            code_of(op::NEXT_ID, OpError::from(saturated).kind()),
             ErrorCode::Saturated
         );
+        // The same kinds name the sequences on their ops.
+        let down = ErrorKind::StoreDown;
+        assert_eq!(code_of(op::SEQ_NEXT, down), ErrorCode::SeqUnavailable);
+        assert_eq!(code_of(op::SEGMENTS, down), ErrorCode::SegmentUnavailable);
+        let off = ErrorKind::NotConfigured;
+        assert_eq!(code_of(op::SEQ_CURRENT, off), ErrorCode::SeqOff);
+        assert_eq!(code_of(op::SEGMENT, off), ErrorCode::SegmentsOff);
     }
 }

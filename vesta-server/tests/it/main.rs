@@ -11,4 +11,5 @@ mod examples;
 mod fairness;
 mod metrics;
 mod segment;
+mod seq;
 mod server_raw;

@@ -84,8 +84,9 @@ impl<C: Clock + 'static> Service<C> {
     }
 
     /// The current number of the key, without moving it (see
-    /// [`Sequences::current`]: a section not in memory is loaded first).
-    pub fn seq_current(&self, key: &[u8]) -> Answer<u64> {
+    /// [`Sequences::current`]: a section not in memory is loaded first). With [`Turn::Queued`]
+    /// it is read when the answer is first polled, after the requests ahead of it.
+    pub fn seq_current(&self, key: &[u8], turn: Turn) -> Answer<u64> {
         let seqs = match self.seq_on() {
             Ok(s) => s.clone(),
             Err(e) => return Answer::Now(Err(e)),
@@ -94,7 +95,11 @@ impl<C: Clock + 'static> Service<C> {
             Ok(k) => k,
             Err(e) => return Answer::Now(Err(SeqError::from(e).into())),
         };
-        Later::new(async move { Ok(seqs.current(&key).await?) }).polled_once()
+        let later = Later::new(async move { Ok(seqs.current(&key).await?) });
+        match turn {
+            Turn::Now => later.polled_once(),
+            Turn::Queued => Answer::Later(later),
+        }
     }
 }
 
@@ -137,7 +142,7 @@ mod tests {
         };
         assert_eq!(e.kind(), ErrorKind::NotConfigured);
         assert!(e.message().contains("[seq] db"), "{e}");
-        let Answer::Now(Err(e)) = s.seq_current(b"42") else {
+        let Answer::Now(Err(e)) = s.seq_current(b"42", Turn::Now) else {
             panic!("not refused now");
         };
         assert_eq!(e.kind(), ErrorKind::NotConfigured);
