@@ -695,6 +695,8 @@ impl Inner {
                             section.id, section.kind
                         ),
                     };
+                    // Once per section: its keys are refused from here on, and the log says why.
+                    tracing::error!(section = section.id, kind = section.kind, "{why}");
                     section.fence(why.clone());
                     self.fenced.fetch_add(1, Ordering::Relaxed);
                     return Err(SeqError::Fenced {
