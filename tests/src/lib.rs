@@ -3,9 +3,9 @@
 //! servers plus a raw Leaf-style allocator for the segment tests, the deployment files as data,
 //! a real Prometheus server for the monitoring tests, Python's and Node's gRPC clients
 //! ([`grpc_clients`]: their venv and `node_modules`, installed once under `target/tmp/`),
-//! operators' hosts and users for the tests of
-//! their mistakes ([`operator`]), and the building blocks of `scripts/soak` ([`soak`]), whose
-//! binaries live in `src/bin/`.
+//! operators' hosts and users for the tests of their mistakes ([`operator`]), the per-key
+//! sequences' history checker ([`history`]), and the building blocks of `scripts/soak`
+//! ([`soak`]), whose binaries live in `src/bin/`.
 
 pub mod bin;
 pub mod chromium;
@@ -14,6 +14,7 @@ pub mod deploy;
 pub mod docs;
 pub mod etcd;
 pub mod grpc_clients;
+pub mod history;
 pub mod leaf;
 pub mod lease;
 pub mod operator;

@@ -10,7 +10,9 @@
 //! - the database stopped mid-run: the process stops with a one-line error within the store
 //!   timeout, and after a restart the numbers go on above everything printed;
 //! - `vesta serve rest --seq-db`: `/seq/{key}` across a SIGKILL and a restart of the server;
-//!   `vesta serve tcp --seq-db` asked by `vesta seq --server`, the same way.
+//!   `vesta serve tcp --seq-db` asked by `vesta seq --server`, the same way;
+//! - six concurrent TCP clients through a SIGKILL of the server, every answer through the
+//!   history checker (`vesta_tests::history`): no number twice, real-time order per key.
 
 use std::fs;
 use std::path::Path;
@@ -298,6 +300,105 @@ fn served_over_tcp(url: &str, machine: &str) {
     server.stop_cleanly();
 }
 
+/// Concurrent callers through a SIGKILL of the server: 6 tasks of the TCP client over 4 keys
+/// (batches of 1-5) against `vesta serve tcp`, the server killed while they call, restarted,
+/// and called again; the history checker runs over every answer: no number twice per key, and
+/// a call that began after another ended answered above it.
+fn concurrent_callers_through_a_kill(url: &str, machine: &str) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use vesta_tests::history::{Call, History};
+
+    const KEYS: [&str; 4] = [
+        "0",
+        "99999",
+        "chat:\u{4e2d}\u{6587}",
+        "18446744073709551615",
+    ];
+    let start = || ServerChild::start("tcp", &["--machine", machine, "--seq-db", url], &[]);
+    let history = Arc::new(History::default());
+    let answered = Arc::new(AtomicU64::new(0));
+    // Waits until `n` calls in all were answered (each task counts as it goes).
+    let wait_answered = |n: u64| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while answered.load(Ordering::Relaxed) < n {
+            assert!(
+                Instant::now() < deadline,
+                "{n} calls not answered within 60 s"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Callers on `addr` until `stop` or their first failure; each records what it was answered.
+    let callers = |addr: &str, stop: Arc<AtomicBool>| {
+        (0..6u64)
+            .map(|task| {
+                let (addr, history, stop) = (addr.to_owned(), history.clone(), stop.clone());
+                let answered = answered.clone();
+                runtime.spawn(async move {
+                    let mut config = vesta_server::ClientConfig::new([addr]);
+                    config.retry_budget = Duration::from_millis(300);
+                    let client = vesta_server::Client::connect(config).await.unwrap();
+                    let mut mine = Vec::new();
+                    let mut i = task;
+                    while !stop.load(Ordering::Relaxed) {
+                        let key = KEYS[(i % 4) as usize];
+                        let n = 1 + (i * 7 + task) % 5;
+                        let began = Instant::now();
+                        let Ok(ranges) = client.seq_next_n(key, n).await else {
+                            break; // the server is gone: this answer never came
+                        };
+                        let end = Instant::now();
+                        answered.fetch_add(1, Ordering::Relaxed);
+                        for r in ranges {
+                            mine.push(Call {
+                                key: key.to_owned(),
+                                first: r.start,
+                                last: r.end - 1,
+                                start: began,
+                                end,
+                            });
+                        }
+                        i += 1;
+                    }
+                    history.extend(mine);
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    let server = start();
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = callers(&server.addr, stop.clone());
+    // Kill it while they call, once they have made a thousand calls.
+    wait_answered(1000);
+    drop(server); // SIGKILL, calls in flight
+    for t in tasks {
+        runtime.block_on(t).unwrap();
+    }
+    let before = history.len();
+    assert!(before > 0, "no call was answered before the kill");
+    let server = start();
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = callers(&server.addr, stop.clone());
+    wait_answered(answered.load(Ordering::Relaxed) + 1000);
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        runtime.block_on(t).unwrap();
+    }
+    assert!(
+        history.len() > before,
+        "no call was answered after the restart"
+    );
+    let summary = history.check().unwrap_or_else(|v| panic!("{v}"));
+    assert_eq!(summary.keys, 4, "{summary:?}");
+    server.stop_cleanly();
+}
+
 mod sqlite {
     fn url(dir: &std::path::Path) -> String {
         format!("sqlite://{}/seq.db", dir.display())
@@ -326,6 +427,12 @@ mod sqlite {
         let dir = tempfile::tempdir().unwrap();
         super::served_over_tcp(&url(dir.path()), "1007");
     }
+
+    #[test]
+    fn concurrent_callers_through_a_kill() {
+        let dir = tempfile::tempdir().unwrap();
+        super::concurrent_callers_through_a_kill(&url(dir.path()), "1008");
+    }
 }
 
 mod postgres {
@@ -347,6 +454,12 @@ mod postgres {
     fn served_over_rest() {
         let pg = Postgres::start();
         super::served_over_rest(&pg.create_database("rest"), "1002");
+    }
+
+    #[test]
+    fn concurrent_callers_through_a_kill() {
+        let pg = Postgres::start();
+        super::concurrent_callers_through_a_kill(&pg.create_database("history"), "1009");
     }
 
     #[test]
