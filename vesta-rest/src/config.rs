@@ -54,7 +54,7 @@ pub struct RestSection {
     /// `/makeid` answers; `false` switches it off (404), and the console's make page with it,
     /// so no client manufactures IDs.
     pub make: bool,
-    /// The web console under `/ui` (read-only pages: explain and make, status, segments);
+    /// The web console under `/ui` (read-only pages: explain and make, status, segments, seq);
     /// off by default, when `/ui` is a 404 like any unknown path. With `auth_token_file` set
     /// the console asks for the token too.
     pub console: bool,

@@ -2,8 +2,8 @@
 //! key, across restarts, interleaved keys, edge keys and non-ASCII string keys); table writes
 //! counted against calls / step + sections; an outage (another connection holding the write
 //! lock) failing only the keys that need a raise, within the bound; two processes on one table
-//! fenced, not followed; the key layout pinned; property tests of any order of calls, batches,
-//! restarts and outages.
+//! fenced, not followed; the key layout pinned; a peek that reads without writing or loading;
+//! property tests of any order of calls, batches, restarts and outages.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
-use vesta_segment::{DbUrl, SeqError, SeqKey, SeqOptions, Sequences};
+use vesta_segment::{DbUrl, SeqError, SeqKey, SeqOptions, SeqPeek, Sequences};
 
 fn url(dir: &Path) -> DbUrl {
     DbUrl::parse(&format!("sqlite://{}/seq.db", dir.display())).unwrap()
@@ -354,6 +354,91 @@ async fn string_keys_are_capped_naming_the_setting() {
     assert_eq!(seqs.status().string_keys, 2);
     // Numeric keys are not string keys: unaffected.
     assert_eq!(seqs.next(&SeqKey::Num(5)).await.unwrap(), 1);
+}
+
+/// Every row of `vesta_seq` as the test's own connection reads it.
+async fn rows(pool: &SqlitePool) -> Vec<(i64, i64, i64, i64, String)> {
+    sqlx::query_as(
+        "SELECT kind, section, max_seq, owner, CAST(update_time AS TEXT) FROM vesta_seq \
+         ORDER BY kind, section",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peek_reads_without_writing_or_loading() {
+    let dir = tempfile::tempdir().unwrap();
+    let seqs = Sequences::open(&url(dir.path()), options(10))
+        .await
+        .unwrap();
+    let (k, chat) = (SeqKey::Num(7), key("chat:1"));
+    for want in 1..=3 {
+        assert_eq!(seqs.next(&k).await.unwrap(), want);
+    }
+    assert_eq!(seqs.next(&chat).await.unwrap(), 1);
+    let reader = locker(dir.path()).await;
+    let (table, status) = (rows(&reader).await, seqs.status());
+
+    // In memory: the current number, as `current` has it; a key of the section never called
+    // stands at the section's maximum at its load (0).
+    let SeqPeek::InMemory {
+        current,
+        max,
+        fenced,
+    } = seqs.peek(&k).await.unwrap()
+    else {
+        panic!("section 0 is in memory");
+    };
+    assert_eq!((current, fenced), (3, None));
+    assert!(max >= 3, "{max}");
+    assert!(matches!(
+        seqs.peek(&SeqKey::Num(8)).await.unwrap(),
+        SeqPeek::InMemory { current: 0, .. }
+    ));
+    assert!(matches!(
+        seqs.peek(&chat).await.unwrap(),
+        SeqPeek::InMemory { current: 1, .. }
+    ));
+    // Not in memory and never used: no row, and the peek creates none (a second one still
+    // finds none).
+    for _ in 0..2 {
+        for never in [SeqKey::Num(500_000), key("inbox:2")] {
+            assert_eq!(
+                seqs.peek(&never).await.unwrap(),
+                SeqPeek::Stored { max: None },
+                "{never}"
+            );
+        }
+    }
+    assert_eq!(rows(&reader).await, table, "a peek wrote the table");
+    assert_eq!(seqs.status(), status, "a peek loaded or raised");
+    drop(seqs);
+
+    // After a restart: section 0 is read, not loaded; its stored maximum is what a load then
+    // starts the key at.
+    let seqs = Sequences::open(&url(dir.path()), options(10))
+        .await
+        .unwrap();
+    let stored = match seqs.peek(&k).await.unwrap() {
+        SeqPeek::Stored { max: Some(m) } => m,
+        other => panic!("{other:?}"),
+    };
+    assert!(stored >= 3, "{stored}");
+    assert_eq!(rows(&reader).await, table, "a peek wrote the table");
+    assert_eq!(seqs.status().loads, 0);
+    assert_eq!(seqs.current(&k).await.unwrap(), stored);
+    assert_eq!(seqs.status().loads, 1);
+    assert_eq!(
+        seqs.peek(&k).await.unwrap(),
+        SeqPeek::InMemory {
+            current: stored,
+            max: stored,
+            fenced: None
+        }
+    );
+    reader.close().await;
 }
 
 /// One step of a property test.

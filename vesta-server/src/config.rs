@@ -46,7 +46,7 @@ pub struct TcpSection {
     /// with it (404), so no client manufactures IDs.
     pub make: bool,
     /// The web console under `/ui` of the metrics listener (read-only pages: explain and
-    /// make, status, segments); off by default. Needs `metrics_listen`.
+    /// make, status, segments, seq); off by default. Needs `metrics_listen`.
     pub console: bool,
     /// A file holding the bearer token the console asks for (`Authorization: Bearer TOKEN`),
     /// as the REST server's key of the same name; unset: no token. `/metrics` and `/healthz`

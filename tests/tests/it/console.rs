@@ -1,9 +1,10 @@
 //! The web console in a real browser (headless Chromium): the real `vesta serve rest|tcp
 //! --console` binary, its pages loaded as a person loads them, the DOM checked for what the
 //! server just did (the fields of an ID issued a moment before, the count of IDs issued, a
-//! tag's position moving after `/segment` calls), hostile input shown as text and answered
-//! with the API's own messages, and screenshots at desktop and phone width (1280×800,
-//! 390×844) that docs/console.md shows. Off, the console is a 404.
+//! tag's position moving after `/segment` calls, a key's number after `/seq/{key}` calls),
+//! hostile input shown as text and answered with the API's own messages, and screenshots at
+//! desktop and phone width (1280×800, 390×844) that docs/console.md shows. Off, the console
+//! is a 404.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -250,6 +251,82 @@ fn rest_console_explains_counts_and_follows_segments_in_a_browser() {
         assert!(body.contains("the console is off"), "{body}");
     }
     off.stop_cleanly();
+}
+
+/// Per-key sequences on `vesta serve rest --seq-db` after a few `/seq/{key}` calls: the page
+/// shows their state and each key's current number as `/seq/{key}/current` has it, reads a key
+/// of a section never loaded without loading it (`/healthz`'s `seq.loads` unchanged), answers a
+/// bad key with the API's sentence, and is linked in the nav.
+#[test]
+fn rest_console_shows_per_key_sequences_in_a_browser() {
+    let Some(b) = browser() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("seq.db").display());
+    let server = ServerChild::start(
+        "rest",
+        &["--console", "--machine", "1006", "--seq-db", &db],
+        &[],
+    );
+    let addr = console_addr(&server);
+    let ui = |path: &str| format!("http://{addr}{path}");
+
+    let mut last = 0;
+    for _ in 0..3 {
+        last = get_ok(&addr, "/seq/42").parse().unwrap();
+    }
+    let chat: u64 = get_ok(&addr, "/seq/chat%3A7?count=5").parse().unwrap();
+    assert_eq!(get_ok(&addr, "/seq/42/current"), last.to_string());
+
+    let page = dom(&b, &ui("/ui/seq?key=42"));
+    assert_eq!(fact(&page, "key", "current").unwrap(), last.to_string());
+    assert_eq!(fact(&page, "key", "section").unwrap(), "in memory");
+    assert!(
+        fact(&page, "seq", "db").unwrap().ends_with("/seq.db"),
+        "{page}"
+    );
+    assert_eq!(fact(&page, "seq", "step").unwrap(), "10000");
+    // Three numbers of 42 and a batch of five of chat:7, in two sections.
+    assert_eq!(fact(&page, "activity", "issued").unwrap(), "8");
+    assert_eq!(fact(&page, "activity", "sections").unwrap(), "2 of 125");
+    assert_eq!(
+        fact(&page, "activity", "string_keys").unwrap(),
+        "1 of 1000000"
+    );
+    assert_eq!(fact(&page, "activity", "fenced").unwrap(), "0");
+    assert!(errors(&page).is_empty(), "{:?}", errors(&page));
+    assert!(
+        page.contains("aria-current=\"page\">Sequences</a>"),
+        "{page}"
+    );
+    let page = dom(&b, &ui("/ui/seq?key=chat%3A7"));
+    assert_eq!(fact(&page, "key", "current").unwrap(), chat.to_string());
+    assert_eq!(fact(&page, "key", "key").unwrap(), "\"chat:7\" (text)");
+
+    // A key of a section not in memory is read from its row, not loaded.
+    let loads = || -> u64 {
+        let (_, health) = http(&addr, "GET", "/healthz");
+        let health: serde_json::Value = serde_json::from_str(&health).unwrap();
+        health["seq"]["loads"]
+            .as_u64()
+            .expect("seq.loads in /healthz")
+    };
+    let before = loads();
+    let page = dom(&b, &ui("/ui/seq?key=7000000"));
+    assert_eq!(
+        fact(&page, "key", "current").unwrap(),
+        "not in memory, and its section has no row in vesta_seq: never handed a number"
+    );
+    assert_eq!(loads(), before, "the console loaded a section");
+
+    // A bad key: the API's sentence, as text.
+    let page = dom(&b, &ui("/ui/seq?key=%3Cb%3E%01"));
+    assert!(!page.contains("<b>"), "{page}");
+    assert_eq!(errors(&page), [api_error(&addr, "/seq/%3Cb%3E%01")]);
+    screenshots(&b, &ui("/ui/seq?key=42"), "seq");
+
+    let page = dom(&b, &ui("/ui/status"));
+    assert!(page.contains("href=\"/ui/seq\""), "{page}");
+    server.stop_cleanly();
 }
 
 #[test]

@@ -92,8 +92,8 @@ pub struct ServerArgs {
     #[arg(long, value_name = "FILE")]
     pub tls_key: Option<PathBuf>,
     /// Serve the web console under /ui (read-only pages: explain and make IDs, status,
-    /// segments): REST on its own port, TCP on [server] metrics_listen [default: [server]
-    /// console]
+    /// segments, per-key sequences): REST on its own port, TCP on [server] metrics_listen
+    /// [default: [server] console]
     #[arg(long)]
     pub console: bool,
 }

@@ -171,8 +171,8 @@ impl Database {
         Ok(Cas::Moved(self.seq_read(kind, section, action).await?))
     }
 
-    /// The section's row: `(max_seq, owner)`, if there is one.
-    async fn seq_read(
+    /// The section's row: `(max_seq, owner)`, if there is one (a read only: nothing created).
+    pub(crate) async fn seq_read(
         &self,
         kind: i16,
         section: i64,

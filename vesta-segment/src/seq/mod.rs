@@ -24,6 +24,7 @@
 
 mod config;
 mod key;
+mod peek;
 mod section;
 
 use std::collections::HashMap;
@@ -36,6 +37,7 @@ use tokio::time::Instant;
 
 pub use self::config::{DEFAULT_SEQ_DB, SeqSection};
 pub use self::key::{KeyError, MAX_KEY_BYTES, SECTION_KEYS, STRING_BUCKETS, SeqKey};
+pub use self::peek::SeqPeek;
 
 use self::key::Place;
 use self::section::{Dense, Section, Slots, Sparse, Take, raise_target};
@@ -316,6 +318,8 @@ impl Sequences {
     /// The key's current number without moving it: the last one handed out in this process,
     /// or, for a key not called since its section was loaded, the section's maximum then
     /// (above anything handed out before). A client that holds a smaller number has missed one.
+    /// A section not in memory is loaded first, which writes its row when missing: to read
+    /// without writing, [`Sequences::peek`].
     pub async fn current(&self, key: &SeqKey) -> Result<u64, SeqError> {
         match (key.place(), key) {
             (Place::Num { section, slot }, _) => {

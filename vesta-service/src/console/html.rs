@@ -45,8 +45,19 @@ pub enum Nav {
     Status,
     /// `/ui/segments`.
     Segments,
+    /// `/ui/seq`.
+    Seq,
     /// None highlighted (the not-found page).
     None,
+}
+
+/// The pages only some servers have, linked in the navigation bar when on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Modes {
+    /// Segment mode (`[segment] db`): `/ui/segments`.
+    pub segments: bool,
+    /// Per-key sequences (`[seq] db`): `/ui/seq`.
+    pub seq: bool,
 }
 
 /// A page being written: markup pushed as is, text escaped.
@@ -93,11 +104,21 @@ impl Html {
 
     /// One row of a facts table; `key` becomes the row's `data-key` for tests and scrapers.
     pub fn fact(&mut self, key: &str, name: &str, value: impl fmt::Display) -> &mut Self {
+        self.fact_flagged(key, name, value, false)
+    }
+
+    /// A facts row whose value is marked as a problem (`class="bad"`) when `bad`.
+    pub fn fact_flagged(
+        &mut self,
+        key: &str,
+        name: &str,
+        value: impl fmt::Display,
+        bad: bool,
+    ) -> &mut Self {
+        let class = if bad { " class=\"bad\"" } else { "" };
         let _ = write!(self.0, "<tr data-key=\"{}\"><th>", esc(key));
-        self.text(name)
-            .raw("</th><td>")
-            .text(value)
-            .raw("</td></tr>\n")
+        self.text(name).raw("</th><td").raw(class).raw(">");
+        self.text(value).raw("</td></tr>\n")
     }
 
     /// Opens a table with these column headings.
@@ -136,13 +157,7 @@ impl Html {
 
 /// A whole page: the shell around `body`. `refresh_s` reloads it by itself (status pages), so
 /// it stays current without script.
-pub fn page(
-    title: &str,
-    nav: Nav,
-    segments_on: bool,
-    refresh_s: Option<u32>,
-    body: &str,
-) -> String {
+pub fn page(title: &str, nav: Nav, modes: Modes, refresh_s: Option<u32>, body: &str) -> String {
     let mut out = String::with_capacity(body.len() + 2048);
     out.push_str(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n\
@@ -161,8 +176,11 @@ pub fn page(
     };
     link("/ui/explain", "Explain", nav == Nav::Explain);
     link("/ui/status", "Status", nav == Nav::Status);
-    if segments_on {
+    if modes.segments {
         link("/ui/segments", "Segments", nav == Nav::Segments);
+    }
+    if modes.seq {
+        link("/ui/seq", "Sequences", nav == Nav::Seq);
     }
     out.push_str("</nav></header>\n<main>\n");
     let _ = writeln!(out, "<h1>{}</h1>", esc(title));
@@ -219,20 +237,29 @@ mod tests {
         );
         let mut h = Html::default();
         h.fact("k\"<", "<b>", "<i>").row("<x>", &[&"<td>"]);
+        h.fact_flagged("<k>", "<u>", "<s>", true);
         let out = h.into_string();
         assert!(!out.contains("<b>") && !out.contains("<i>") && !out.contains("<x>"));
+        assert!(!out.contains("<k>") && !out.contains("<u>") && !out.contains("<s>"));
+        assert!(out.contains("<td class=\"bad\">&lt;s&gt;</td>"));
         assert!(!out.contains("<td><td>"));
     }
 
     #[test]
     fn a_page_carries_no_script_and_names_its_title() {
-        let p = page("A <title>", Nav::Status, true, Some(5), "<p>body</p>");
+        let both = Modes {
+            segments: true,
+            seq: true,
+        };
+        let p = page("A <title>", Nav::Status, both, Some(5), "<p>body</p>");
         assert!(p.contains("<title>A &lt;title&gt; · vesta console</title>"));
         assert!(p.contains("http-equiv=\"refresh\" content=\"5\""));
         assert!(p.contains("href=\"/ui/segments\""));
+        assert!(p.contains("href=\"/ui/seq\""));
         assert!(!p.contains("<script"));
-        let p = page("x", Nav::Explain, false, None, "");
+        let p = page("x", Nav::Explain, Modes::default(), None, "");
         assert!(!p.contains("/ui/segments"));
+        assert!(!p.contains("/ui/seq"));
         assert!(!p.contains("refresh"));
     }
 }

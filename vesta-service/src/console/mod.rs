@@ -9,30 +9,40 @@
 //!   issuing and refusal rates over the last minutes, refusals by reason, connections.
 //! - `/ui/segments` (segment mode): each tag's two buffers as Leaf's `/cache` shows them, and
 //!   the `leaf_alloc` rows as Leaf's `/db` does.
+//! - `/ui/seq` (per-key sequences, `[seq] db`): their database, settings and work since start,
+//!   and one key's current number, read without loading its section.
+//!
+//! Pages a server does not have (segment mode or the sequences off) are 404 pages saying why.
 //!
 //! Architecture Invariant: the console changes nothing. It reads the issuer's status, the
-//! servers' counters and the table; it never issues an ID or a segment number, so a browser
-//! left open on it does not move anything an alert or a client sees. It answers `GET` only,
-//! every echoed text is escaped (`html`), and no page runs script or loads anything.
+//! servers' counters and the tables; it never issues an ID, a segment number or a sequence
+//! number, nor loads a sequence section (a load writes its row), so a browser left open on it
+//! does not move anything an alert or a client sees. It answers `GET` only, every echoed text
+//! is escaped (`html`), and no page runs script or loads anything.
 
 mod explain;
 mod html;
 mod rates;
 mod segments;
+mod seq;
 mod status;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use vesta_core::Clock;
 
 use crate::ops::{OpError, Service};
 use explain::MakeForm;
 pub use html::CONTENT_SECURITY_POLICY;
-use html::Nav;
+use html::{Modes, Nav};
 use rates::Rates;
+
+/// Longest a page waits for a database read (the `leaf_alloc` rows, a sequence's stored row):
+/// a slow database makes the page say so instead of hanging it.
+const DB_READ_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// True for the paths the console answers (`/ui` and below).
 pub fn is_console_path(path: &str) -> bool {
@@ -125,7 +135,10 @@ impl<C: Clock + 'static> Console<C> {
     pub async fn answer(&self, path: &str, query: Option<&str>) -> Page {
         let i = &*self.inner;
         let issuer = i.service.issuer();
-        let segments_on = i.service.segments().is_some();
+        let modes = Modes {
+            segments: i.service.segments().is_some(),
+            seq: i.service.seq().is_some(),
+        };
         let make = i.service.check_make();
         let (status, title, nav, refresh, body) = match path {
             "/ui" | "/ui/" | "/ui/explain" => {
@@ -166,23 +179,32 @@ impl<C: Clock + 'static> Console<C> {
                     not_found("segment mode is off on this server (set [segment] db)"),
                 ),
             },
+            "/ui/seq" => match i.service.seq_on() {
+                Ok(s) => {
+                    let body = seq::page(s, i.service.seq_numbers_issued(), query).await;
+                    (200, "Sequences", Nav::Seq, None, body)
+                }
+                // The same reason `/seq/{key}` gives without `[seq] db`, as a console page.
+                Err(e) => (404, "Sequences", Nav::Seq, None, not_found(e.message())),
+            },
             _ => (
                 404,
                 "Not found",
                 Nav::None,
                 None,
                 not_found(if make.is_ok() {
-                    "no console page here: the pages are /ui/explain, /ui/make, /ui/status and \
-                     /ui/segments"
+                    "no console page here: the pages are /ui/explain, /ui/make, /ui/status, \
+                     /ui/segments and /ui/seq"
                 } else {
-                    "no console page here: the pages are /ui/explain, /ui/status and /ui/segments"
+                    "no console page here: the pages are /ui/explain, /ui/status, /ui/segments \
+                     and /ui/seq"
                 }),
             ),
         };
         let title = format!("{title} · {} server", i.server);
         Page {
             status,
-            html: html::page(&title, nav, segments_on, refresh, &body),
+            html: html::page(&title, nav, modes, refresh, &body),
         }
     }
 }
@@ -306,5 +328,21 @@ mod tests {
         );
         assert!(!refused.html.contains("id=\"made\""), "{}", refused.html);
         assert!(!refused.html.contains("<form"), "{}", refused.html);
+    }
+
+    /// Without `[seq] db` the sequences page is a 404 saying why, and no page links to it.
+    #[tokio::test]
+    async fn without_sequences_their_page_is_a_404_saying_why() {
+        let c = console(true);
+        let page = c.answer("/ui/seq", Some("key=42")).await;
+        assert_eq!(page.status, 404);
+        assert!(
+            page.html.contains("per-key sequences are off") && page.html.contains("[seq] db"),
+            "{}",
+            page.html
+        );
+        assert!(!page.html.contains("<form"), "{}", page.html);
+        let status = c.answer("/ui/status", None).await;
+        assert!(!status.html.contains("href=\"/ui/seq\""), "{}", status.html);
     }
 }

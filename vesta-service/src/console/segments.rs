@@ -3,15 +3,11 @@
 //! `leaf_alloc` rows as the database has them (Leaf's `/db`). The table is read with a bound,
 //! so a slow database makes the page say so instead of hanging it.
 
-use std::time::Duration;
-
 use vesta_segment::{SegmentStatus, TagStatus};
 
+use super::DB_READ_TIMEOUT;
 use super::html::Html;
 use crate::segments::Segments;
-
-/// Longest the page waits for the table's rows.
-const DB_READ_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The whole page.
 pub async fn page(segments: &Segments) -> String {

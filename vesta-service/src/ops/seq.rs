@@ -38,6 +38,12 @@ impl<C: Clock + 'static> Service<C> {
         })
     }
 
+    /// Per-key sequence numbers handed out since start, all transports
+    /// (`vesta_seq_numbers_issued_total`).
+    pub fn seq_numbers_issued(&self) -> u64 {
+        self.seq_issued.get()
+    }
+
     /// The largest batch of one key: the sequences' step.
     pub fn max_seq_batch(&self) -> u64 {
         self.seq.as_ref().map_or(1, |s| s.options().step)
