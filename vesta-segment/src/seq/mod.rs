@@ -26,6 +26,7 @@ mod config;
 mod key;
 mod peek;
 mod section;
+pub mod sets;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault};
