@@ -29,20 +29,17 @@ fn config(dir: &Path) -> String {
     path.to_str().unwrap().to_owned()
 }
 
-/// `vesta seq next KEY -n N` to completion: its numbers.
+/// `vesta seq next KEY -n N` on the table to completion: its numbers.
 fn next(url: &str, cfg: &str, key: &str, n: u64) -> Vec<u64> {
-    let out = vesta_ok(&[
-        "seq",
-        "next",
-        key,
-        "-n",
-        &n.to_string(),
-        "--db",
-        url,
-        "--config",
-        cfg,
-    ]);
-    numbers(out.as_bytes())
+    next_from(key, n, &["--db", url, "--config", cfg])
+}
+
+/// `vesta seq next KEY -n N WHERE...` (`--db`, `--server`) to completion: its numbers.
+fn next_from(key: &str, n: u64, from: &[&str]) -> Vec<u64> {
+    let n = n.to_string();
+    let mut args = vec!["seq", "next", key, "-n", &n];
+    args.extend_from_slice(from);
+    numbers(vesta_ok(&args).as_bytes())
 }
 
 /// A long `vesta seq next` printing to `out`.
@@ -265,16 +262,7 @@ fn served_over_rest(url: &str, machine: &str) {
 fn served_over_tcp(url: &str, machine: &str) {
     let start = || ServerChild::start("tcp", &["--machine", machine, "--seq-db", url], &[]);
     let ask = |server: &ServerChild, key: &str, n: u64| -> Vec<u64> {
-        let out = vesta_ok(&[
-            "seq",
-            "next",
-            key,
-            "-n",
-            &n.to_string(),
-            "--server",
-            &server.addr,
-        ]);
-        numbers(out.as_bytes())
+        next_from(key, n, &["--server", &server.addr])
     };
     let server = start();
     let mut seen = ask(&server, "order:\u{4e2d}", 25_000);

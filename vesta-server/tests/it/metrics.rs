@@ -5,44 +5,10 @@
 
 use crate::common;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use vesta_embed::LeaseState;
 use vesta_server::proto::{Request, Response};
 
-use common::{Raw, config};
-
-/// `GET path` over HTTP/1.1; the status code and the body.
-async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let (status, _, body) = get_with_auth(addr, path, None).await;
-    (status, body)
-}
-
-/// `GET path` with an optional `Authorization` header; the status, the head and the body.
-async fn get_with_auth(
-    addr: std::net::SocketAddr,
-    path: &str,
-    auth: Option<&str>,
-) -> (u16, String, String) {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    let auth = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
-    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    let status = out[9..12].parse().unwrap();
-    let (head, body) = out.split_once("\r\n\r\n").unwrap();
-    (status, head.to_owned(), body.to_owned())
-}
-
-fn sample(metrics: &str, name: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
-        .unwrap_or_else(|| panic!("no {name} in\n{metrics}"))
-        .parse()
-        .unwrap()
-}
+use common::{Raw, config, get, get_with_auth, sample};
 
 #[tokio::test]
 async fn metrics_and_health_are_served_over_http() {

@@ -10,8 +10,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Raw, config, raw_frame};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use common::{Raw, config, get, raw_frame};
 use vesta_segment::{Database, DbUrl, GiveBackOutcome};
 use vesta_server::proto::{ErrorCode, Request, Response, op};
 use vesta_server::{Client, ClientConfig, ClientError, ServerHandle, TcpConfig, TcpServer};
@@ -37,16 +36,6 @@ fn segment_config(machine: u64, url: &str) -> TcpConfig {
     c.segment.wait_ms = 2_000;
     c.server.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
     c
-}
-
-/// `GET path` over HTTP/1.1: the body.
-async fn get(addr: std::net::SocketAddr, path: &str) -> String {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out.split_once("\r\n\r\n").unwrap().1.to_owned()
 }
 
 fn error_code(r: &Response) -> ErrorCode {
@@ -179,7 +168,7 @@ async fn segment_ops_answer_in_order_and_refuse_bad_input() {
     assert!(format!("{r:?}").contains("not valid UTF-8"), "{r:?}");
 
     // Metrics and health name the tag; requests and refusals are counted by op and code.
-    let m = get(http, "/metrics").await;
+    let m = get(http, "/metrics").await.1;
     for line in [
         "vesta_segment_up 1",
         "vesta_segment_numbers_issued_total 253",
@@ -192,7 +181,7 @@ async fn segment_ops_answer_in_order_and_refuse_bad_input() {
     ] {
         assert!(m.contains(line), "{line} not in\n{m}");
     }
-    let h: serde_json::Value = serde_json::from_str(&get(http, "/healthz").await).unwrap();
+    let h: serde_json::Value = serde_json::from_str(&get(http, "/healthz").await.1).unwrap();
     assert_eq!(h["segments"]["state"], "ok", "{h}");
     assert_eq!(h["segments"]["tags"][0]["tag"], "orders", "{h}");
 

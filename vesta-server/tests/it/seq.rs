@@ -12,9 +12,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{Raw, config, raw_frame};
+use common::{Raw, config, get, raw_frame, sample};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use vesta_server::proto::{ErrorCode, Request, Response, op};
 use vesta_server::{Client, ClientConfig, ClientError, ServerHandle, TcpConfig, TcpServer};
 
@@ -77,24 +76,6 @@ fn refused(r: &Response) -> (ErrorCode, &str) {
         Response::Error { code, message } => (*code, message),
         other => panic!("expected an error, got {other:?}"),
     }
-}
-
-/// `GET path` over HTTP/1.1: the body.
-async fn get(addr: std::net::SocketAddr, path: &str) -> String {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out.split_once("\r\n\r\n").unwrap().1.to_owned()
-}
-
-/// The value of the first metric line starting with `prefix`.
-fn metric(text: &str, prefix: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(prefix))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {prefix} in\n{text}"))
 }
 
 #[tokio::test]
@@ -205,14 +186,14 @@ async fn seq_ops_answer_in_order_and_refuse_bad_input() {
     };
     check.saw(num, last, last);
 
-    let metrics = get(http, "/metrics").await;
-    assert!(metric(&metrics, "vesta_tcp_requests_total{op=\"seq_next\"}") >= 905.0);
+    let metrics = get(http, "/metrics").await.1;
+    assert!(sample(&metrics, "vesta_tcp_requests_total{op=\"seq_next\"}") >= 905.0);
     assert_eq!(
-        metric(&metrics, "vesta_tcp_requests_total{op=\"seq_current\"}"),
+        sample(&metrics, "vesta_tcp_requests_total{op=\"seq_current\"}"),
         3.0
     );
     assert_eq!(
-        metric(
+        sample(
             &metrics,
             "vesta_tcp_errors_total{code=\"INVALID_ARGUMENT\"}"
         ),

@@ -261,6 +261,17 @@ fn not_found(why: &str) -> String {
     h.into_string()
 }
 
+/// A transport that refuses nothing: the console's unit tests.
+#[cfg(test)]
+pub(crate) struct NoRefusals;
+
+#[cfg(test)]
+impl Refusals for NoRefusals {
+    fn refusals(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -270,14 +281,6 @@ mod tests {
 
     use super::*;
     use crate::ops::Limits;
-
-    struct Quiet;
-
-    impl Refusals for Quiet {
-        fn refusals(&self) -> Vec<(String, u64)> {
-            Vec::new()
-        }
-    }
 
     fn console(make: bool) -> Console<Arc<ManualClock>> {
         let clock = Arc::new(ManualClock::new(1_800_000_000_000));
@@ -292,7 +295,7 @@ mod tests {
             auth_token: None,
         };
         let service = Arc::new(Service::new(ids, None, limits));
-        Console::new("REST", service, Box::new(Quiet))
+        Console::new("REST", service, Box::new(NoRefusals))
     }
 
     /// `[server] make = false` leaves no page that makes an ID: no form, no link, and

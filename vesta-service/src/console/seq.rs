@@ -216,18 +216,10 @@ mod tests {
     use vesta_segment::{DbUrl, SeqOptions};
 
     use super::super::html::esc;
-    use super::super::{Console, Refusals};
+    use super::super::{Console, NoRefusals};
     use super::*;
     use crate::ops::testing::service;
     use crate::ops::{Answer, Service, Turn};
-
-    struct Quiet;
-
-    impl Refusals for Quiet {
-        fn refusals(&self) -> Vec<(String, u64)> {
-            Vec::new()
-        }
-    }
 
     async fn open(dir: &std::path::Path) -> Sequences {
         let url = DbUrl::parse(&format!("sqlite://{}/seq.db", dir.display())).unwrap();
@@ -242,7 +234,10 @@ mod tests {
     fn console(seqs: &Sequences) -> (Console<Arc<ManualClock>>, Arc<Service<Arc<ManualClock>>>) {
         let (s, _clock) = service(IdType::MaxPeak, GenMethod::Server, 10);
         let s = Arc::new(s.with_seq(Some(seqs.clone())));
-        (Console::new("REST", Arc::clone(&s), Box::new(Quiet)), s)
+        (
+            Console::new("REST", Arc::clone(&s), Box::new(NoRefusals)),
+            s,
+        )
     }
 
     /// A number of `key` through the service (counted as the API's are).

@@ -156,3 +156,37 @@ pub fn raw_frame(op: u8, id: u32, payload: &[u8]) -> Vec<u8> {
     );
     b.to_vec()
 }
+
+/// `GET path` over HTTP/1.1 (the metrics listener's `/metrics`, `/healthz`, the console); the
+/// status code and the body.
+pub async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let (status, _, body) = get_with_auth(addr, path, None).await;
+    (status, body)
+}
+
+/// `GET path` with an optional `Authorization` header; the status, the head and the body.
+pub async fn get_with_auth(
+    addr: std::net::SocketAddr,
+    path: &str,
+    auth: Option<&str>,
+) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let auth = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let status = out[9..12].parse().unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    (status, head.to_owned(), body.to_owned())
+}
+
+/// The value of metric `name` (with its labels, as exposed) in an exposition.
+pub fn sample(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("no {name} in\n{metrics}"))
+        .parse()
+        .unwrap()
+}
