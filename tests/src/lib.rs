@@ -1,7 +1,8 @@
 //! Harnesses for the cross-crate integration tests: the real `vesta` binary (built on demand, so
 //! it is never stale), real ZooKeeper servers for the lease tests, real PostgreSQL and MariaDB
 //! servers plus a raw Leaf-style allocator for the segment tests, the deployment files as data,
-//! a real Prometheus server for the monitoring tests, Python's and Node's gRPC clients
+//! a real Prometheus server for the monitoring tests, a throwaway Redis for the per-key
+//! sequence load's peer ([`redis`]), Python's and Node's gRPC clients
 //! ([`grpc_clients`]: their venv and `node_modules`, installed once under `target/tmp/`),
 //! operators' hosts and users for the tests of their mistakes ([`operator`]), the per-key
 //! sequences' history checker ([`history`]), and the building blocks of `scripts/soak`
@@ -21,6 +22,7 @@ pub mod operator;
 pub mod peers;
 pub mod prometheus;
 pub mod proxy;
+pub mod redis;
 pub mod soak;
 pub mod tls;
 pub mod zk;

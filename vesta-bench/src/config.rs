@@ -14,6 +14,8 @@ pub const MIN_DURATION: Duration = Duration::from_millis(100);
 pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 /// Highest open-loop rate, requests per second in total.
 pub const MAX_RATE: u64 = 10_000_000;
+/// Most keys the PostgreSQL peer pre-creates a row for.
+pub const MAX_PG_KEYS: u64 = 10_000_000;
 
 /// The settings both engines share.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,8 +26,9 @@ pub struct Load {
     pub connections: usize,
     /// How long requests are sent; answers still in flight then get a few more seconds.
     pub duration: Duration,
-    /// IDs per request (`NEXT_IDS` count, `/genids?count=`); `None` asks for one ID
-    /// (`NEXT_ID`, `/genid`).
+    /// IDs per request (`NEXT_IDS` count, `/genids?count=`), or numbers per call of a key in
+    /// a seq run (`SEQ_NEXT` count, `/seq/{key}?count=`); `None` asks for one (`NEXT_ID`,
+    /// `/genid`, a count of 1).
     pub batch: Option<u32>,
     /// Requests per second in total (open loop); `None` sends as fast as answers return.
     pub rate: Option<u64>,
@@ -38,6 +41,34 @@ pub struct TcpLoad {
     pub load: Load,
     /// Requests in flight per connection.
     pub pipeline: usize,
+    /// Ask for per-key sequence numbers (`SEQ_NEXT`) instead of IDs, each request for a key
+    /// drawn uniformly from `0..N` and sent as decimal text ([`crate::seq`]).
+    pub seq_keys: Option<u64>,
+    /// Load a peer with the same seq load instead of vesta ([`Peer`]); needs `seq_keys`.
+    pub peer: Option<Peer>,
+}
+
+/// A peer that the per-key sequence load is measured against: the same keys, connections and
+/// counts, in the same run ([`crate::seq`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// Redis `INCR key` (`INCRBY key B` with a batch), pipelined like vesta's TCP load; the
+    /// target is `host:port`. Closed loop only.
+    Redis,
+    /// PostgreSQL `UPDATE seq SET cur = cur + 1 WHERE key = $1 RETURNING cur`, one query in
+    /// flight per connection (the pipeline does not apply); the target is a `postgres://` URL.
+    /// The table `seq` and a row per key are created before the run when missing.
+    Postgres,
+}
+
+impl Peer {
+    /// The peer's name in reports and messages.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Peer::Redis => "redis",
+            Peer::Postgres => "postgres",
+        }
+    }
 }
 
 /// A REST run: the shared settings over HTTP/1.1 keep-alive connections, one request in flight
@@ -54,6 +85,10 @@ pub struct RestLoad {
     pub segment: Option<String>,
     /// Ask on Leaf's path instead (`/api/segment/get/{tag}`; one number per request).
     pub leaf: bool,
+    /// Ask for per-key sequence numbers instead (`GET /seq/{key}`, or
+    /// `/seq/{key}?count=N&format=json` with a batch), each request for a key drawn uniformly
+    /// from `0..N`; the server needs `[seq] db`.
+    pub seq_keys: Option<u64>,
 }
 
 /// A gRPC run: the shared settings over HTTP/2 connections (one each), one call in flight on
@@ -89,6 +124,10 @@ pub enum Field {
     Leaf,
     /// [`GrpcLoad::stream`].
     Stream,
+    /// [`TcpLoad::seq_keys`], [`RestLoad::seq_keys`].
+    SeqKeys,
+    /// [`TcpLoad::peer`].
+    Peer,
 }
 
 impl Field {
@@ -103,6 +142,8 @@ impl Field {
             Field::Rate => "rate",
             Field::Leaf => "leaf",
             Field::Stream => "stream",
+            Field::SeqKeys => "seq_keys",
+            Field::Peer => "peer",
         }
     }
 }
@@ -214,6 +255,18 @@ impl Load {
     }
 }
 
+/// Checks a number of keys: at least one.
+fn check_seq_keys(seq_keys: Option<u64>) -> Result<(), BenchError> {
+    if seq_keys == Some(0) {
+        return Err(out_of_range(
+            Field::SeqKeys,
+            0,
+            &format!("1..={} keys", u64::MAX),
+        ));
+    }
+    Ok(())
+}
+
 impl TcpLoad {
     /// Checks every setting; the error names the field and its allowed range.
     pub fn validate(&self) -> Result<(), BenchError> {
@@ -225,7 +278,25 @@ impl TcpLoad {
                 &format!("1..={MAX_PIPELINE}"),
             ));
         }
-        Ok(())
+        check_seq_keys(self.seq_keys)?;
+        let invalid = |message: &str| {
+            Err(BenchError::Invalid {
+                field: Field::Peer,
+                message: message.to_owned(),
+            })
+        };
+        match (self.peer, self.seq_keys) {
+            (Some(_), None) => invalid("a peer is loaded with the seq load only: give seq_keys"),
+            (Some(Peer::Redis), _) if self.load.rate.is_some() => {
+                invalid("the Redis peer runs closed loop only: give no rate")
+            }
+            (Some(Peer::Postgres), Some(n)) if n > MAX_PG_KEYS => Err(out_of_range(
+                Field::SeqKeys,
+                n,
+                &format!("1..={MAX_PG_KEYS} keys (the PostgreSQL peer makes a row per key)"),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -233,6 +304,14 @@ impl RestLoad {
     /// Checks every setting; the error names the field and its allowed range.
     pub fn validate(&self) -> Result<(), BenchError> {
         self.load.validate()?;
+        check_seq_keys(self.seq_keys)?;
+        if self.seq_keys.is_some() && (self.segment.is_some() || self.baseline) {
+            return Err(BenchError::Invalid {
+                field: Field::SeqKeys,
+                message: "per-key sequences are vesta's own path: no segment tag, no baseline"
+                    .into(),
+            });
+        }
         if self.leaf && (self.segment.is_none() || self.load.batch.is_some()) {
             return Err(BenchError::Invalid {
                 field: Field::Leaf,
@@ -245,8 +324,13 @@ impl RestLoad {
     }
 
     /// The request path: `/genid`, or `/genids?count=N` with a batch; with a segment tag
-    /// `/segment/{tag}` or `/segments/{tag}?count=N`, or Leaf's `/api/segment/get/{tag}`.
+    /// `/segment/{tag}` or `/segments/{tag}?count=N`, or Leaf's `/api/segment/get/{tag}`; with
+    /// seq keys `/seq/{key}` or `/seq/{key}?count=N&format=json`, `{key}` standing for each
+    /// request's key.
     pub fn path(&self) -> String {
+        if self.seq_keys.is_some() {
+            return format!("/seq/{{key}}{}", seq_query(self.load.batch));
+        }
         match (&self.segment, self.load.batch) {
             (None, Some(n)) => format!("/genids?count={n}"),
             (None, None) => "/genid".to_owned(),
@@ -255,6 +339,12 @@ impl RestLoad {
             (Some(tag), None) => format!("/segment/{tag}"),
         }
     }
+}
+
+/// What follows a seq request's key: nothing for one number (the answer is the number as
+/// text), `?count=N&format=json` for N (the answer says the first and the last).
+pub(crate) fn seq_query(batch: Option<u32>) -> String {
+    batch.map_or_else(String::new, |n| format!("?count={n}&format=json"))
 }
 
 impl GrpcLoad {
@@ -290,6 +380,8 @@ mod tests {
         let mut tcp = TcpLoad {
             load: load(),
             pipeline: 1,
+            seq_keys: None,
+            peer: None,
         };
         tcp.validate().unwrap();
         let msg = |t: &TcpLoad| t.validate().unwrap_err().to_string();
@@ -333,6 +425,7 @@ mod tests {
             baseline: false,
             segment: None,
             leaf: false,
+            seq_keys: None,
         };
         assert_eq!(rest.path(), "/genid");
         rest.load.batch = Some(1000);
@@ -351,6 +444,65 @@ mod tests {
         assert_eq!(rest.path(), "/api/segment/get/orders");
         rest.leaf = false;
         assert_eq!(rest.path(), "/segment/orders");
+    }
+
+    #[test]
+    fn seq_keys_and_peers_are_checked() {
+        let mut tcp = TcpLoad {
+            load: load(),
+            pipeline: 64,
+            seq_keys: Some(0),
+            peer: None,
+        };
+        let msg = |t: &TcpLoad| t.validate().unwrap_err().to_string();
+        assert_eq!(
+            msg(&tcp),
+            "seq_keys 0 is out of range: allowed 1..=18446744073709551615 keys"
+        );
+        tcp.seq_keys = None;
+        tcp.peer = Some(Peer::Redis);
+        assert_eq!(
+            msg(&tcp),
+            "peer: a peer is loaded with the seq load only: give seq_keys"
+        );
+        tcp.seq_keys = Some(1000);
+        tcp.validate().unwrap();
+        tcp.load.rate = Some(20_000);
+        assert_eq!(
+            msg(&tcp),
+            "peer: the Redis peer runs closed loop only: give no rate"
+        );
+        tcp.peer = Some(Peer::Postgres);
+        tcp.validate().unwrap();
+        tcp.seq_keys = Some(MAX_PG_KEYS + 1);
+        assert_eq!(
+            msg(&tcp),
+            "seq_keys 10000001 is out of range: allowed 1..=10000000 keys (the PostgreSQL peer \
+             makes a row per key)"
+        );
+        let mut rest = RestLoad {
+            load: load(),
+            baseline: false,
+            segment: None,
+            leaf: false,
+            seq_keys: Some(0),
+        };
+        assert_eq!(
+            rest.validate().unwrap_err().to_string(),
+            "seq_keys 0 is out of range: allowed 1..=18446744073709551615 keys"
+        );
+        rest.seq_keys = Some(10);
+        assert_eq!(rest.path(), "/seq/{key}");
+        rest.load.batch = Some(5);
+        assert_eq!(rest.path(), "/seq/{key}?count=5&format=json");
+        rest.validate().unwrap();
+        rest.baseline = true;
+        assert!(
+            rest.validate()
+                .unwrap_err()
+                .to_string()
+                .starts_with("seq_keys: per-key sequences are vesta's own path")
+        );
     }
 
     #[test]

@@ -132,6 +132,7 @@ impl Outcome {
             per_unit: self.tally.per_unit,
             segment: None,
             request: None,
+            seq_keys: None,
         }
     }
 }

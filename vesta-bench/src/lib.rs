@@ -10,6 +10,9 @@
 //!   in every request it delayed (no coordinated omission). Latencies go to HDR histograms; the
 //!   IDs received are counted per server time unit, and the server's layout (read from the
 //!   server itself) gives the cap the run is reported against ([`Report`]).
+//! - [`seq`] is the per-key sequence load (`--seq-keys N`: `SEQ_NEXT` and `GET /seq/{key}` of
+//!   random keys) and its peers in the same run shape: Redis `INCR` pipelined, PostgreSQL
+//!   `UPDATE ... RETURNING` per call ([`Peer`]).
 //! - [`baseline`] is the bare hyper server that `/genid` is compared with (binary `bare-hyper`),
 //!   and the bare tonic handler that gRPC's `NextId` is compared with (binary `bare-tonic`).
 //! - `benches/` holds the criterion benchmarks of the generator against the snowflake peers and
@@ -28,9 +31,10 @@ pub mod grpc;
 pub mod report;
 pub mod rest;
 mod schedule;
+pub mod seq;
 mod tally;
 pub mod tcp;
 
-pub use config::{BenchError, Field, GrpcLoad, Load, RestLoad, TcpLoad};
+pub use config::{BenchError, Field, GrpcLoad, Load, Peer, RestLoad, TcpLoad};
 pub use engine::Progress;
 pub use report::{Protocol, Report, Target};

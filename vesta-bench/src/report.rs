@@ -30,6 +30,14 @@ pub enum Protocol {
         /// The target was a baseline server, not vesta.
         baseline: bool,
     },
+    /// The Redis peer of the seq load: RESP, pipelined ([`crate::Peer::Redis`]).
+    Redis {
+        /// Commands in flight per connection.
+        pipeline: usize,
+    },
+    /// The PostgreSQL peer of the seq load: one query in flight per connection
+    /// ([`crate::Peer::Postgres`]).
+    Postgres,
 }
 
 /// A server as it described itself before the run (TCP `INFO`, REST `/healthz`).
@@ -115,6 +123,9 @@ pub struct Report {
     pub segment: Option<String>,
     /// What each request asked for, when the protocol's run says it (a REST path).
     pub request: Option<String>,
+    /// The number of keys, when the run asked for per-key sequence numbers (counted in `ids`,
+    /// no layout cap): each request a key of `0..N` ([`crate::seq`]).
+    pub seq_keys: Option<u64>,
 }
 
 impl Report {
@@ -135,7 +146,7 @@ impl Report {
     /// IDs per second the servers can issue together: each distinct machine ID's layout cap.
     /// `None` when no server told its layout (a baseline), or for segment numbers.
     pub fn cap_per_sec(&self) -> Option<u64> {
-        if self.segment.is_some() {
+        if self.segment.is_some() || self.seq_keys.is_some() {
             return None;
         }
         let machines: BTreeMap<u64, &Layout> = self
@@ -228,6 +239,19 @@ impl Report {
         if let Some(request) = &self.request {
             return request.clone();
         }
+        if let Some(n) = self.seq_keys {
+            let keys = crate::seq::key_range(n);
+            let count = self.load.batch.unwrap_or(1);
+            return match (self.protocol, self.load.batch) {
+                (Protocol::Redis { .. }, Some(b)) => format!("INCRBY key {b}, {keys}"),
+                (Protocol::Redis { .. }, None) => format!("INCR key, {keys}"),
+                (Protocol::Postgres, _) => format!(
+                    "UPDATE seq SET cur = cur + {count} WHERE key = $1 RETURNING cur, {keys}"
+                ),
+                (_, Some(b)) => format!("SEQ_NEXT count={b}, {keys}"),
+                (_, None) => format!("SEQ_NEXT, {keys}"),
+            };
+        }
         if let Some(tag) = &self.segment {
             return match self.load.batch {
                 Some(b) => format!("GET /segments/{tag}?count={b}"),
@@ -241,6 +265,8 @@ impl Report {
             (Protocol::Rest { .. }, None) => "GET /genid".to_owned(),
             (Protocol::Grpc { .. }, Some(b)) => format!("vesta.v1.Vesta/NextIds count={b}"),
             (Protocol::Grpc { .. }, None) => "vesta.v1.Vesta/NextId".to_owned(),
+            (Protocol::Redis { .. }, _) => "INCR".to_owned(),
+            (Protocol::Postgres, _) => "UPDATE".to_owned(),
         }
     }
 }
@@ -265,11 +291,19 @@ impl fmt::Display for Report {
                         t.address,
                     )?
                 }
-                _ => writeln!(
-                    f,
-                    "{label:<10} {} (baseline, not vesta: answers are not read as IDs)",
-                    t.address
-                )?,
+                _ => match self.protocol {
+                    Protocol::Redis { .. } => {
+                        writeln!(f, "{label:<10} {} (peer: Redis, not vesta)", t.address)?
+                    }
+                    Protocol::Postgres => {
+                        writeln!(f, "{label:<10} {} (peer: PostgreSQL, not vesta)", t.address)?
+                    }
+                    _ => writeln!(
+                        f,
+                        "{label:<10} {} (baseline, not vesta: answers are not read as IDs)",
+                        t.address
+                    )?,
+                },
             }
         }
         let l = &self.load;
@@ -283,6 +317,13 @@ impl fmt::Display for Report {
             ),
             Protocol::Grpc { .. } => format!(
                 "grpc, {} connections (HTTP/2, 1 call in flight each)",
+                l.connections
+            ),
+            Protocol::Redis { pipeline } => {
+                format!("redis, {} connections x pipeline {pipeline}", l.connections)
+            }
+            Protocol::Postgres => format!(
+                "postgres, {} connections (1 query in flight each)",
                 l.connections
             ),
         };
@@ -309,6 +350,16 @@ impl fmt::Display for Report {
                 "numbers    {} = {} segment numbers/s of tag {tag} (increasing on every connection)",
                 group(self.ids as f64),
                 group(self.ids_per_sec()),
+            )?;
+        }
+        if let Some(n) = self.seq_keys {
+            writeln!(
+                f,
+                "numbers    {} = {} numbers/s over {} keys ({} per answer, every answer checked)",
+                group(self.ids as f64),
+                group(self.ids_per_sec()),
+                group(n as f64),
+                self.load.batch.unwrap_or(1),
             )?;
         }
         if let (Some(cap), Some(share)) = (self.cap_per_sec(), self.cap_share()) {
@@ -475,6 +526,7 @@ mod tests {
             per_unit,
             segment: None,
             request: None,
+            seq_keys: None,
         }
     }
 
@@ -587,6 +639,50 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("GET /genids?count=1000"), "{text}");
+    }
+
+    #[test]
+    fn a_seq_run_counts_numbers_over_its_keys() {
+        let mut r = report(vec![target(924, S)], &[]);
+        r.seq_keys = Some(1000);
+        r.ids = 5_000;
+        r.requests = 5_000;
+        r.load.batch = None;
+        assert_eq!(r.cap_per_sec(), None);
+        let text = r.to_string();
+        assert!(
+            text.contains("x pipeline 8, SEQ_NEXT, random keys 0..1,000,"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "numbers    5,000 = 1,000 numbers/s over 1,000 keys (1 per answer, every \
+                 answer checked)"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("ids "), "{text}");
+        r.protocol = Protocol::Redis { pipeline: 8 };
+        r.load.batch = Some(10);
+        r.targets = vec![Target::unknown("127.0.0.1:6379")];
+        let text = r.to_string();
+        assert!(
+            text.contains("127.0.0.1:6379 (peer: Redis, not vesta)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("redis, 2 connections x pipeline 8, INCRBY key 10, random keys"),
+            "{text}"
+        );
+        r.protocol = Protocol::Postgres;
+        let text = r.to_string();
+        assert!(
+            text.contains(
+                "postgres, 2 connections (1 query in flight each), UPDATE seq SET cur = cur + 10 \
+                 WHERE key = $1 RETURNING cur, random keys 0..1,000"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -156,6 +156,18 @@ fn bench_settings_out_of_range_name_their_flag() {
             "error: --batch 0 is out of range: allowed 1..=the server's largest batch\n",
         ),
         (
+            &["tcp", "--seq-keys", "0"][..],
+            "error: --seq-keys 0 is out of range: allowed 1..=18446744073709551615 keys\n",
+        ),
+        (
+            &["rest", "--seq-keys", "0", "-r", "100"][..],
+            "error: --seq-keys 0 is out of range: allowed 1..=18446744073709551615 keys\n",
+        ),
+        (
+            &["tcp", "--seq-keys", "100", "--peer", "redis", "-r", "100"][..],
+            "error: --peer: the Redis peer runs closed loop only: give no rate\n",
+        ),
+        (
             &["rest", "--server", ",", "-r", "5"][..],
             "error: --server: at least one HOST:PORT is needed\n",
         ),

@@ -1,5 +1,6 @@
-//! Reading vesta-rest's answers: `/genid`'s decimal ID, `/genids`' `{"ids": ["…", …]}`, the
-//! `/healthz` description and the `{"error": "…"}` sentence of a refusal.
+//! Reading vesta-rest's answers: `/genid`'s decimal ID, `/genids`' `{"ids": ["…", …]}`,
+//! `/seq/{key}`'s number and `?format=json`'s `{"key", "first", "last"}`, the `/healthz`
+//! description and the `{"error": "…"}` sentence of a refusal.
 
 use serde::Deserialize;
 
@@ -19,6 +20,9 @@ pub(crate) struct Health {
     /// Segment mode is on (a `segments` object is present).
     #[serde(default, deserialize_with = "present")]
     pub segments: bool,
+    /// Per-key sequences are on (a `seq` object is present).
+    #[serde(default, deserialize_with = "present")]
+    pub seq: bool,
 }
 
 /// True for any value of a field that is present.
@@ -65,6 +69,41 @@ pub(crate) fn ids(
             Ok(u64::from(count))
         }
     }
+}
+
+/// The numbers of a 200 answer to `GET /seq/{key}`: one number (`batch` `None`: the body is
+/// the number as text), or exactly `batch` (`?count=N&format=json`: `first`..=`last` of `key`).
+/// Returns how many.
+pub(crate) fn seq(body: &[u8], key: u64, batch: Option<u32>) -> Result<u64, String> {
+    let number = |s: &str| {
+        s.trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| format!("`{s}` is not a sequence number"))
+    };
+    let Some(count) = batch else {
+        number(std::str::from_utf8(body).unwrap_or_default())
+            .map_err(|_| format!("the answer is not a sequence number: {}", text(body)))?;
+        return Ok(1);
+    };
+    #[derive(Deserialize)]
+    struct Numbers<'a> {
+        key: &'a str,
+        first: &'a str,
+        last: &'a str,
+    }
+    let n: Numbers<'_> = serde_json::from_slice(body)
+        .map_err(|e| format!("the answer is not a key's numbers ({e}): {}", text(body)))?;
+    if n.key.parse::<u64>().ok() != Some(key) {
+        return Err(format!("asked for key {key}, got key {}", n.key));
+    }
+    let (first, last) = (number(n.first)?, number(n.last)?);
+    let got = last.checked_sub(first).map(|d| d + 1);
+    if got != Some(u64::from(count)) {
+        return Err(format!("asked for {count} numbers, got {first}..={last}"));
+    }
+    Ok(u64::from(count))
 }
 
 /// A refusal's sentence: the `error` of a JSON body, else the body's text (shortened).
@@ -127,6 +166,36 @@ mod tests {
     }
 
     #[test]
+    fn seq_answers_are_checked_for_their_count() {
+        assert_eq!(seq(b"17", 3, None), Ok(1));
+        assert_eq!(
+            seq(b"0", 3, None),
+            Err("the answer is not a sequence number: 0".into())
+        );
+        let json = |k: &str, f: &str, l: &str| {
+            format!(r#"{{"key":"{k}","first":"{f}","last":"{l}"}}"#).into_bytes()
+        };
+        assert_eq!(seq(&json("3", "11", "20"), 3, Some(10)), Ok(10));
+        assert_eq!(
+            seq(&json("3", "11", "19"), 3, Some(10)),
+            Err("asked for 10 numbers, got 11..=19".into())
+        );
+        assert_eq!(
+            seq(&json("3", "20", "11"), 3, Some(10)),
+            Err("asked for 10 numbers, got 20..=11".into())
+        );
+        assert_eq!(
+            seq(&json("4", "11", "20"), 3, Some(10)),
+            Err("asked for key 3, got key 4".into())
+        );
+        assert!(
+            seq(b"20", 3, Some(10))
+                .unwrap_err()
+                .starts_with("the answer is not a key's numbers")
+        );
+    }
+
+    #[test]
     fn health_and_refusals_are_read() {
         let h = health(br#"{"genMethod":2,"lease":"static","machine":924,"status":"ok","type":1}"#)
             .unwrap();
@@ -134,10 +203,12 @@ mod tests {
             (h.machine, h.id_type, h.lease.as_str()),
             (924, Some(1), "static")
         );
-        assert!(!h.segments);
+        assert!(!h.segments && !h.seq);
         let h =
             health(br#"{"lease":"static","machine":924,"type":0,"segments":{"tags":[]}}"#).unwrap();
         assert!(h.segments);
+        let h = health(br#"{"lease":"static","machine":924,"seq":{"sections":0}}"#).unwrap();
+        assert!(h.seq && !h.segments);
         assert!(
             health(b"42")
                 .unwrap_err()

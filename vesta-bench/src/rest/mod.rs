@@ -6,6 +6,10 @@
 //! numbers are counted and checked to increase on each connection (one server hands them out
 //! in order), not read as IDs.
 //!
+//! With seq keys ([`crate::seq`]) each request is `GET /seq/{key}` of a random key of `0..N`
+//! (`?count=N&format=json` with a batch, so that the answer says `first` and `last` and its
+//! count is checked).
+//!
 //! Before the run every server is asked `/healthz` (its machine ID and layout give the cap) and
 //! sent one request as the run will send it, so a refusal (a `count` above the server's limit,
 //! a fenced lease) fails the run at once with the server's own sentence. Answers are read as
@@ -19,9 +23,10 @@ use std::time::{Duration, Instant};
 use hyper::StatusCode;
 use vesta_core::{IdType, Layout, Preset};
 
-use crate::config::{BenchError, RestLoad};
+use crate::config::{BenchError, RestLoad, seq_query};
 use crate::engine::{self, Ctx, Progress, Worker};
 use crate::report::{Protocol, Report, Target};
+use crate::seq::{Keys, key_range};
 use crate::tally::Tally;
 
 use self::conn::HttpConn;
@@ -37,10 +42,13 @@ pub fn run(
     // IDs per 200 answer as the run reads them; `None` for a baseline, whose bodies are not IDs.
     let expect = (!config.baseline).then_some(config.load.batch);
     let segment = config.segment.is_some();
-    let targets = engine::describe_targets(&config.load, |address| {
-        describe(address, &path, expect, segment)
+    let seq_keys = config.seq_keys;
+    let targets = engine::describe_targets(&config.load, |address| match seq_keys {
+        Some(_) => describe_seq(address),
+        None => describe(address, &path, expect, segment),
     })?;
-    let outcome = engine::drive(&config.load, tick, progress, |_, target| {
+    let query = seq_query(config.load.batch);
+    let outcome = engine::drive(&config.load, tick, progress, |c, target| {
         Ok(RestWorker {
             conn: HttpConn::connect(target)?,
             layout: engine::layout_of(&targets, target),
@@ -48,6 +56,11 @@ pub fn run(
             expect,
             segment,
             last: None,
+            seq: seq_keys.map(|n| SeqPaths {
+                keys: Keys::new(n, c),
+                query: query.clone(),
+                path: String::with_capacity(64),
+            }),
         })
     })?;
     let mut report = outcome.into_report(
@@ -58,8 +71,31 @@ pub fn run(
         targets,
     );
     report.segment = config.segment;
-    report.request = Some(format!("GET {path}"));
+    report.request = Some(match seq_keys {
+        Some(n) => format!("GET {path}, {}", key_range(n)),
+        None => format!("GET {path}"),
+    });
+    report.seq_keys = seq_keys;
     Ok(report)
+}
+
+/// Asks a vesta server what it is (`/healthz`, which must show per-key sequences on) and for
+/// key 0's current number (`GET /seq/0/current`, which moves nothing).
+fn describe_seq(address: &str) -> Result<Target, String> {
+    let target = identify(address, false)?;
+    let mut conn = HttpConn::connect(address)?;
+    let (_, body) = conn.get("/healthz")?;
+    if !answer::health(&body)?.seq {
+        return Err(
+            "the server has no per-key sequences (no [seq] db in its config, no --seq-db)".into(),
+        );
+    }
+    let path = "/seq/0/current";
+    let (status, body) = conn.get(path)?;
+    if status != StatusCode::OK {
+        return Err(refused(path, status, &body));
+    }
+    Ok(target)
 }
 
 /// Asks a server what it is (`/healthz`, unless a baseline) and sends it one request of the run.
@@ -136,6 +172,29 @@ struct RestWorker {
     segment: bool,
     /// The last segment number this connection received.
     last: Option<u64>,
+    /// Per-key sequences: each request's path is made from the next key.
+    seq: Option<SeqPaths>,
+}
+
+/// The paths of a seq run's requests on one connection.
+struct SeqPaths {
+    keys: Keys,
+    /// `?count=N&format=json`, or nothing.
+    query: String,
+    /// The current request's path.
+    path: String,
+}
+
+impl SeqPaths {
+    /// The next request's path and its key.
+    fn next(&mut self) -> (&str, u64) {
+        let (text, key) = self.keys.next_text();
+        self.path.clear();
+        self.path.push_str("/seq/");
+        self.path.push_str(text);
+        self.path.push_str(&self.query);
+        (&self.path, key)
+    }
 }
 
 impl Worker for RestWorker {
@@ -144,16 +203,30 @@ impl Worker for RestWorker {
         let mut schedule = ctx.schedule;
         while let Some(intended) = ctx.next_send(&mut schedule) {
             let written = Instant::now();
-            let (status, body) = self.conn.get(&self.path)?;
+            let (status, body, key) = match &mut self.seq {
+                Some(seq) => {
+                    let (path, key) = seq.next();
+                    let (status, body) = self.conn.get(path)?;
+                    (status, body, Some(key))
+                }
+                None => {
+                    let (status, body) = self.conn.get(&self.path)?;
+                    (status, body, None)
+                }
+            };
             tally.answer(intended, written, Instant::now());
             if status == StatusCode::OK {
-                let ids = match self.expect {
-                    Some(batch) if self.segment => self.numbers(&body, batch)?,
-                    Some(batch) => {
-                        answer::ids(&body, batch, |id| tally.ids(id, 1, self.layout.as_ref()))
-                            .map_err(|e| format!("GET {}: {e}", self.path))?
-                    }
-                    None => 0,
+                let ids = match (self.expect, key) {
+                    (Some(batch), Some(key)) => answer::seq(&body, key, batch)
+                        .map_err(|e| format!("GET /seq/{key}{}: {e}", seq_query(batch)))?,
+                    (expect, _) => match expect {
+                        Some(batch) if self.segment => self.numbers(&body, batch)?,
+                        Some(batch) => {
+                            answer::ids(&body, batch, |id| tally.ids(id, 1, self.layout.as_ref()))
+                                .map_err(|e| format!("GET {}: {e}", self.path))?
+                        }
+                        None => 0,
+                    },
                 };
                 ctx.live.add(1, ids, 0);
             } else {

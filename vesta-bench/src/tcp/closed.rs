@@ -4,22 +4,22 @@
 use std::time::Instant;
 
 use bytes::BytesMut;
-use vesta_server::proto::Request;
 
 use super::conn::Conn;
-use super::{account, slot_of};
+use super::{Requests, account, slot_of};
 use crate::engine::{Ctx, DRAIN};
 use crate::tally::Tally;
 
 /// Runs until the deadline, then waits (up to the drain) for the answers in flight.
 pub(super) fn run(
     mut conn: Conn,
-    request: &Request,
+    mut requests: Requests,
     pipeline: usize,
     ctx: &Ctx<'_>,
 ) -> Result<Tally, String> {
     let mut tally = Tally::new(false);
     let layout = conn.reader.dialect.layout.clone();
+    let seq = requests.seq_count();
     // Request ids are slot + 1: a free slot is a free id, its entry the send time.
     let mut sent = vec![ctx.start; pipeline];
     let mut in_flight = vec![false; pipeline];
@@ -35,7 +35,7 @@ pub(super) fn run(
                 let slot = id as usize - 1;
                 sent[slot] = now;
                 in_flight[slot] = true;
-                request.encode(id, &conn.reader.dialect, &mut out);
+                requests.encode(id, &conn.reader.dialect, &mut out);
             }
             if !out.is_empty() {
                 conn.write(&out)?;
@@ -61,7 +61,7 @@ pub(super) fn run(
             }
             tally.answer(sent[slot], sent[slot], now);
             free.push(request_id);
-            let (n, error) = account(&mut tally, &answer, &layout)?;
+            let (n, error) = account(&mut tally, &answer, &layout, seq)?;
             answers += 1;
             ids += n;
             errors += u64::from(error);

@@ -17,7 +17,7 @@ use vesta_server::proto::{Dialect, MIN_VERSION, Request, Response, VERSION};
 /// Longest wait for a connection, a handshake or a one-off answer.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a read waits before the caller gets to check its clock and flags.
-const POLL: Duration = Duration::from_millis(50);
+pub(crate) const POLL: Duration = Duration::from_millis(50);
 
 /// The read half: bytes in, answers out.
 pub(crate) struct Reader {
@@ -142,7 +142,7 @@ impl Conn {
     }
 }
 
-fn connect_stream(target: &str) -> Result<TcpStream, String> {
+pub(crate) fn connect_stream(target: &str) -> Result<TcpStream, String> {
     let addrs = target
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve: {e}"))?;

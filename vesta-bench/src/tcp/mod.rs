@@ -1,21 +1,24 @@
 //! The TCP load engine behind `vesta bench tcp`: C pipelined connections to `vesta serve tcp`,
-//! each keeping up to P requests (`NEXT_ID` or `NEXT_IDS`) in flight, closed loop or at a fixed
-//! rate. Every server is asked `INFO` first: its layout gives the cap, its `max_batch` bounds
-//! the batch.
+//! each keeping up to P requests (`NEXT_ID` or `NEXT_IDS`; `SEQ_NEXT` of random keys with
+//! `seq_keys`, [`crate::seq`]) in flight, closed loop or at a fixed rate. Every server is asked
+//! `INFO` first: its layout gives the cap, its `max_batch` bounds the batch. With a peer
+//! ([`crate::Peer`]), the seq load goes to Redis or PostgreSQL instead.
 
 mod closed;
-mod conn;
+pub(crate) mod conn;
 mod open;
 
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
 use vesta_core::{IdRun, Layout};
 use vesta_server::ServerInfo;
-use vesta_server::proto::{Request, Response};
+use vesta_server::proto::{Dialect, Request, Response};
 
-use crate::config::{BenchError, Field, TcpLoad};
+use crate::config::{BenchError, Field, Peer, TcpLoad};
 use crate::engine::{self, Ctx, Progress, Worker};
 use crate::report::{Protocol, Report, Target};
+use crate::seq::{self, Keys};
 use crate::tally::Tally;
 
 use self::conn::Conn;
@@ -27,13 +30,23 @@ pub fn run(
     progress: impl FnMut(Progress),
 ) -> Result<Report, BenchError> {
     config.validate()?;
+    match (config.peer, config.seq_keys) {
+        (Some(Peer::Redis), Some(n)) => return seq::redis::run(config, n, tick, progress),
+        (Some(Peer::Postgres), Some(n)) => return seq::postgres::run(config, n, tick, progress),
+        _ => {}
+    }
     let mut targets = Vec::with_capacity(config.load.targets.len());
     for address in &config.load.targets {
         let info = info(address).map_err(|message| BenchError::Target {
             target: address.clone(),
             message,
         })?;
-        if let Some(b) = config.load.batch
+        if config.seq_keys.is_some() {
+            seq_on(address).map_err(|message| BenchError::Target {
+                target: address.clone(),
+                message,
+            })?;
+        } else if let Some(b) = config.load.batch
             && b > info.max_batch
         {
             return Err(BenchError::OutOfRange {
@@ -53,16 +66,73 @@ pub fn run(
         Some(count) => Request::NextIds { count },
         None => Request::NextId,
     };
-    let pipeline = config.pipeline;
-    let outcome = engine::drive(&config.load, tick, progress, |_, target| {
+    let (pipeline, seq_keys, count) = (config.pipeline, config.seq_keys, config.load.batch);
+    let outcome = engine::drive(&config.load, tick, progress, |c, target| {
         let conn = Conn::connect(target)?;
+        let requests = match seq_keys {
+            Some(n) => Requests::Seq {
+                keys: Keys::new(n, c),
+                count: count.unwrap_or(1),
+            },
+            None => Requests::Fixed(request.clone()),
+        };
         Ok(TcpWorker {
             conn,
-            request: request.clone(),
+            requests,
             pipeline,
         })
     })?;
-    Ok(outcome.into_report(Protocol::Tcp { pipeline }, config.load, targets))
+    let mut report = outcome.into_report(Protocol::Tcp { pipeline }, config.load, targets);
+    report.seq_keys = seq_keys;
+    Ok(report)
+}
+
+/// Asks a server for key 0's current number (`SEQ_CURRENT`, which moves nothing): an error
+/// unless it serves per-key sequences.
+fn seq_on(target: &str) -> Result<(), String> {
+    let current = Request::SeqCurrent {
+        key: Bytes::from_static(b"0"),
+    };
+    match Conn::connect(target)?.call(&current)? {
+        Response::SeqCurrent(_) => Ok(()),
+        Response::Error { code, message } => Err(format!("SEQ_CURRENT refused: {code}: {message}")),
+        other => Err(format!("expected a SEQ_CURRENT answer, got {other:?}")),
+    }
+}
+
+/// What a connection sends: the same request every time, or `SEQ_NEXT` of a random key.
+pub(crate) enum Requests {
+    /// `NEXT_ID` or `NEXT_IDS`.
+    Fixed(Request),
+    /// `SEQ_NEXT` of `count` numbers of the next key.
+    Seq {
+        /// This connection's keys.
+        keys: Keys,
+        /// Numbers per call.
+        count: u32,
+    },
+}
+
+impl Requests {
+    /// Appends the next request, with id `id`.
+    pub(crate) fn encode(&mut self, id: u32, dialect: &Dialect, out: &mut BytesMut) {
+        match self {
+            Requests::Fixed(r) => r.encode(id, dialect, out),
+            Requests::Seq { keys, count } => Request::SeqNext {
+                count: *count,
+                key: Bytes::copy_from_slice(keys.next_text().0.as_bytes()),
+            }
+            .encode(id, dialect, out),
+        }
+    }
+
+    /// The count every `SEQ` answer must carry; `None` when the answers are IDs.
+    pub(crate) fn seq_count(&self) -> Option<u32> {
+        match self {
+            Requests::Fixed(_) => None,
+            Requests::Seq { count, .. } => Some(*count),
+        }
+    }
 }
 
 /// `INFO` of one server, over a connection of its own.
@@ -77,23 +147,42 @@ fn info(target: &str) -> Result<ServerInfo, String> {
 /// One connection, closed or open loop by whether the run has a schedule.
 struct TcpWorker {
     conn: Conn,
-    request: Request,
+    requests: Requests,
     pipeline: usize,
 }
 
 impl Worker for TcpWorker {
     fn run(self, ctx: &Ctx<'_>) -> Result<Tally, String> {
         match ctx.schedule {
-            None => closed::run(self.conn, &self.request, self.pipeline, ctx),
-            Some(schedule) => open::run(self.conn, &self.request, self.pipeline, schedule, ctx),
+            None => closed::run(self.conn, self.requests, self.pipeline, ctx),
+            Some(schedule) => open::run(self.conn, self.requests, self.pipeline, schedule, ctx),
         }
     }
 }
 
-/// Counts one answer into `tally`, reading IDs in `layout`; returns (IDs, is an error). An
-/// answer that is neither IDs nor an error is a broken server.
-fn account(tally: &mut Tally, answer: &Response, layout: &Layout) -> Result<(u64, bool), String> {
+/// Counts one answer into `tally`, reading IDs in `layout`; returns (IDs or numbers, is an
+/// error). In a seq run (`seq` the count asked) an answer must be a `SEQ` of that count; in an
+/// ID run, IDs. Anything else but an error is a broken server.
+fn account(
+    tally: &mut Tally,
+    answer: &Response,
+    layout: &Layout,
+    seq: Option<u32>,
+) -> Result<(u64, bool), String> {
     match answer {
+        Response::Seq { last, count } => match seq {
+            Some(asked) if *count == asked => Ok((u64::from(asked), false)),
+            Some(asked) => Err(format!(
+                "SEQ_NEXT of {asked} answered a SEQ of {count} (last {last}): a server answers \
+                 at most its seq.step numbers a call"
+            )),
+            None => Err(format!("unexpected answer {answer:?}")),
+        },
+        Response::Error { code, message } => {
+            tally.error(code.name(), || format!("{code}: {message}"));
+            Ok((0, true))
+        }
+        _ if seq.is_some() => Err(format!("expected a SEQ answer, got {answer:?}")),
         Response::Id(id) => {
             tally.ids(*id, 1, Some(layout));
             Ok((1, false))
@@ -105,10 +194,6 @@ fn account(tally: &mut Tally, answer: &Response, layout: &Layout) -> Result<(u64
                 n += count;
             }
             Ok((n, false))
-        }
-        Response::Error { code, message } => {
-            tally.error(code.name(), || format!("{code}: {message}"));
-            Ok((0, true))
         }
         other => Err(format!("unexpected answer {other:?}")),
     }

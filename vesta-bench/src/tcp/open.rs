@@ -11,10 +11,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use vesta_server::proto::{Dialect, Request};
+use vesta_server::proto::Dialect;
 
 use super::conn::{Conn, Reader};
-use super::{account, slot_of};
+use super::{Requests, account, slot_of};
 use crate::engine::{Ctx, DRAIN};
 use crate::schedule::{Schedule, sleep_until};
 use crate::tally::Tally;
@@ -60,12 +60,13 @@ impl Shared {
 /// Sends on the schedule until the deadline, then waits (up to the drain) for the answers.
 pub(super) fn run(
     conn: Conn,
-    request: &Request,
+    requests: Requests,
     pipeline: usize,
     schedule: Schedule,
     ctx: &Ctx<'_>,
 ) -> Result<Tally, String> {
     let Conn { writer, reader } = conn;
+    let seq = requests.seq_count();
     let dialect = reader.dialect.clone();
     let shared = Shared {
         slots: Mutex::new(Slots {
@@ -80,13 +81,13 @@ pub(super) fn run(
     };
     thread::scope(|scope| {
         let reading = scope.spawn(|| {
-            let r = read(reader, &shared, pipeline, ctx);
+            let r = read(reader, &shared, pipeline, seq, ctx);
             if r.is_err() {
                 shared.fail();
             }
             r
         });
-        let sent = send(writer, &shared, request, &dialect, schedule, ctx);
+        let sent = send(writer, &shared, requests, &dialect, schedule, ctx);
         if sent.is_err() {
             shared.fail();
         }
@@ -101,7 +102,7 @@ pub(super) fn run(
 fn send(
     mut writer: TcpStream,
     shared: &Shared,
-    request: &Request,
+    mut requests: Requests,
     dialect: &Dialect,
     mut schedule: Schedule,
     ctx: &Ctx<'_>,
@@ -138,7 +139,7 @@ fn send(
                 slots.intended[slot] = due;
                 slots.written[slot] = Instant::now();
                 slots.in_flight[slot] = true;
-                request.encode(id, dialect, &mut out);
+                requests.encode(id, dialect, &mut out);
                 schedule.advance();
             }
         }
@@ -153,6 +154,7 @@ fn read(
     mut reader: Reader,
     shared: &Shared,
     pipeline: usize,
+    seq: Option<u32>,
     ctx: &Ctx<'_>,
 ) -> Result<Tally, String> {
     let mut tally = Tally::new(true);
@@ -183,7 +185,7 @@ fn read(
             }
             tally.answer(slots.intended[slot], slots.written[slot], now);
             slots.free.push(request_id);
-            let (n, error) = account(&mut tally, &answer, &layout)?;
+            let (n, error) = account(&mut tally, &answer, &layout, seq)?;
             answers += 1;
             ids += n;
             errors += u64::from(error);

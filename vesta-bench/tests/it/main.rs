@@ -8,4 +8,5 @@ mod common;
 
 mod grpc;
 mod rest;
+mod seq;
 mod tcp;

@@ -24,6 +24,7 @@ fn load(addr: std::net::SocketAddr) -> RestLoad {
         baseline: false,
         segment: None,
         leaf: false,
+        seq_keys: None,
     }
 }
 

@@ -23,6 +23,8 @@ fn load(targets: &[std::net::SocketAddr]) -> TcpLoad {
             rate: None,
         },
         pipeline: 16,
+        seq_keys: None,
+        peer: None,
     }
 }
 

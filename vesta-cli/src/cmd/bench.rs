@@ -67,6 +67,8 @@ pub fn flag(field: Field) -> &'static str {
         Field::Rate => "--rate",
         Field::Leaf => "--leaf",
         Field::Stream => "--stream",
+        Field::SeqKeys => "--seq-keys",
+        Field::Peer => "--peer",
     }
 }
 
@@ -184,6 +186,15 @@ mod tests {
         assert_eq!(
             cli_error("bench tcp", e).to_string(),
             "--pipeline 0 is out of range: allowed 1..=65536"
+        );
+        let e = BenchError::OutOfRange {
+            field: Field::SeqKeys,
+            value: "0".into(),
+            allowed: "1..=18446744073709551615 keys".into(),
+        };
+        assert_eq!(
+            cli_error("bench tcp", e).to_string(),
+            "--seq-keys 0 is out of range: allowed 1..=18446744073709551615 keys"
         );
         assert_eq!(
             cli_error("bench tcp", BenchError::NoTarget).to_string(),

@@ -33,6 +33,11 @@ pub struct Args {
     /// Ask on Leaf's path: GET /api/segment/get/TAG (with --segment, without --batch)
     #[arg(long, requires = "segment", conflicts_with = "batch")]
     leaf: bool,
+    /// Ask for per-key sequence numbers instead of IDs: each request GET /seq/KEY of a key drawn
+    /// uniformly from 0..N (/seq/KEY?count=B&format=json with --batch; the server needs
+    /// --seq-db)
+    #[arg(long, value_name = "N", conflicts_with_all = ["segment", "baseline"])]
+    seq_keys: Option<u64>,
 }
 
 /// Runs the load and prints the report.
@@ -42,6 +47,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         baseline: args.baseline,
         segment: args.segment,
         leaf: args.leaf,
+        seq_keys: args.seq_keys,
     };
     run_and_report("bench rest", config.load.duration, |progress| {
         rest::run(config, Duration::from_secs(1), progress)

@@ -1,16 +1,19 @@
 //! `vesta bench tcp`: a bounded load test of `vesta serve tcp` servers with the TCP engine of
-//! `vesta-bench`; progress on stderr, the report on stdout.
+//! `vesta-bench`; progress on stderr, the report on stdout. With `--seq-keys N` it asks for
+//! per-key sequence numbers, and with `--peer` it puts the same seq load on Redis or
+//! PostgreSQL.
 
 use std::time::Duration;
 
-use vesta_bench::{TcpLoad, tcp};
+use vesta_bench::{Peer, TcpLoad, tcp};
 
 use super::bench::{Pace, run_and_report};
 
 /// Arguments of `vesta bench tcp`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Servers to load, HOST:PORT[,HOST:PORT...]; connections are spread over them
+    /// Servers to load, HOST:PORT[,HOST:PORT...]; connections are spread over them (with
+    /// --peer postgres: a postgres:// URL)
     #[arg(long, value_name = "HOST:PORT[,...]", default_value = "127.0.0.1:7654")]
     server: String,
     /// Connections in total
@@ -19,11 +22,31 @@ pub struct Args {
     /// Requests in flight per connection
     #[arg(long, short = 'p', default_value_t = 64)]
     pipeline: usize,
-    /// IDs per request (NEXT_IDS); without it every request is one NEXT_ID
+    /// IDs per request (NEXT_IDS); without it every request is one NEXT_ID. With --seq-keys:
+    /// numbers per call of a key (SEQ_NEXT count; INCRBY B; cur + B)
     #[arg(long, short = 'b', value_name = "B")]
     batch: Option<u32>,
     #[command(flatten)]
     pace: Pace,
+    /// Ask for per-key sequence numbers instead of IDs: each request SEQ_NEXT of a key drawn
+    /// uniformly from 0..N, sent as decimal text (the server needs --seq-db)
+    #[arg(long, value_name = "N")]
+    seq_keys: Option<u64>,
+    /// Put the same --seq-keys load on a peer instead of vesta: redis (INCR, pipelined like
+    /// vesta's; --server HOST:PORT; closed loop) or postgres (UPDATE seq SET cur = cur + 1
+    /// WHERE key = $1 RETURNING cur, one query in flight per connection; --server
+    /// postgres://USER@HOST:PORT/DB; the table and its rows are made when missing)
+    #[arg(long, value_enum, value_name = "PEER", requires = "seq_keys")]
+    peer: Option<PeerArg>,
+}
+
+/// The peers `--peer` names.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum PeerArg {
+    /// Redis INCR, pipelined
+    Redis,
+    /// PostgreSQL UPDATE ... RETURNING, one per call
+    Postgres,
 }
 
 /// Runs the load and prints the report.
@@ -31,6 +54,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let config = TcpLoad {
         load: args.pace.load(&args.server, args.connections, args.batch),
         pipeline: args.pipeline,
+        seq_keys: args.seq_keys,
+        peer: args.peer.map(|p| match p {
+            PeerArg::Redis => Peer::Redis,
+            PeerArg::Postgres => Peer::Postgres,
+        }),
     };
     run_and_report("bench tcp", config.load.duration, |progress| {
         tcp::run(config, Duration::from_secs(1), progress)

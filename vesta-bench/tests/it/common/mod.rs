@@ -26,6 +26,39 @@ pub async fn tcp_server(machine: u64, id_type: IdType) -> (ServerHandle, Arc<Iss
     (ServerHandle::spawn(server), issuer)
 }
 
+/// A TCP server (machine `machine`, max-peak) serving per-key sequences from an SQLite file in
+/// `dir`, step `step` (fixed: the adaptive step's ceiling is the step too, so raises come
+/// often).
+pub async fn tcp_seq_server(machine: u64, dir: &std::path::Path, step: u64) -> ServerHandle {
+    let mut c = TcpConfig::default();
+    c.server.listen = "127.0.0.1:0".parse().unwrap();
+    c.machine.id = Some(machine);
+    c.seq.db = Some(format!("sqlite://{}/seq.db", dir.display()));
+    (c.seq.step, c.seq.max_step) = (step, step);
+    ServerHandle::spawn(TcpServer::start(c).await.unwrap())
+}
+
+/// A REST server (machine `machine`, max-peak) serving per-key sequences from an SQLite file in
+/// `dir`, step `step` (fixed, as [`tcp_seq_server`]).
+pub async fn rest_seq_server(
+    machine: u64,
+    dir: &std::path::Path,
+    step: u64,
+) -> Running<vesta_rest::ServeReport> {
+    let mut c = RestConfig::default();
+    c.server.listen = "127.0.0.1:0".parse().unwrap();
+    c.machine.id = Some(machine);
+    c.seq.db = Some(format!("sqlite://{}/seq.db", dir.display()));
+    (c.seq.step, c.seq.max_step) = (step, step);
+    let server = RestServer::start(c).await.unwrap();
+    let addr = server.local_addr();
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(server.serve(async move {
+        let _ = rx.await;
+    }));
+    Running { addr, stop, task }
+}
+
 /// A server serving on its own task until [`Running::stop`].
 pub struct Running<T> {
     /// Where it listens.
@@ -120,7 +153,11 @@ pub async fn bench<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) ->
 /// (no duplicate IDs), and one ID or one error per single-ID request.
 pub fn counts_add_up(r: &Report) {
     assert_eq!(r.latency.len(), r.requests, "one latency per answer");
-    let in_units = if r.segment.is_some() { 0 } else { r.ids };
+    let in_units = if r.segment.is_some() || r.seq_keys.is_some() {
+        0
+    } else {
+        r.ids
+    };
     assert_eq!(
         r.per_unit.values().sum::<u64>(),
         in_units,
@@ -136,6 +173,14 @@ pub fn counts_add_up(r: &Report) {
         r.protocol,
         Protocol::Rest { baseline: true } | Protocol::Grpc { baseline: true }
     );
+    if r.seq_keys.is_some() {
+        let count = u64::from(r.load.batch.unwrap_or(1));
+        assert_eq!(
+            r.ids,
+            (r.requests - r.errors) * count,
+            "the asked count each"
+        );
+    }
     if r.load.batch.is_none() && !baseline {
         assert_eq!(r.requests, r.ids + r.errors);
     }
