@@ -121,9 +121,10 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// Runs `engine` with a progress line on stderr every second (a bar on a terminal), then prints
-/// the report on stdout.
+/// the report on stdout. `unit`: what the answers carry, per second (`IDs/s`, `numbers/s`).
 pub fn run_and_report(
     what: &str,
+    unit: &str,
     duration: Duration,
     engine: impl FnOnce(&mut dyn FnMut(Progress)) -> Result<Report, BenchError>,
 ) -> anyhow::Result<()> {
@@ -138,7 +139,7 @@ pub fn run_and_report(
     let mut show = |p: Progress| {
         let dt = (p.elapsed - last.elapsed).as_secs_f64().max(1e-9);
         let line = format!(
-            "{:>12} req/s {:>12} IDs/s  {} errors",
+            "{:>12} req/s {:>12} {unit}  {} errors",
             group((p.requests - last.requests) as f64 / dt),
             group((p.ids - last.ids) as f64 / dt),
             p.errors

@@ -40,7 +40,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         stream: args.stream,
         baseline: args.baseline,
     };
-    run_and_report("bench grpc", config.load.duration, |progress| {
+    run_and_report("bench grpc", "IDs/s", config.load.duration, |progress| {
         grpc::run(config, Duration::from_secs(1), progress)
     })
 }

@@ -49,7 +49,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         leaf: args.leaf,
         seq_keys: args.seq_keys,
     };
-    run_and_report("bench rest", config.load.duration, |progress| {
-        rest::run(config, Duration::from_secs(1), progress)
-    })
+    run_and_report(
+        "bench rest",
+        // Segment and sequence runs answer numbers, not IDs.
+        if config.seq_keys.is_some() || config.segment.is_some() {
+            "numbers/s"
+        } else {
+            "IDs/s"
+        },
+        config.load.duration,
+        |progress| rest::run(config, Duration::from_secs(1), progress),
+    )
 }

@@ -60,7 +60,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             PeerArg::Postgres => Peer::Postgres,
         }),
     };
-    run_and_report("bench tcp", config.load.duration, |progress| {
-        tcp::run(config, Duration::from_secs(1), progress)
-    })
+    run_and_report(
+        "bench tcp",
+        if config.seq_keys.is_some() {
+            "numbers/s"
+        } else {
+            "IDs/s"
+        },
+        config.load.duration,
+        |progress| tcp::run(config, Duration::from_secs(1), progress),
+    )
 }
