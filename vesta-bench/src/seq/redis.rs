@@ -8,7 +8,7 @@
 //! request ids, a queue of send times.
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -115,22 +115,7 @@ impl RedisConn {
 
     /// Reads what has arrived (waiting up to 50 ms); `Ok(false)` when nothing came in time.
     fn fill(&mut self) -> Result<bool, String> {
-        match self.reader.read(&mut self.scratch) {
-            Ok(0) => Err("closed by the server".into()),
-            Ok(n) => {
-                self.buf.extend_from_slice(&self.scratch[..n]);
-                Ok(true)
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(format!("read: {e}")),
-        }
+        crate::tcp::conn::fill(&mut self.reader, &mut self.scratch, &mut self.buf)
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<(), String> {

@@ -32,22 +32,7 @@ pub(crate) struct Reader {
 impl Reader {
     /// Reads what has arrived (waiting up to 50 ms); `Ok(false)` when nothing came in time.
     pub(crate) fn fill(&mut self) -> Result<bool, String> {
-        match self.stream.read(&mut self.scratch) {
-            Ok(0) => Err("closed by the server".into()),
-            Ok(n) => {
-                self.buf.extend_from_slice(&self.scratch[..n]);
-                Ok(true)
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(format!("read: {e}")),
-        }
+        fill(&mut self.stream, &mut self.scratch, &mut self.buf)
     }
 
     /// The next whole answer already read, with its request id.
@@ -154,4 +139,29 @@ pub(crate) fn connect_stream(target: &str) -> Result<TcpStream, String> {
         }
     }
     Err(last)
+}
+
+/// Reads what has arrived on `stream` (a socket with a read timeout) through `scratch` onto
+/// `buf`; `Ok(false)` when nothing came before the timeout. Every load's connections read so.
+pub(crate) fn fill(
+    stream: &mut impl Read,
+    scratch: &mut [u8],
+    buf: &mut BytesMut,
+) -> Result<bool, String> {
+    match stream.read(scratch) {
+        Ok(0) => Err("closed by the server".into()),
+        Ok(n) => {
+            buf.extend_from_slice(&scratch[..n]);
+            Ok(true)
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(format!("read: {e}")),
+    }
 }

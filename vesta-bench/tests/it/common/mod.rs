@@ -50,13 +50,7 @@ pub async fn rest_seq_server(
     c.machine.id = Some(machine);
     c.seq.db = Some(format!("sqlite://{}/seq.db", dir.display()));
     (c.seq.step, c.seq.max_step) = (step, step);
-    let server = RestServer::start(c).await.unwrap();
-    let addr = server.local_addr();
-    let (stop, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(server.serve(async move {
-        let _ = rx.await;
-    }));
-    Running { addr, stop, task }
+    serve_rest(RestServer::start(c).await.unwrap())
 }
 
 /// A server serving on its own task until [`Running::stop`].
@@ -65,6 +59,16 @@ pub struct Running<T> {
     pub addr: SocketAddr,
     stop: oneshot::Sender<()>,
     task: JoinHandle<T>,
+}
+
+/// Serves a started REST server on its own task.
+fn serve_rest(server: RestServer) -> Running<vesta_rest::ServeReport> {
+    let addr = server.local_addr();
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(server.serve(async move {
+        let _ = rx.await;
+    }));
+    Running { addr, stop, task }
 }
 
 impl<T> Running<T> {
@@ -85,13 +89,8 @@ pub async fn rest_server(
     c.machine.id = Some(machine);
     c.id.id_type = Some(id_type);
     let server = RestServer::start(c).await.unwrap();
-    let addr = server.local_addr();
     let issuer = server.issuer().clone();
-    let (stop, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(server.serve(async move {
-        let _ = rx.await;
-    }));
-    (Running { addr, stop, task }, issuer)
+    (serve_rest(server), issuer)
 }
 
 /// A REST server (machine `machine`, max-peak) with segment mode on an SQLite database in
@@ -112,13 +111,7 @@ pub async fn rest_segment_server(
     c.server.listen = "127.0.0.1:0".parse().unwrap();
     c.machine.id = Some(machine);
     c.segment.db = Some(url);
-    let server = RestServer::start(c).await.unwrap();
-    let addr = server.local_addr();
-    let (stop, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(server.serve(async move {
-        let _ = rx.await;
-    }));
-    Running { addr, stop, task }
+    serve_rest(RestServer::start(c).await.unwrap())
 }
 
 /// The bare-hyper baseline; `stop` returns how many requests it answered.
