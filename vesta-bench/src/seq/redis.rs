@@ -19,7 +19,7 @@ use crate::config::{BenchError, TcpLoad};
 use crate::engine::{self, Ctx, DRAIN, Progress, Worker};
 use crate::report::{Protocol, Report, Target};
 use crate::tally::Tally;
-use crate::tcp::conn::{CONNECT_TIMEOUT, POLL, connect_stream};
+use crate::tcp::conn::{CONNECT_TIMEOUT, connect_halves};
 
 /// A reply, as far as the load reads one.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,13 +98,7 @@ struct RedisConn {
 
 impl RedisConn {
     fn connect(target: &str) -> Result<RedisConn, String> {
-        let stream = connect_stream(target)?;
-        let setup = |s: &TcpStream| {
-            s.set_nodelay(true)?;
-            s.set_read_timeout(Some(POLL))?;
-            s.try_clone()
-        };
-        let reader = setup(&stream).map_err(|e| e.to_string())?;
+        let (stream, reader) = connect_halves(target)?;
         Ok(RedisConn {
             writer: stream,
             reader,

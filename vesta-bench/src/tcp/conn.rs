@@ -72,13 +72,7 @@ pub(crate) struct Conn {
 impl Conn {
     /// Connects to `target` and completes the version handshake.
     pub(crate) fn connect(target: &str) -> Result<Conn, String> {
-        let stream = connect_stream(target)?;
-        let setup = |s: &TcpStream| {
-            s.set_nodelay(true)?;
-            s.set_read_timeout(Some(POLL))?;
-            s.try_clone()
-        };
-        let reader = setup(&stream).map_err(|e| e.to_string())?;
+        let (stream, reader) = connect_halves(target)?;
         let mut conn = Conn {
             writer: stream,
             reader: Reader {
@@ -139,6 +133,19 @@ pub(crate) fn connect_stream(target: &str) -> Result<TcpStream, String> {
         }
     }
     Err(last)
+}
+
+/// A connection to `target` without Nagle's delay, as its write half and a read half whose
+/// reads wait at most [`POLL`].
+pub(crate) fn connect_halves(target: &str) -> Result<(TcpStream, TcpStream), String> {
+    let stream = connect_stream(target)?;
+    let setup = |s: &TcpStream| {
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(POLL))?;
+        s.try_clone()
+    };
+    let reader = setup(&stream).map_err(|e| e.to_string())?;
+    Ok((stream, reader))
 }
 
 /// Reads what has arrived on `stream` (a socket with a read timeout) through `scratch` onto
