@@ -3,7 +3,11 @@
 //! counted against calls / step + sections; an outage (another connection holding the write
 //! lock) failing only the keys that need a raise, within the bound; two processes on one table
 //! fenced, not followed; the key layout pinned; a peek that reads without writing or loading;
-//! property tests of any order of calls, batches, restarts and outages.
+//! property tests of any order of calls, batches, restarts and outages; and members of a
+//! cluster on one file (`cluster`).
+
+#[path = "seq_sqlite/cluster.rs"]
+mod cluster;
 
 use std::collections::HashMap;
 use std::path::Path;

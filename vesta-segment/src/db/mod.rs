@@ -36,6 +36,7 @@ macro_rules! on_pool {
 
 // After `on_pool!`, which it uses.
 pub(crate) mod seq;
+pub(crate) mod seq_cluster;
 
 /// How the step of a fetch is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

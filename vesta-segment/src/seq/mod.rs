@@ -22,6 +22,7 @@
 //! (their maximum is in the table, so a reload only costs a raise); `max_sections` and
 //! `max_string_keys` bound the rest, and a call that would pass them is refused, saying which.
 
+pub mod cluster;
 mod config;
 mod key;
 mod peek;
@@ -31,7 +32,7 @@ pub mod sets;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -152,6 +153,34 @@ pub enum SeqError {
         /// Here.
         expected: u64,
     },
+    /// The key's set is served by another member of the cluster (docs/seq-cluster.md): ask it.
+    #[error("key {key}: set {set} is served by member {member} (tcp {tcp:?}, rest {rest:?})")]
+    Moved {
+        /// The key.
+        key: String,
+        /// Its set.
+        set: u32,
+        /// The member serving it.
+        member: u64,
+        /// Its TCP address (`""`: it serves no TCP).
+        tcp: String,
+        /// Its REST address (`""`: it serves no REST).
+        rest: String,
+    },
+    /// The key's set is between owners (handed off, or its owner's lease ran out and nobody
+    /// has taken it yet): retry shortly, bounded by a lease's length.
+    #[error("key {key}: set {set} is moving between members{}; retry shortly", to.map(|m| format!(" (to member {m})")).unwrap_or_default())]
+    Moving {
+        /// The key.
+        key: String,
+        /// Its set.
+        set: u32,
+        /// The member the set goes to, if one is live.
+        to: Option<u64>,
+    },
+    /// Joining or running the cluster failed (one process per member, a second join).
+    #[error("seq cluster: {0}")]
+    Cluster(String),
     /// Opening or reading the table failed.
     #[error(transparent)]
     Store(#[from] SegmentError),
@@ -237,6 +266,8 @@ struct Inner {
     loads: AtomicU64,
     evictions: AtomicU64,
     fenced: AtomicU64,
+    /// Set when the sequences join a cluster: which sets are served here.
+    gate: OnceLock<Arc<cluster::Gate>>,
 }
 
 impl Sequences {
@@ -284,6 +315,7 @@ impl Sequences {
             loads: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             fenced: AtomicU64::new(0),
+            gate: OnceLock::new(),
         });
         tokio::spawn(sweeper(Arc::downgrade(&inner)));
         Ok(Sequences { inner })
@@ -322,6 +354,7 @@ impl Sequences {
     /// A section not in memory is loaded first, which writes its row when missing: to read
     /// without writing, [`Sequences::peek`].
     pub async fn current(&self, key: &SeqKey) -> Result<u64, SeqError> {
+        self.inner.check_gate(key)?;
         match (key.place(), key) {
             (Place::Num { section, slot }, _) => {
                 let s = Inner::section(&self.inner, |i| &i.numeric, section, key).await?;
@@ -492,6 +525,7 @@ impl Fresh for Sparse {
 impl Inner {
     /// The fast part of a call of `n` numbers on `key`: what [`Sequences::try_next_n`] says.
     fn try_take(this: &Arc<Inner>, key: &SeqKey, n: u64) -> Result<SeqNext, SeqError> {
+        this.check_gate(key)?;
         let state = match (key.place(), key) {
             (Place::Num { section, slot }, _) => {
                 match Inner::find(this, &this.numeric, section, &slot, n, key)? {
@@ -598,6 +632,9 @@ impl Inner {
         let _turn = tokio::time::timeout_at(deadline, this.loading.lock())
             .await
             .map_err(|_| unavailable(waited(this.options.store_timeout, "a section load")))?;
+        // A set stopped while this load waited its turn is not loaded (stop_set drains loads
+        // by taking the same turn).
+        this.check_set(set_of(id.into()), key)?;
         if read(which(this)).contains_key(&id) {
             return Ok(());
         }
@@ -652,6 +689,9 @@ impl Inner {
                 self.raise_failures.fetch_add(1, Ordering::Relaxed);
                 return Err(unavailable(waited(self.options.store_timeout, "a raise")));
             };
+            // A set stopped while this raise waited its turn is raised no more (stop_set drains
+            // raises by taking the same turn).
+            self.check_set(set_of(section.id as u64), key)?;
             let from = section.max();
             if from >= need {
                 return Ok(());
@@ -737,6 +777,55 @@ impl Inner {
         });
     }
 
+    /// In a cluster, refuses a key whose set is not served here (see [`cluster`]).
+    fn check_gate(&self, key: &SeqKey) -> Result<(), SeqError> {
+        match self.gate.get() {
+            Some(gate) => gate.check(key.set().get(), key),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Inner::check_gate`] for a set known already.
+    fn check_set(&self, set: u32, key: &SeqKey) -> Result<(), SeqError> {
+        match self.gate.get() {
+            Some(gate) => gate.check(set, key),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops serving `set`: no call starts on it from here on, and once this returns no load
+    /// or raise of its sections is under way and none is in memory. Calls that passed the check
+    /// before may still finish from memory, below the stored maximum.
+    pub(crate) async fn stop_set(&self, set: u32) {
+        if let Some(gate) = self.gate.get() {
+            gate.stop(set);
+        }
+        self.drain(|id| set_of(id) == set).await;
+    }
+
+    /// Stops serving every set (the lease was lost).
+    pub(crate) async fn stop_all(&self) {
+        if let Some(gate) = self.gate.get() {
+            for set in 0..sets::SETS {
+                gate.stop(set);
+            }
+        }
+        self.drain(|_| true).await;
+    }
+
+    /// Waits out the loads and raises under way of the sections `which` picks, and drops them.
+    async fn drain(&self, which: impl Fn(u64) -> bool) {
+        let _turn = self.loading.lock().await;
+        let numeric = take_out(&self.numeric, |id| which(*id));
+        let strings = take_out(&self.strings, |id| which(u64::from(*id)));
+        for s in &numeric {
+            drop(s.raising.lock().await);
+        }
+        for s in &strings {
+            drop(s.raising.lock().await);
+        }
+    }
+
     fn sections(&self) -> usize {
         read(&self.numeric).len() + read(&self.strings).len()
     }
@@ -775,6 +864,21 @@ fn evict<K: Copy + Eq + std::hash::Hash, S: Slots>(
     }
     evictions.fetch_add(victims.len() as u64, Ordering::Relaxed);
     !victims.is_empty()
+}
+
+/// The set of numeric section or string bucket `id`.
+fn set_of(id: u64) -> u32 {
+    (id % u64::from(sets::SETS)) as u32
+}
+
+/// Removes the sections whose id `which` picks from `map`, returning them.
+fn take_out<K: Copy + Eq + std::hash::Hash, S>(
+    map: &Map<K, S>,
+    which: impl Fn(&K) -> bool,
+) -> Vec<Arc<Section<S>>> {
+    let mut map = map.write().unwrap_or_else(|e| e.into_inner());
+    let ids: Vec<K> = map.keys().filter(|k| which(k)).copied().collect();
+    ids.iter().filter_map(|k| map.remove(k)).collect()
 }
 
 /// Sweeps in a row a section must be untouched to be evicted; a sweep runs every

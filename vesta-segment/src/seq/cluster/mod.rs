@@ -1,0 +1,465 @@
+//! Per-key sequences across servers (issue 34, docs/seq-cluster.md): servers on one sequences
+//! database form a cluster, each a **member** under a lease in that database; the 256 sets of
+//! sections are dealt among the live members ([`sets::table`](crate::seq::sets::table)) and
+//! each is served by one member at a time.
+//!
+//! - `plan`: what a member does at a beat, pure (unit-tested);
+//! - `gate`: the check every call passes (set served here, term running);
+//! - here: [`Cluster`], the beat task that renews the lease, reads the rows, stops serving a
+//!   set before releasing it and serves a set only after taking it.
+//!
+//! **Architecture Invariant:** a set is served by a member only between a confirmed take
+//! (compare-and-set on the set's generation, from a release or from an incarnation whose lease
+//! the database saw expire) and the start of its release (stop serving, drain the calls and
+//! raises under way, then write the release); and only within the term of its last confirmed
+//! renewal, which ends a third of a lease before the database can see it expire. So no two
+//! members ever serve one key at once, and a new owner's first raise starts above the stored
+//! maximum of everything the old one handed out.
+
+mod gate;
+mod plan;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+pub(crate) use self::gate::Gate;
+pub use self::plan::Route;
+use self::plan::{Action, Plan, plan};
+use super::sets::SETS;
+use super::{Inner, SeqError, Sequences};
+pub use crate::db::seq_cluster::{ClusterRows, MemberRow, SetRow};
+
+/// The lease's default length: a SIGKILLed member's sets wait at most this (plus a beat).
+pub const DEFAULT_TTL: Duration = Duration::from_secs(6);
+
+/// Allowed lease lengths, ms: shorter would lapse on a slow database, longer leaves a killed
+/// member's keys waiting for minutes.
+pub const TTL_MS: (u64, u64) = (300, 600_000);
+
+/// How a server joins the cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterOptions {
+    /// The member: the server's machine ID (one process per member; a second is refused).
+    pub member: u64,
+    /// The address clients reach its TCP server on (`""`: it serves none).
+    pub tcp: String,
+    /// The address clients reach its REST server on (`""`: it serves none).
+    pub rest: String,
+    /// The lease: renewed every `ttl / 6`; a member serves until `2/3 ttl` after its last
+    /// confirmed renewal was sent; others take its sets once `ttl` passed on the database's clock.
+    pub ttl: Duration,
+}
+
+/// What the cluster is doing, for `/healthz`, metrics and `vesta seq ls`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ClusterStatus {
+    /// This member.
+    pub member: u64,
+    /// Live members as of the last beat.
+    pub members: usize,
+    /// Sets served here.
+    pub sets_owned: usize,
+    /// Sets taken (from a release or an expired owner).
+    pub sets_taken: u64,
+    /// Sets handed off (released).
+    pub sets_released: u64,
+    /// Times this member lost its lease (it expired before a renewal was confirmed): every set
+    /// was dropped and it joined again.
+    pub leases_lost: u64,
+    /// Calls answered with another member (moved).
+    pub refused_moved: u64,
+    /// Calls refused while their set was between owners.
+    pub refused_moving: u64,
+    /// Calls refused while this member's term had lapsed.
+    pub refused_lapsed: u64,
+    /// Renewals or reads of the cluster's rows that failed.
+    pub beat_failures: u64,
+    /// How long this member may still serve without another confirmed renewal, ms.
+    pub term_left_ms: u64,
+}
+
+/// This server's membership: the beat task, and the hand-off at [`Cluster::leave`].
+pub struct Cluster {
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<Member>>,
+}
+
+struct Shared {
+    inner: Arc<Inner>,
+    gate: Arc<Gate>,
+    members: AtomicU64,
+    sets_taken: AtomicU64,
+    sets_released: AtomicU64,
+    leases_lost: AtomicU64,
+    beat_failures: AtomicU64,
+}
+
+/// The beat task's state.
+struct Member {
+    shared: Arc<Shared>,
+    options: ClusterOptions,
+    holder: String,
+    incarnation: u32,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Cluster(member {})", self.shared.gate.member)
+    }
+}
+
+/// How long after its last confirmed renewal was sent a member serves.
+fn window(ttl: Duration) -> Duration {
+    ttl * 2 / 3
+}
+
+/// How often a member renews: three times per window.
+fn beat(ttl: Duration) -> Duration {
+    (window(ttl) / 3).max(Duration::from_millis(20))
+}
+
+fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl Cluster {
+    /// Joins the cluster on `seqs`' database as `options.member`: creates the cluster tables if
+    /// needed, takes the member's lease (waiting at most a lease's length for an earlier
+    /// incarnation's to run out; refused if another process holds it), takes its share of the
+    /// sets and starts the beat. From here on `seqs` serves only the keys of its sets.
+    pub async fn join(seqs: &Sequences, options: ClusterOptions) -> Result<Cluster, SeqError> {
+        let inner = Arc::clone(&seqs.inner);
+        crate::config::check(
+            "seq.cluster_ttl_ms",
+            u64::try_from(options.ttl.as_millis()).unwrap_or(u64::MAX),
+            TTL_MS,
+        )?;
+        inner.db.cluster_init().await?;
+        let gate = Arc::new(Gate::new(options.member));
+        if inner.gate.set(Arc::clone(&gate)).is_err() {
+            return Err(SeqError::Cluster(
+                "these sequences already joined a cluster".into(),
+            ));
+        }
+        let shared = Arc::new(Shared {
+            inner,
+            gate,
+            members: AtomicU64::new(0),
+            sets_taken: AtomicU64::new(0),
+            sets_released: AtomicU64::new(0),
+            leases_lost: AtomicU64::new(0),
+            beat_failures: AtomicU64::new(0),
+        });
+        let mut member = Member {
+            shared: Arc::clone(&shared),
+            holder: String::new(),
+            options,
+            incarnation: 0,
+        };
+        member.join_waiting().await?;
+        member.beat_rest().await;
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(member.run(stopped));
+        Ok(Cluster {
+            shared,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// What the cluster is doing.
+    pub fn status(&self) -> ClusterStatus {
+        let s = &self.shared;
+        ClusterStatus {
+            member: s.gate.member,
+            members: s.members.load(Ordering::Relaxed) as usize,
+            sets_owned: s.gate.sets_served(),
+            sets_taken: s.sets_taken.load(Ordering::Relaxed),
+            sets_released: s.sets_released.load(Ordering::Relaxed),
+            leases_lost: s.leases_lost.load(Ordering::Relaxed),
+            refused_moved: s.gate.refused_moved.load(Ordering::Relaxed),
+            refused_moving: s.gate.refused_moving.load(Ordering::Relaxed),
+            refused_lapsed: s.gate.refused_lapsed.load(Ordering::Relaxed),
+            beat_failures: s.beat_failures.load(Ordering::Relaxed),
+            term_left_ms: u64::try_from(s.gate.term_left().as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Who serves each set, as of the last beat (index: set).
+    pub fn routes(&self) -> Arc<Vec<Route>> {
+        self.shared.gate.routes()
+    }
+
+    /// Hands every set off and leaves: stops serving each set, releases it, then ends the lease,
+    /// so the others take the sets at their next beat instead of after the lease's expiry. Each
+    /// write is bounded by `store_timeout`; one that fails leaves that set to the lease's expiry.
+    pub async fn leave(mut self) -> Result<(), SeqError> {
+        let Some(member) = self.stop_beat().await else {
+            return Ok(());
+        };
+        let s = &member.shared;
+        let mut held = Vec::new();
+        for set in 0..SETS {
+            let generation = s.gate.served(set);
+            if generation != 0 {
+                s.inner.stop_set(set).await;
+                held.push((set, generation));
+            }
+        }
+        s.gate.lapse();
+        let released = s.inner.db.cluster_release_sets(&member.holder, &held).await;
+        if let Ok(n) = released {
+            s.sets_released.fetch_add(n, Ordering::Relaxed);
+        }
+        let left = s
+            .inner
+            .db
+            .cluster_leave(member.options.member, &member.holder)
+            .await;
+        released?;
+        Ok(left?)
+    }
+
+    async fn stop_beat(&mut self) -> Option<Member> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.take()?.await.ok()
+    }
+}
+
+impl Drop for Cluster {
+    /// Without [`Cluster::leave`] the beat stops and the lease runs out (as if the process were
+    /// killed): the sets move once the database sees it expire.
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        self.shared.gate.lapse();
+    }
+}
+
+impl Member {
+    fn new_holder(&mut self) {
+        self.incarnation += 1;
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_else(|_| "host".into());
+        let mut holder = format!(
+            "{host}:{}:{:x}.{}",
+            std::process::id(),
+            self.shared.inner.token,
+            self.incarnation
+        );
+        if holder.len() > 255 {
+            holder = holder.split_off(holder.len() - 255);
+        }
+        self.holder = holder;
+    }
+
+    /// Takes the member's lease as a new incarnation, waiting at most a lease's length (and a
+    /// store timeout) for another incarnation's to run out.
+    async fn join_waiting(&mut self) -> Result<(), SeqError> {
+        self.new_holder();
+        let s = Arc::clone(&self.shared);
+        let o = &self.options;
+        let deadline = Instant::now() + o.ttl + s.inner.options.store_timeout;
+        loop {
+            let sent = Instant::now();
+            if s.inner
+                .db
+                .cluster_join(o.member, &self.holder, &o.tcp, &o.rest, ttl_ms(o.ttl))
+                .await?
+            {
+                s.gate.extend(sent + window(o.ttl));
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                let rows = s.inner.db.cluster_read().await?;
+                let held = rows
+                    .members
+                    .iter()
+                    .find(|m| m.member == o.member)
+                    .map(|m| {
+                        format!(
+                            "{} (lease ends in {} ms)",
+                            m.holder,
+                            m.expires_ms.saturating_sub(rows.now_ms).max(0)
+                        )
+                    })
+                    .unwrap_or_else(|| "another process".into());
+                return Err(SeqError::Cluster(format!(
+                    "member {} (this server's machine ID) is held by {held} in {}: one process \
+                     per machine ID; waited {} ms",
+                    o.member,
+                    s.inner.db.url(),
+                    (o.ttl + s.inner.options.store_timeout).as_millis()
+                )));
+            }
+            tokio::time::sleep(beat(o.ttl)).await;
+        }
+    }
+
+    async fn run(mut self, mut stop: oneshot::Receiver<()>) -> Member {
+        let every = beat(self.options.ttl);
+        loop {
+            tokio::select! {
+                _ = &mut stop => return self,
+                () = tokio::time::sleep(every) => {}
+            }
+            self.beat().await;
+        }
+    }
+
+    /// One beat: renew (or, once the lease is lost, drop everything and join again), then act on
+    /// the rows.
+    async fn beat(&mut self) {
+        let s = Arc::clone(&self.shared);
+        let o = self.options.clone();
+        let sent = Instant::now();
+        match s
+            .inner
+            .db
+            .cluster_renew(o.member, &self.holder, ttl_ms(o.ttl))
+            .await
+        {
+            Ok(true) => s.gate.extend(sent + window(o.ttl)),
+            Ok(false) => {
+                s.leases_lost.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    member = o.member,
+                    "the cluster lease expired before a renewal was confirmed: every set is \
+                     dropped here, and the member joins again"
+                );
+                s.gate.lapse();
+                s.inner.stop_all().await;
+                self.new_holder();
+                let sent = Instant::now();
+                match s
+                    .inner
+                    .db
+                    .cluster_join(o.member, &self.holder, &o.tcp, &o.rest, ttl_ms(o.ttl))
+                    .await
+                {
+                    Ok(true) => s.gate.extend(sent + window(o.ttl)),
+                    Ok(false) | Err(_) => {
+                        s.beat_failures.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                }
+            }
+            Err(e) => {
+                s.beat_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(member = o.member, "renewing the cluster lease: {e}");
+                return;
+            }
+        }
+        self.beat_rest().await;
+    }
+
+    /// The part of a beat after a confirmed renewal: read the rows, stop serving and release
+    /// the sets the table moves away, take the sets it gives here, then serve what the rows read
+    /// back say is this incarnation's. Four round trips whatever the number of sets moved.
+    async fn beat_rest(&mut self) {
+        let s = Arc::clone(&self.shared);
+        let Some(rows) = self.read().await else {
+            return;
+        };
+        let Plan { actions, live, .. } = plan(&rows, self.options.member, &self.holder);
+        s.members.store(live.len() as u64, Ordering::Relaxed);
+        let mut releases = Vec::new();
+        let mut takes = Vec::new();
+        for action in actions {
+            match action {
+                Action::Release { set, generation } => releases.push((set, generation)),
+                Action::Take { set, generation } => takes.push((set, generation)),
+                Action::Keep { .. } => {}
+            }
+        }
+        for &(set, _) in &releases {
+            s.inner.stop_set(set).await;
+        }
+        match s
+            .inner
+            .db
+            .cluster_release_sets(&self.holder, &releases)
+            .await
+        {
+            Ok(n) => {
+                s.sets_released.fetch_add(n, Ordering::Relaxed);
+            }
+            Err(e) => {
+                s.beat_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(member = self.options.member, "releasing sets: {e}");
+            }
+        }
+        let member = self.options.member;
+        match s
+            .inner
+            .db
+            .cluster_take_sets(member, &self.holder, &takes)
+            .await
+        {
+            Ok(n) => {
+                s.sets_taken.fetch_add(n, Ordering::Relaxed);
+            }
+            Err(e) => {
+                s.beat_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(member, "taking sets: {e}");
+            }
+        }
+        let rows = if releases.is_empty() && takes.is_empty() {
+            rows
+        } else {
+            match self.read().await {
+                Some(rows) => rows,
+                None => return,
+            }
+        };
+        for row in &rows.sets {
+            let mine = row.owner == Some(member) && row.holder == self.holder;
+            let served = s.gate.served(row.set);
+            if mine && served != row.generation {
+                s.gate.serve(row.set, row.generation);
+            } else if !mine && served != 0 {
+                // Only an expired incarnation's sets are taken, and this one renewed: should it
+                // ever happen, stop at once.
+                tracing::error!(
+                    set = row.set,
+                    "a set served here is owned by {:?}",
+                    row.holder
+                );
+                s.inner.stop_set(row.set).await;
+            }
+        }
+        s.gate.set_routes(plan(&rows, member, &self.holder).routes);
+    }
+
+    /// The cluster's rows, or `None` (counted, logged) when the read failed.
+    async fn read(&self) -> Option<ClusterRows> {
+        match self.shared.inner.db.cluster_read().await {
+            Ok(rows) => Some(rows),
+            Err(e) => {
+                self.shared.beat_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(member = self.options.member, "reading the cluster: {e}");
+                None
+            }
+        }
+    }
+}
+
+/// The cluster's rows as the database holds them (for `vesta seq ls`): no lease taken, nothing
+/// written but the tables when missing.
+pub async fn read_rows(seqs: &Sequences) -> Result<ClusterRows, SeqError> {
+    seqs.inner.db.cluster_init().await?;
+    Ok(seqs.inner.db.cluster_read().await?)
+}
+
+/// Whether a member row holds a live lease at the rows' clock.
+pub fn is_live(row: &MemberRow, now_ms: i64) -> bool {
+    plan::is_live(row, now_ms)
+}
