@@ -24,6 +24,8 @@ pub enum ErrorKind {
     /// 503: the issuer may not issue now (fenced, start guard, clock behind, end of life), or
     /// no segment number could be had (database down or slow).
     Unavailable,
+    /// 307: a per-key sequence served by another member of the cluster, at `Location`.
+    Moved,
 }
 
 impl ErrorKind {
@@ -37,6 +39,7 @@ impl ErrorKind {
             ErrorKind::UriTooLong => StatusCode::URI_TOO_LONG,
             ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Moved => StatusCode::TEMPORARY_REDIRECT,
         }
     }
 }
@@ -51,6 +54,8 @@ pub struct ApiError {
     pub message: String,
     /// Seconds for a `Retry-After` header (transient 503s).
     pub retry_after_s: Option<u64>,
+    /// The `Location` of a 307.
+    pub location: Option<String>,
 }
 
 impl ApiError {
@@ -59,6 +64,15 @@ impl ApiError {
             kind,
             message: message.into(),
             retry_after_s: None,
+            location: None,
+        }
+    }
+
+    /// 307 to `location` (the member serving a key, `//HOST:PORT/PATH`: same scheme).
+    pub fn moved(message: impl Into<String>, location: String) -> Self {
+        ApiError {
+            location: Some(location),
+            ..Self::new(ErrorKind::Moved, message)
         }
     }
 
@@ -138,6 +152,8 @@ impl ApiError {
 /// | `BadParameter`, `OutOfRange` | 400, "invalid parameter FIELD: ..." |
 /// | `Off`, `NotConfigured`, `UnknownTag` | 404 |
 /// | `Unavailable`, `ClockBehind`, `TimeExhausted`, `BeforeEpoch`, `Saturated`, `NoSegment`, `StoreDown` | 503, `Retry-After` when waiting helps |
+/// | `Moving` | 503 with `Retry-After` |
+/// | `Moved` | 503 here; the seq endpoints answer 307 with `Location` (`endpoints/seq.rs`) |
 /// | `Internal` (and kinds added later) | 500 |
 impl From<OpError> for ApiError {
     fn from(e: OpError) -> Self {
@@ -154,7 +170,9 @@ impl From<OpError> for ApiError {
             | OpKind::BeforeEpoch
             | OpKind::Saturated
             | OpKind::NoSegment
-            | OpKind::StoreDown => ApiError::unavailable(e.message(), e.retry_after_s()),
+            | OpKind::StoreDown
+            | OpKind::Moving
+            | OpKind::Moved => ApiError::unavailable(e.message(), e.retry_after_s()),
             _ => ApiError::internal(e.message()),
         }
     }

@@ -62,6 +62,11 @@ pub fn error(e: &ApiError) -> Response<Body> {
     if let Some(s) = e.retry_after_s {
         h.insert(RETRY_AFTER, HeaderValue::from(s));
     }
+    if let Some(to) = &e.location
+        && let Ok(v) = HeaderValue::from_str(to)
+    {
+        h.insert(hyper::header::LOCATION, v);
+    }
     r
 }
 

@@ -77,7 +77,8 @@ impl Health {
     }
 
     /// Adds the per-key sequences' state (`seq` key) to a healthy answer; `status` becomes
-    /// `degraded` while a section is fenced (another process on the table).
+    /// `degraded` while a section is fenced (another process on the table), or while a member
+    /// of a cluster serves no set within its term (`seq.cluster`).
     pub fn with_seq(self, seq: Option<&vesta_segment::Sequences>) -> Health {
         match (self, seq) {
             (Health::Issuing(mut body), Some(seq)) => {
@@ -87,6 +88,12 @@ impl Health {
                 }
                 let mut value = serde_json::to_value(&status).unwrap_or_default();
                 value["db"] = seq.url().to_string().into();
+                if let Some(cluster) = seq.cluster_status() {
+                    if cluster.term_left_ms == 0 || cluster.sets_owned == 0 {
+                        body["status"] = "degraded".into();
+                    }
+                    value["cluster"] = serde_json::to_value(&cluster).unwrap_or_default();
+                }
                 body["seq"] = value;
                 Health::Issuing(body)
             }

@@ -60,6 +60,6 @@ pub use error::{ConfigError, ServeError};
 #[cfg(feature = "server")]
 pub use lifecycle::{Prepared, ServeReport, Started};
 #[cfg(feature = "server")]
-pub use ops::{Answer, ErrorKind, IdsLater, Later, OpError, Service, Turn};
+pub use ops::{Answer, ErrorKind, IdsLater, Later, OpError, SeqOwner, Service, Turn};
 #[cfg(feature = "server")]
 pub use segments::Segments;

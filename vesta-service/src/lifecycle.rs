@@ -28,6 +28,7 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::{JoinHandle, JoinSet};
 use vesta_core::{Clock, GenMethod};
 use vesta_embed::{AsyncIssuer, Issuer, SystemClock};
+use vesta_segment::seq::cluster::{Cluster, ClusterOptions};
 use vesta_segment::{GiveBack, SeqSection, Sequences};
 
 use crate::config::{CommonLimits, ServerSection, ServiceConfig, server_tls, validate_section};
@@ -53,6 +54,8 @@ pub struct Prepared<C: Clock + 'static = SystemClock> {
     pub segments: Option<Arc<Segments>>,
     /// The per-key sequences, when `[seq] db` is set.
     pub seq: Option<Sequences>,
+    /// Its membership of the sequences cluster, when `[seq] cluster` is set.
+    pub seq_cluster: Option<Cluster>,
 }
 
 /// Steps 2-5 for a config: bind, open the segment store, start the issuer, listen.
@@ -76,6 +79,21 @@ pub async fn start<S: ServerSection>(
         .map_err(|e| ServeError::Internal(format!("starting the issuer: {e}")))
         .and_then(|r| r.map_err(ServeError::from))
         .and_then(|issuer| listen(socket, Arc::new(issuer), S::GEN_METHOD, &limits));
+    let started = match (started, &seq) {
+        (Ok(mut prepared), Some(seqs)) if config.seq.cluster => {
+            match join_cluster(&config.seq, seqs, &prepared, S::GEN_METHOD).await {
+                Ok(cluster) => {
+                    prepared.seq_cluster = Some(cluster);
+                    Ok(prepared)
+                }
+                Err(e) => {
+                    let _ = release(prepared.issuer.clone()).await;
+                    Err(e)
+                }
+            }
+        }
+        (started, _) => started,
+    };
     match started {
         Ok(mut prepared) => {
             prepared.segments = segments;
@@ -103,6 +121,40 @@ async fn open_seq(section: &SeqSection) -> Result<Option<Sequences>, ServeError>
         .await
         .map(Some)
         .map_err(ServeError::Seq)
+}
+
+/// Joins the sequences cluster as the issuer's machine ID, advertising `seq.advertise` (else
+/// the bound address, unless it is a wildcard) for this server's transport.
+async fn join_cluster<C: Clock + 'static>(
+    section: &SeqSection,
+    seqs: &Sequences,
+    prepared: &Prepared<C>,
+    gen_method: GenMethod,
+) -> Result<Cluster, ServeError> {
+    let advertise = match &section.advertise {
+        Some(a) => a.clone(),
+        None if prepared.addr.ip().is_unspecified() => {
+            return Err(ConfigError::Inconsistent(format!(
+                "seq.cluster: this server listens on {}, which clients cannot be sent to; set \
+                 seq.advertise to the host:port other members should name",
+                prepared.addr
+            ))
+            .into());
+        }
+        None => prepared.addr.to_string(),
+    };
+    let (tcp, rest) = if gen_method == GenMethod::Rest {
+        (String::new(), advertise)
+    } else {
+        (advertise, String::new())
+    };
+    let options = ClusterOptions {
+        member: prepared.issuer.issuer().status().machine,
+        tcp,
+        rest,
+        ttl: Duration::from_millis(section.cluster_ttl_ms),
+    };
+    Cluster::join(seqs, options).await.map_err(ServeError::Seq)
 }
 
 /// Steps 2 and 5 for an issuer started elsewhere (tests pass one on a manual clock); it must
@@ -179,7 +231,11 @@ impl<C: Clock + 'static, S: ServerSection> Started<C, S> {
         Ok(Started {
             listener: p.listener,
             addr: p.addr,
-            service: Arc::new(Service::new(p.issuer, p.segments, limits).with_seq(p.seq)),
+            service: Arc::new(
+                Service::new(p.issuer, p.segments, limits)
+                    .with_seq(p.seq)
+                    .with_seq_cluster(p.seq_cluster),
+            ),
             section,
             watchers: Watchers {
                 sighup: watch_sighup(tls.clone()),
@@ -224,6 +280,13 @@ pub async fn stop<C: Clock + 'static>(
     let grace = service.limits().shutdown_grace;
     let forced_closed = drain(tasks, grace).await;
     let give_back = give_back(service.segments().map(|s| &**s)).await;
+    // A member hands its sets off first (stops serving them, releases them, ends its lease),
+    // so the others take them at their next beat.
+    if let Some(cluster) = service.take_seq_cluster()
+        && let Err(e) = cluster.leave().await
+    {
+        tracing::warn!("leaving the sequences cluster: {e}; its sets move when the lease expires");
+    }
     // Nothing to write for the sequences: every number handed out is under a stored maximum.
     if let Some(seq) = service.seq() {
         seq.close().await;
@@ -281,6 +344,7 @@ fn listen<C: Clock + 'static>(
         issuer,
         segments: None,
         seq: None,
+        seq_cluster: None,
     })
 }
 

@@ -361,8 +361,82 @@ impl Collector for SeqCollector {
             let g = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
             g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)?;
         }
+        if let Some(c) = self.0.cluster_status() {
+            encode_cluster(&mut encoder, &c)?;
+        }
         Ok(())
     }
+}
+
+/// A member's `vesta_seq_cluster_*` metrics (`[seq] cluster`).
+fn encode_cluster(
+    encoder: &mut DescriptorEncoder,
+    c: &vesta_segment::seq::cluster::ClusterStatus,
+) -> Result<(), fmt::Error> {
+    let gauges = [
+        (
+            "seq_cluster_sets_owned",
+            "Sets of per-key sequences this member serves (of 256)",
+            c.sets_owned as u64,
+        ),
+        (
+            "seq_cluster_members",
+            "Live members of the sequences cluster as this member last read them",
+            c.members as u64,
+        ),
+        (
+            "seq_cluster_term_left_seconds",
+            "How long this member may serve without another confirmed renewal of its lease (0: \
+             it serves nothing)",
+            c.term_left_ms / 1000,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let g = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+        g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)?;
+    }
+    let counters = [
+        (
+            "seq_cluster_sets_taken",
+            "Sets this member took (a move in)",
+            c.sets_taken,
+        ),
+        (
+            "seq_cluster_sets_released",
+            "Sets this member handed off (a move out)",
+            c.sets_released,
+        ),
+        (
+            "seq_cluster_leases_lost",
+            "Times this member's lease expired before a renewal was confirmed: it dropped every \
+             set and joined again (a fenced owner)",
+            c.leases_lost,
+        ),
+        (
+            "seq_cluster_beat_failures",
+            "Renewals or reads of the cluster's rows that failed",
+            c.beat_failures,
+        ),
+    ];
+    for (name, help, value) in counters {
+        let k = ConstCounter::new(value);
+        k.encode(encoder.encode_descriptor(name, help, None, k.metric_type())?)?;
+    }
+    let mut family = encoder.encode_descriptor(
+        "seq_cluster_refused",
+        "Calls refused by the cluster: moved (answered with the owner), moving (between owners) \
+         or lapsed (this member's term ran out)",
+        None,
+        MetricType::Counter,
+    )?;
+    for (why, n) in [
+        ("moved", c.refused_moved),
+        ("moving", c.refused_moving),
+        ("lapsed", c.refused_lapsed),
+    ] {
+        ConstCounter::new(n).encode(family.encode_family(&[("why", why)])?)?;
+    }
+    Ok(())
 }
 
 /// Reads the segments' status at each scrape.

@@ -25,6 +25,7 @@ mod rest_cli;
 mod segment_dbs;
 mod segment_serve;
 mod segment_tls;
+mod seq_cluster;
 mod seq_dbs;
 mod sql_lease;
 mod tcp_cli;

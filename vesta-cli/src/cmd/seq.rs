@@ -24,6 +24,21 @@ pub enum Args {
     /// Print a key's current number without moving it (in a fresh process: its section's
     /// stored maximum, above every number handed out)
     Show(ShowArgs),
+    /// Print the cluster of servers on the database: its members (live or not, their
+    /// addresses, lease) and which member owns which sets (docs/seq-cluster.md)
+    Ls(LsArgs),
+}
+
+/// Arguments of `vesta seq ls`.
+#[derive(clap::Args, Debug)]
+pub struct LsArgs {
+    /// sqlite://PATH, postgres://... or mysql://... [default: the config's [seq] db, else
+    /// sqlite://vesta-seq.db]
+    #[arg(long, value_name = "URL")]
+    db: Option<String>,
+    /// A TOML file whose [seq] section to use
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 /// Where the table is, or the server that serves it.
@@ -77,6 +92,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         match args {
             Args::Next(a) => next(a).await,
             Args::Show(a) => show(a).await,
+            Args::Ls(a) => {
+                let db = DbArgs {
+                    db: a.db,
+                    config: a.config,
+                    server: None,
+                    tls_ca: None,
+                };
+                ls(&db.open().await?).await
+            }
         }
     })
 }
@@ -112,14 +136,97 @@ impl DbArgs {
     }
 }
 
+/// `vesta seq ls`: the members, then the sets as runs of one owner.
+async fn ls(seqs: &Sequences) -> anyhow::Result<()> {
+    use vesta_segment::seq::cluster::{is_live, read_rows};
+    let rows = read_rows(seqs).await?;
+    seqs.close().await;
+    let mut out = BufWriter::new(io::stdout().lock());
+    writeln!(
+        out,
+        "member  state   lease_left_ms  tcp                    rest                   holder"
+    )?;
+    for m in &rows.members {
+        let live = is_live(m, rows.now_ms);
+        writeln!(
+            out,
+            "{:<7} {:<7} {:<14} {:<22} {:<22} {}",
+            m.member,
+            if live {
+                "live"
+            } else if m.holder.is_empty() {
+                "left"
+            } else {
+                "expired"
+            },
+            if live {
+                (m.expires_ms - rows.now_ms).to_string()
+            } else {
+                "-".into()
+            },
+            if m.tcp.is_empty() { "-" } else { &m.tcp },
+            if m.rest.is_empty() { "-" } else { &m.rest },
+            if m.holder.is_empty() { "-" } else { &m.holder },
+        )?;
+    }
+    writeln!(out, "\nowner   sets  which")?;
+    let mut owners: Vec<Option<u64>> = rows.sets.iter().map(|s| s.owner).collect();
+    owners.sort_unstable();
+    owners.dedup();
+    for owner in owners {
+        let sets: Vec<u32> = rows
+            .sets
+            .iter()
+            .filter(|s| s.owner == owner)
+            .map(|s| s.set)
+            .collect();
+        writeln!(
+            out,
+            "{:<7} {:<5} {}",
+            owner.map_or_else(|| "none".into(), |o| o.to_string()),
+            sets.len(),
+            runs(&sets)
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `0-2,4,8-9`: sorted numbers as runs.
+fn runs(numbers: &[u32]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < numbers.len() {
+        let mut j = i;
+        while j + 1 < numbers.len() && numbers[j + 1] == numbers[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            numbers[i].to_string()
+        } else {
+            format!("{}-{}", numbers[i], numbers[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
 fn key(text: &str) -> anyhow::Result<SeqKey> {
     Ok(SeqKey::parse(text.as_bytes())?)
 }
 
+/// How long `vesta seq --server` keeps trying: a default lease (`seq.cluster_ttl_ms`), a beat
+/// and a margin.
+#[cfg(feature = "client")]
+const SEQ_RETRY_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The client of `--server`, or the refusal of a build without one.
 #[cfg(feature = "client")]
 async fn client(args: &DbArgs, servers: &str) -> anyhow::Result<vesta_server::Client> {
-    let config = super::gen_server::client_config(servers, args.tls_ca.as_deref())?;
+    let mut config = super::gen_server::client_config(servers, args.tls_ca.as_deref())?;
+    // In a sequences cluster a killed member's keys wait for its lease to expire (6 s by
+    // default) before another member serves them: wait that out rather than fail.
+    config.retry_budget = config.retry_budget.max(SEQ_RETRY_BUDGET);
     Ok(vesta_server::Client::connect(config).await?)
 }
 

@@ -81,6 +81,15 @@ pub struct ServerArgs {
     /// of the config; off when unset]
     #[arg(long, value_name = "URL")]
     pub seq_db: Option<String>,
+    /// Serve the per-key sequences as a member of the cluster of servers on the same sequences
+    /// database: the keys' sets are dealt among them, the others answered with their owner
+    /// (docs/seq-cluster.md) [default: [seq] cluster]
+    #[arg(long)]
+    pub seq_cluster: bool,
+    /// With --seq-cluster: the host:port other members send clients to for this server's keys
+    /// [default: [seq] advertise, else the listen address]
+    #[arg(long, value_name = "HOST:PORT", requires = "seq_cluster")]
+    pub seq_advertise: Option<String>,
     /// Log lines as text (colours only on a terminal) or one JSON object per line
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t)]
     pub log_format: LogFormat,
@@ -132,6 +141,12 @@ impl ServerArgs {
         }
         if let Some(url) = &self.seq_db {
             config.seq.db = Some(url.clone());
+        }
+        if self.seq_cluster {
+            config.seq.cluster = true;
+        }
+        if let Some(addr) = &self.seq_advertise {
+            config.seq.advertise = Some(addr.clone());
         }
         config
             .server

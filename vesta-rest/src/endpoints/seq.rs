@@ -8,6 +8,9 @@
 //! A key whose section is in memory and covers the call answers at once; otherwise the request
 //! waits for the table (never on a worker), at most `seq.store_timeout_ms`. Errors: no
 //! `[seq] db` → 404, bad key or count → 400, the table down or slow → 503 with `Retry-After`.
+//! In a sequences cluster (`[seq] cluster`), a key another member serves → 307 with
+//! `Location: //HOST:PORT/seq/...` (that member, same scheme, same query); a key between
+//! members → 503 with `Retry-After`.
 
 use std::borrow::Cow;
 
@@ -42,10 +45,13 @@ pub fn next<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
         Err(e) => return cx.now(Err(e)),
     };
     let shown = json.then(|| String::from_utf8_lossy(&key).into_owned());
+    let target = Target::of(&cx);
     let numbers = cx.service().seq_next(&key, count, Turn::Now);
     match numbers {
-        Answer::Now(r) => cx.now(write(r, shown.as_deref())),
-        Answer::Later(later) => cx.later(async move { write(later.await, shown.as_deref()) }),
+        Answer::Now(r) => cx.now(write(target.moved(r), shown.as_deref())),
+        Answer::Later(later) => {
+            cx.later(async move { write(target.moved(later.await), shown.as_deref()) })
+        }
     }
 }
 
@@ -62,9 +68,10 @@ pub fn current<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
         Err(e) => return cx.now(Err(e)),
     };
     let shown = json.then(|| String::from_utf8_lossy(&key).into_owned());
+    let target = Target::of(&cx);
     let answer = cx.service().seq_current(&key, Turn::Now);
     let reply = move |n: Result<u64, OpError>| -> Result<Response<Body>, ApiError> {
-        let n = n?;
+        let n = target.moved(n)?;
         Ok(match &shown {
             Some(key) => response::json(
                 serde_json::json!({ "key": key, "current": n.to_string() }).to_string(),
@@ -75,6 +82,28 @@ pub fn current<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
     match answer {
         Answer::Now(r) => cx.now(reply(r)),
         Answer::Later(later) => cx.later(async move { reply(later.await) }),
+    }
+}
+
+/// The request's path and query, for a 307 to the member that serves the key.
+struct Target(String);
+
+impl Target {
+    fn of<C: Clock + 'static>(cx: &Ctx<'_, C>) -> Target {
+        Target(match cx.query {
+            Some(q) => format!("{}?{q}", cx.path),
+            None => cx.path.to_owned(),
+        })
+    }
+
+    /// A move to another member as a 307 to it; anything else as it is.
+    fn moved<T>(&self, r: Result<T, OpError>) -> Result<T, ApiError> {
+        r.map_err(|e| match e.owner() {
+            Some(owner) if !owner.rest.is_empty() => {
+                ApiError::moved(e.message(), format!("//{}{}", owner.rest, self.0))
+            }
+            _ => ApiError::from(e),
+        })
     }
 }
 
@@ -94,7 +123,7 @@ fn json(q: &Query<'_>) -> Result<bool, ApiError> {
 }
 
 /// The answer: the last number as text, or the call as JSON.
-fn write(n: Result<SeqNumbers, OpError>, key: Option<&str>) -> Result<Response<Body>, ApiError> {
+fn write(n: Result<SeqNumbers, ApiError>, key: Option<&str>) -> Result<Response<Body>, ApiError> {
     let n = n?;
     Ok(match key {
         Some(key) => response::json(

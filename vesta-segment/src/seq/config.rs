@@ -42,6 +42,14 @@ pub struct SeqSection {
     pub max_string_keys: u64,
     /// A section untouched this long is evicted.
     pub idle_s: u64,
+    /// Serve as a member of the cluster of servers on this database (docs/seq-cluster.md): the
+    /// sets of keys are dealt among them, each served by one at a time.
+    pub cluster: bool,
+    /// The member's lease in the cluster: a killed member's keys wait at most this long.
+    pub cluster_ttl_ms: u64,
+    /// The `host:port` other members send clients to for this server's keys (default: the
+    /// address it listens on, unless that is a wildcard such as `0.0.0.0`).
+    pub advertise: Option<String>,
 }
 
 impl Default for SeqSection {
@@ -55,6 +63,9 @@ impl Default for SeqSection {
             max_sections: o.max_sections as u64,
             max_string_keys: o.max_string_keys as u64,
             idle_s: o.idle.as_secs(),
+            cluster: false,
+            cluster_ttl_ms: super::cluster::DEFAULT_TTL.as_millis() as u64,
+            advertise: None,
         }
     }
 }
@@ -69,6 +80,9 @@ impl fmt::Debug for SeqSection {
             .field("max_sections", &self.max_sections)
             .field("max_string_keys", &self.max_string_keys)
             .field("idle_s", &self.idle_s)
+            .field("cluster", &self.cluster)
+            .field("cluster_ttl_ms", &self.cluster_ttl_ms)
+            .field("advertise", &self.advertise)
             .finish()
     }
 }
@@ -92,6 +106,24 @@ impl SeqSection {
         check("seq.max_sections", self.max_sections, MAX_SECTIONS)?;
         check("seq.max_string_keys", self.max_string_keys, MAX_STRING_KEYS)?;
         check("seq.idle_s", self.idle_s, IDLE_S)?;
+        check(
+            "seq.cluster_ttl_ms",
+            self.cluster_ttl_ms,
+            super::cluster::TTL_MS,
+        )?;
+        if let Some(a) = &self.advertise
+            && (a.is_empty() || a.contains(char::is_whitespace) || !a.contains(':'))
+        {
+            return Err(ConfigError::Inconsistent(format!(
+                "seq.advertise {a:?} is not a host:port clients can reach"
+            )));
+        }
+        if self.cluster && self.db.is_none() {
+            return Err(ConfigError::Inconsistent(
+                "seq.cluster needs seq.db: the cluster is the servers on one sequences database"
+                    .into(),
+            ));
+        }
         if let Some(db) = &self.db {
             DbUrl::parse(db)
                 .map_err(|e: UrlError| ConfigError::Inconsistent(format!("seq.db: {e}")))?;
@@ -133,6 +165,7 @@ pub(crate) fn check_options(o: &SeqOptions) -> Result<(), ConfigError> {
         max_sections: o.max_sections as u64,
         max_string_keys: o.max_string_keys as u64,
         idle_s: o.idle.as_secs(),
+        ..SeqSection::default()
     }
     .validate()
 }
@@ -148,6 +181,9 @@ struct RawSection {
     max_sections: u64,
     max_string_keys: u64,
     idle_s: u64,
+    cluster: bool,
+    cluster_ttl_ms: u64,
+    advertise: Option<String>,
 }
 
 impl Default for RawSection {
@@ -161,6 +197,9 @@ impl Default for RawSection {
             max_sections: d.max_sections,
             max_string_keys: d.max_string_keys,
             idle_s: d.idle_s,
+            cluster: d.cluster,
+            cluster_ttl_ms: d.cluster_ttl_ms,
+            advertise: d.advertise,
         }
     }
 }
@@ -177,6 +216,9 @@ impl TryFrom<RawSection> for SeqSection {
             max_sections: r.max_sections,
             max_string_keys: r.max_string_keys,
             idle_s: r.idle_s,
+            cluster: r.cluster,
+            cluster_ttl_ms: r.cluster_ttl_ms,
+            advertise: r.advertise,
         };
         section.validate()?;
         Ok(section)
@@ -224,6 +266,22 @@ mod tests {
                 .unwrap_err()
                 .starts_with("seq.db: invalid database URL")
         );
+        assert_eq!(
+            parse("[seq]\ncluster = true\n").unwrap_err(),
+            "seq.cluster needs seq.db: the cluster is the servers on one sequences database"
+        );
+        assert_eq!(
+            parse("[seq]\ncluster_ttl_ms = 10\n").unwrap_err(),
+            "seq.cluster_ttl_ms 10 is out of range: allowed 300..=600000"
+        );
+        assert!(
+            parse("[seq]\nadvertise = \"nohost\"\n")
+                .unwrap_err()
+                .contains("host:port")
+        );
+        let c =
+            parse("[seq]\ndb = \"sqlite://x.db\"\ncluster = true\nadvertise = \"h:1\"\n").unwrap();
+        assert!(c.cluster && c.cluster_ttl_ms == 6000);
         let debug = format!(
             "{:?}",
             parse("[seq]\ndb = \"postgres://u:secret@h:5432/d\"\n").unwrap()

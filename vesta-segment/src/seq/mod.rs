@@ -178,6 +178,20 @@ pub enum SeqError {
         /// The member the set goes to, if one is live.
         to: Option<u64>,
     },
+    /// This member's cluster lease is not confirmed within its term (its database slow or out
+    /// of reach): it serves nothing until a renewal is, or its sets move once the lease
+    /// expires. Retry shortly (here or at the member the others name).
+    #[error(
+        "key {key}: member {member}'s cluster lease is not confirmed within its term (the \
+         sequences' database is slow or out of reach); it serves again once a renewal is, or its \
+         sets move to other members once the lease expires; retry shortly"
+    )]
+    Lapsed {
+        /// The key.
+        key: String,
+        /// This member.
+        member: u64,
+    },
     /// Joining or running the cluster failed (one process per member, a second join).
     #[error("seq cluster: {0}")]
     Cluster(String),
@@ -384,6 +398,11 @@ impl Sequences {
             evictions: i.evictions.load(Ordering::Relaxed),
             fenced: i.fenced.load(Ordering::Relaxed),
         }
+    }
+
+    /// What this server's membership of a cluster is doing, once it joined one.
+    pub fn cluster_status(&self) -> Option<cluster::ClusterStatus> {
+        self.inner.gate.get().map(|g| g.status())
     }
 
     /// The options in force.

@@ -53,7 +53,11 @@ async fn call(members: &[(u64, &Sequences)], key: &SeqKey, within: Duration) -> 
                     .position(|(id, _)| *id == member)
                     .unwrap_or_else(|| panic!("moved to member {member}, not one of ours"));
             }
-            Err(e @ (SeqError::Moving { .. } | SeqError::Unavailable { .. })) => {
+            Err(
+                e @ (SeqError::Moving { .. }
+                | SeqError::Lapsed { .. }
+                | SeqError::Unavailable { .. }),
+            ) => {
                 assert!(
                     Instant::now() < deadline,
                     "key {key}: not served within {within:?}: {e}"
@@ -197,7 +201,7 @@ async fn an_outage_lapses_every_term_and_the_sets_come_back_without_a_number_twi
     for k in &keys {
         for (_, s) in &both {
             match s.next(k).await {
-                Err(SeqError::Unavailable { .. } | SeqError::Moved { .. }) => {}
+                Err(SeqError::Lapsed { .. } | SeqError::Moved { .. }) => {}
                 other => panic!(
                     "key {k} served {:?} after the term lapsed",
                     other.map_err(|e| e.to_string())

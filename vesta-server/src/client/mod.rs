@@ -25,6 +25,7 @@ mod conn;
 mod endpoint;
 mod failover;
 mod fallback;
+mod seq_routes;
 mod tls;
 
 use std::collections::VecDeque;
@@ -79,6 +80,8 @@ struct Inner {
     /// The one layout of the servers (and the fallback).
     pin: LayoutPin,
     counters: Counters,
+    /// Which member served each key last (sequences clusters).
+    seq_routes: seq_routes::Routes,
     health: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -131,6 +134,7 @@ impl Client {
             fallback,
             pin,
             counters: Counters::default(),
+            seq_routes: seq_routes::Routes::default(),
             health: std::sync::Mutex::new(None),
             config,
         });
@@ -305,9 +309,9 @@ impl Client {
     async fn seq_call(&self, key: bytes::Bytes, count: u64) -> Result<Range<u64>, ClientError> {
         let request = Request::SeqNext {
             count: count as u32,
-            key,
+            key: key.clone(),
         };
-        match self.server_only(&request).await? {
+        match self.seq_request(&key, &request).await? {
             (Response::Seq { last, count: got }, _) if u64::from(got) <= count => {
                 Ok(last + 1 - u64::from(got)..last + 1)
             }
@@ -321,7 +325,7 @@ impl Client {
         let request = Request::SeqCurrent {
             key: bytes::Bytes::copy_from_slice(key.as_ref()),
         };
-        match self.server_only(&request).await? {
+        match self.seq_request(key.as_ref(), &request).await? {
             (Response::SeqCurrent(n), _) => Ok(n),
             (other, ep) => Err(self.unexpected(ep, &other)),
         }

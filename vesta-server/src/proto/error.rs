@@ -60,6 +60,13 @@ pub enum ErrorCode {
     /// No number for the key now: its section needed the table, which failed, was slower than
     /// `seq.store_timeout_ms`, or moved under another process (the section is fenced).
     SeqUnavailable = 22,
+    /// The key's set is served by another member of the sequences cluster: the message is that
+    /// member's TCP address (`-` if it serves no TCP), a space, then the sentence. A client
+    /// sends the request there.
+    SeqMoved = 23,
+    /// The key's set is between members of the sequences cluster (handed off, or its owner's
+    /// lease ran out): retry shortly, at most a lease's length (`seq.cluster_ttl_ms`).
+    SeqMoving = 24,
 }
 
 impl ErrorCode {
@@ -88,6 +95,8 @@ impl ErrorCode {
             20 => SegmentsOff,
             21 => SeqOff,
             22 => SeqUnavailable,
+            23 => SeqMoved,
+            24 => SeqMoving,
             _ => Internal,
         }
     }
@@ -123,6 +132,8 @@ impl ErrorCode {
             SegmentsOff => "SEGMENTS_OFF",
             SeqOff => "SEQ_OFF",
             SeqUnavailable => "SEQ_UNAVAILABLE",
+            SeqMoved => "SEQ_MOVED",
+            SeqMoving => "SEQ_MOVING",
         }
     }
 

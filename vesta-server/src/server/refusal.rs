@@ -15,6 +15,8 @@
 //! | `BeforeEpoch` | `BEFORE_EPOCH` |
 //! | `Saturated` | `SATURATED` |
 //! | `NoSegment`, `StoreDown` | `SEQ_UNAVAILABLE` on a sequence op, else `SEGMENT_UNAVAILABLE` |
+//! | `Moved` | `SEQ_MOVED`, the message the owner's TCP address (`-`: none), a space, the sentence |
+//! | `Moving` | `SEQ_MOVING` |
 //! | `Internal` (and kinds added later) | `INTERNAL` |
 
 use bytes::BytesMut;
@@ -39,6 +41,8 @@ pub(crate) fn code_of(op: u8, kind: ErrorKind) -> ErrorCode {
         ErrorKind::BeforeEpoch => ErrorCode::BeforeEpoch,
         ErrorKind::Saturated => ErrorCode::Saturated,
         ErrorKind::NoSegment | ErrorKind::StoreDown => ErrorCode::SegmentUnavailable,
+        ErrorKind::Moved => ErrorCode::SeqMoved,
+        ErrorKind::Moving => ErrorCode::SeqMoving,
         _ => ErrorCode::Internal,
     }
 }
@@ -57,6 +61,20 @@ pub(crate) fn refuse(
         // "NEXT_IDS count 0 is out of range: allowed 1..=10"
         let message = format!("{} {}", op::name(op), e.message());
         send(request_id, code, &message, metrics, out);
+    } else if let Some(owner) = e.owner() {
+        // "127.0.0.1:7931 key 42: set 42 is served by member 931 (...)"
+        let addr = if owner.tcp.is_empty() {
+            "-"
+        } else {
+            &owner.tcp
+        };
+        send(
+            request_id,
+            code,
+            &format!("{addr} {}", e.message()),
+            metrics,
+            out,
+        );
     } else {
         send(request_id, code, e.message(), metrics, out);
     }

@@ -41,8 +41,26 @@ pub enum ErrorKind {
     /// The segment store is not open: its database not reached yet, a database error, or
     /// the store shut down.
     StoreDown,
+    /// A per-key sequence's set is served by another member of the cluster:
+    /// [`OpError::owner`] says which, and where.
+    Moved,
+    /// A per-key sequence's set is between members of the cluster: retry shortly.
+    Moving,
     /// A bug: the server keeps serving.
     Internal,
+}
+
+/// The member of a sequences cluster that serves a key ([`ErrorKind::Moved`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeqOwner {
+    /// The member (its machine ID).
+    pub member: u64,
+    /// The key's set.
+    pub set: u32,
+    /// Its TCP server's address (`""`: none).
+    pub tcp: String,
+    /// Its REST server's address (`""`: none).
+    pub rest: String,
 }
 
 /// An op's refusal: its kind, the field at fault if any, the sentence, and whether waiting
@@ -54,6 +72,7 @@ pub struct OpError {
     field: Option<String>,
     message: String,
     retry_after_s: Option<u64>,
+    owner: Option<Box<SeqOwner>>,
 }
 
 impl OpError {
@@ -64,7 +83,21 @@ impl OpError {
             field: None,
             message: message.into(),
             retry_after_s: None,
+            owner: None,
         }
+    }
+
+    /// A key served by another member of the sequences cluster.
+    pub fn moved(owner: SeqOwner, message: impl Into<String>) -> Self {
+        OpError {
+            owner: Some(Box::new(owner)),
+            ..Self::new(ErrorKind::Moved, message)
+        }
+    }
+
+    /// Who serves the key ([`ErrorKind::Moved`]).
+    pub fn owner(&self) -> Option<&SeqOwner> {
+        self.owner.as_deref()
     }
 
     /// The parameter `field` refused; `message` names it again ("count 0 is out of range:

@@ -39,8 +39,9 @@ use crate::health::Health;
 use crate::metrics::Connections;
 use crate::segments::Segments;
 use vesta_segment::Sequences;
+use vesta_segment::seq::cluster::{Cluster, ClusterStatus};
 
-pub use error::{ErrorKind, OpError};
+pub use error::{ErrorKind, OpError, SeqOwner};
 pub use ids::IdsLater;
 pub use seq::SeqNumbers;
 
@@ -85,6 +86,8 @@ pub struct Service<C: Clock + 'static = SystemClock> {
     ids: AsyncIssuer<C>,
     segments: Option<Arc<Segments>>,
     seq: Option<Sequences>,
+    /// This server's membership of the sequences cluster (`[seq] cluster`); taken at stop.
+    seq_cluster: std::sync::Mutex<Option<Cluster>>,
     /// Per-key sequence numbers handed out (`vesta_seq_numbers_issued_total`).
     seq_issued: Counter,
     limits: Limits,
@@ -100,6 +103,7 @@ impl<C: Clock + 'static> Service<C> {
             ids,
             segments,
             seq: None,
+            seq_cluster: std::sync::Mutex::new(None),
             seq_issued: Counter::default(),
             limits,
             issued: Counter::default(),
@@ -116,6 +120,26 @@ impl<C: Clock + 'static> Service<C> {
     /// The per-key sequences, when `[seq] db` is set.
     pub fn seq(&self) -> Option<&Sequences> {
         self.seq.as_ref()
+    }
+
+    /// As a member of the sequences cluster `cluster` (`[seq] cluster`), when set.
+    pub fn with_seq_cluster(self, cluster: Option<Cluster>) -> Self {
+        *self.seq_cluster.lock().unwrap_or_else(|e| e.into_inner()) = cluster;
+        self
+    }
+
+    /// What this server's membership of the sequences cluster is doing, when it is a member.
+    pub fn seq_cluster_status(&self) -> Option<ClusterStatus> {
+        let cluster = self.seq_cluster.lock().unwrap_or_else(|e| e.into_inner());
+        cluster.as_ref().map(Cluster::status)
+    }
+
+    /// The membership, taken out to leave the cluster (at stop).
+    pub fn take_seq_cluster(&self) -> Option<Cluster> {
+        self.seq_cluster
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// Registers the metrics every server exports alike in `registry` (prefix `vesta`): the

@@ -7,7 +7,7 @@
 use vesta_core::Clock;
 use vesta_segment::{SeqError, SeqKey, SeqNext, Sequences};
 
-use super::{Answer, ErrorKind, Later, OpError, Service, Turn};
+use super::{Answer, ErrorKind, Later, OpError, SeqOwner, Service, Turn};
 
 /// What a call on a key answers: the last number of the call, and how many it moved by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +125,24 @@ impl From<SeqError> for OpError {
             }
             SeqError::Fenced { .. } | SeqError::Exhausted { .. } | SeqError::Layout { .. } => {
                 OpError::new(ErrorKind::StoreDown, message)
+            }
+            SeqError::Moved {
+                set,
+                member,
+                tcp,
+                rest,
+                ..
+            } => OpError::moved(
+                SeqOwner {
+                    member: *member,
+                    set: *set,
+                    tcp: tcp.clone(),
+                    rest: rest.clone(),
+                },
+                message,
+            ),
+            SeqError::Moving { .. } | SeqError::Lapsed { .. } => {
+                OpError::new(ErrorKind::Moving, message).retry_after(Some(1))
             }
             _ => OpError::internal(message),
         }

@@ -28,6 +28,16 @@ pub(crate) struct Gate {
     pub refused_moved: AtomicU64,
     /// Calls refused because the term had lapsed.
     pub refused_lapsed: AtomicU64,
+    /// Live members as of the last beat.
+    pub members: AtomicU64,
+    /// Sets taken here.
+    pub sets_taken: AtomicU64,
+    /// Sets released from here.
+    pub sets_released: AtomicU64,
+    /// Leases lost (expired before a renewal was confirmed).
+    pub leases_lost: AtomicU64,
+    /// Renewals or reads that failed.
+    pub beat_failures: AtomicU64,
 }
 
 impl Gate {
@@ -41,6 +51,11 @@ impl Gate {
             refused_moving: AtomicU64::new(0),
             refused_moved: AtomicU64::new(0),
             refused_lapsed: AtomicU64::new(0),
+            members: AtomicU64::new(0),
+            sets_taken: AtomicU64::new(0),
+            sets_released: AtomicU64::new(0),
+            leases_lost: AtomicU64::new(0),
+            beat_failures: AtomicU64::new(0),
         }
     }
 
@@ -93,6 +108,24 @@ impl Gate {
             .count()
     }
 
+    /// What the membership is doing.
+    pub(crate) fn status(&self) -> super::ClusterStatus {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        super::ClusterStatus {
+            member: self.member,
+            members: get(&self.members) as usize,
+            sets_owned: self.sets_served(),
+            sets_taken: get(&self.sets_taken),
+            sets_released: get(&self.sets_released),
+            leases_lost: get(&self.leases_lost),
+            refused_moved: get(&self.refused_moved),
+            refused_moving: get(&self.refused_moving),
+            refused_lapsed: get(&self.refused_lapsed),
+            beat_failures: get(&self.beat_failures),
+            term_left_ms: u64::try_from(self.term_left().as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
     pub(crate) fn set_routes(&self, routes: Vec<Route>) {
         *self.routes.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(routes);
     }
@@ -109,14 +142,9 @@ impl Gate {
                 return Ok(());
             }
             self.refused_lapsed.fetch_add(1, Ordering::Relaxed);
-            return Err(SeqError::Unavailable {
+            return Err(SeqError::Lapsed {
                 key: key.to_string(),
-                cause: format!(
-                    "member {}'s cluster lease is not confirmed within its term (the sequences' \
-                     database is slow or unreachable); its sets are served again once a renewal \
-                     is, or move to other members once the lease expires",
-                    self.member
-                ),
+                member: self.member,
             });
         }
         let routes = self.routes();

@@ -20,7 +20,7 @@ mod gate;
 mod plan;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
@@ -91,11 +91,6 @@ pub struct Cluster {
 struct Shared {
     inner: Arc<Inner>,
     gate: Arc<Gate>,
-    members: AtomicU64,
-    sets_taken: AtomicU64,
-    sets_released: AtomicU64,
-    leases_lost: AtomicU64,
-    beat_failures: AtomicU64,
 }
 
 /// The beat task's state.
@@ -145,15 +140,7 @@ impl Cluster {
                 "these sequences already joined a cluster".into(),
             ));
         }
-        let shared = Arc::new(Shared {
-            inner,
-            gate,
-            members: AtomicU64::new(0),
-            sets_taken: AtomicU64::new(0),
-            sets_released: AtomicU64::new(0),
-            leases_lost: AtomicU64::new(0),
-            beat_failures: AtomicU64::new(0),
-        });
+        let shared = Arc::new(Shared { inner, gate });
         let mut member = Member {
             shared: Arc::clone(&shared),
             holder: String::new(),
@@ -173,20 +160,7 @@ impl Cluster {
 
     /// What the cluster is doing.
     pub fn status(&self) -> ClusterStatus {
-        let s = &self.shared;
-        ClusterStatus {
-            member: s.gate.member,
-            members: s.members.load(Ordering::Relaxed) as usize,
-            sets_owned: s.gate.sets_served(),
-            sets_taken: s.sets_taken.load(Ordering::Relaxed),
-            sets_released: s.sets_released.load(Ordering::Relaxed),
-            leases_lost: s.leases_lost.load(Ordering::Relaxed),
-            refused_moved: s.gate.refused_moved.load(Ordering::Relaxed),
-            refused_moving: s.gate.refused_moving.load(Ordering::Relaxed),
-            refused_lapsed: s.gate.refused_lapsed.load(Ordering::Relaxed),
-            beat_failures: s.beat_failures.load(Ordering::Relaxed),
-            term_left_ms: u64::try_from(s.gate.term_left().as_millis()).unwrap_or(u64::MAX),
-        }
+        self.shared.gate.status()
     }
 
     /// Who serves each set, as of the last beat (index: set).
@@ -213,7 +187,7 @@ impl Cluster {
         s.gate.lapse();
         let released = s.inner.db.cluster_release_sets(&member.holder, &held).await;
         if let Ok(n) = released {
-            s.sets_released.fetch_add(n, Ordering::Relaxed);
+            s.gate.sets_released.fetch_add(n, Ordering::Relaxed);
         }
         let left = s
             .inner
@@ -329,7 +303,7 @@ impl Member {
         {
             Ok(true) => s.gate.extend(sent + window(o.ttl)),
             Ok(false) => {
-                s.leases_lost.fetch_add(1, Ordering::Relaxed);
+                s.gate.leases_lost.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(
                     member = o.member,
                     "the cluster lease expired before a renewal was confirmed: every set is \
@@ -347,13 +321,13 @@ impl Member {
                 {
                     Ok(true) => s.gate.extend(sent + window(o.ttl)),
                     Ok(false) | Err(_) => {
-                        s.beat_failures.fetch_add(1, Ordering::Relaxed);
+                        s.gate.beat_failures.fetch_add(1, Ordering::Relaxed);
                         return;
                     }
                 }
             }
             Err(e) => {
-                s.beat_failures.fetch_add(1, Ordering::Relaxed);
+                s.gate.beat_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(member = o.member, "renewing the cluster lease: {e}");
                 return;
             }
@@ -370,7 +344,7 @@ impl Member {
             return;
         };
         let Plan { actions, live, .. } = plan(&rows, self.options.member, &self.holder);
-        s.members.store(live.len() as u64, Ordering::Relaxed);
+        s.gate.members.store(live.len() as u64, Ordering::Relaxed);
         let mut releases = Vec::new();
         let mut takes = Vec::new();
         for action in actions {
@@ -390,10 +364,10 @@ impl Member {
             .await
         {
             Ok(n) => {
-                s.sets_released.fetch_add(n, Ordering::Relaxed);
+                s.gate.sets_released.fetch_add(n, Ordering::Relaxed);
             }
             Err(e) => {
-                s.beat_failures.fetch_add(1, Ordering::Relaxed);
+                s.gate.beat_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(member = self.options.member, "releasing sets: {e}");
             }
         }
@@ -405,10 +379,10 @@ impl Member {
             .await
         {
             Ok(n) => {
-                s.sets_taken.fetch_add(n, Ordering::Relaxed);
+                s.gate.sets_taken.fetch_add(n, Ordering::Relaxed);
             }
             Err(e) => {
-                s.beat_failures.fetch_add(1, Ordering::Relaxed);
+                s.gate.beat_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(member, "taking sets: {e}");
             }
         }
@@ -444,7 +418,10 @@ impl Member {
         match self.shared.inner.db.cluster_read().await {
             Ok(rows) => Some(rows),
             Err(e) => {
-                self.shared.beat_failures.fetch_add(1, Ordering::Relaxed);
+                self.shared
+                    .gate
+                    .beat_failures
+                    .fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(member = self.options.member, "reading the cluster: {e}");
                 None
             }

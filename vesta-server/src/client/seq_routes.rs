@@ -1,0 +1,159 @@
+//! Following the sequences cluster's moves (docs/seq-cluster.md): a key's set is served by one
+//! member; another answers `SEQ_MOVED` with that member's address, or `SEQ_MOVING` while the
+//! set changes hands. The client sends a key's calls to the member it last learned serves it
+//! (a hint per key hash: a fixed table, so memory stays bounded whatever the keys; a stale or
+//! shared hint costs one more hop, never a wrong answer, since only the owner answers), follows
+//! a move at once and waits out a hand-off within the retry budget, asking the next server
+//! after each `SEQ_MOVING` (the one that said it may be the member cut off from the database).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::time::sleep;
+
+use super::Client;
+use crate::error::ClientError;
+use crate::proto::{ErrorCode, Request, Response};
+
+/// Hints: slot = a hash of the key; value = endpoint index + 1 (0: none).
+pub(super) struct Routes(Box<[AtomicU32]>);
+
+/// Slots of the hint table (16 KB).
+const SLOTS: usize = 4096;
+
+/// Moves followed in one call before giving up (members that disagree settle within a beat).
+const MAX_HOPS: u32 = 8;
+
+impl Default for Routes {
+    fn default() -> Self {
+        Routes((0..SLOTS).map(|_| AtomicU32::new(0)).collect())
+    }
+}
+
+impl Routes {
+    fn slot(key: &[u8]) -> usize {
+        // FNV-1a: a stable spread of the key bytes.
+        let mut h: u32 = 0x811c_9dc5;
+        for b in key {
+            h = (h ^ u32::from(*b)).wrapping_mul(0x0100_0193);
+        }
+        h as usize % SLOTS
+    }
+
+    fn get(&self, key: &[u8]) -> Option<usize> {
+        match self.0[Self::slot(key)].load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n as usize - 1),
+        }
+    }
+
+    fn set(&self, key: &[u8], endpoint: usize) {
+        self.0[Self::slot(key)].store(endpoint as u32 + 1, Ordering::Relaxed);
+    }
+
+    fn clear(&self, key: &[u8]) {
+        self.0[Self::slot(key)].store(0, Ordering::Relaxed);
+    }
+}
+
+impl Client {
+    /// Sends a sequence request for `key`: to the member last learned to serve it (else as any
+    /// request), following `SEQ_MOVED` to the member named and retrying `SEQ_MOVING` until the
+    /// retry budget runs out. Returns the answer and the endpoint that gave it.
+    pub(super) async fn seq_request(
+        &self,
+        key: &[u8],
+        request: &Request,
+    ) -> Result<(Response, usize), ClientError> {
+        let inner = &*self.inner;
+        let began = Instant::now();
+        let mut hops = 0;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let answer = match inner.seq_routes.get(key) {
+                Some(i) => match self.attempt(i, request).await {
+                    Ok(answer) => (answer, i),
+                    // The member named is down (killed, or its lease about to run out): forget
+                    // it, wait, and ask again: the others name the next owner once its lease
+                    // expires (or answer SEQ_MOVING until one takes the set).
+                    Err(e) => {
+                        inner.seq_routes.clear(key);
+                        let waited = began.elapsed();
+                        if waited + pause > inner.config.retry_budget {
+                            return Err(ClientError::Unavailable {
+                                attempts: 1,
+                                elapsed_ms: waited.as_millis() as u64,
+                                last: format!("{}: {e}", self.endpoint_name(i)),
+                            });
+                        }
+                        inner.counters.retries.fetch_add(1, Ordering::Relaxed);
+                        sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(200));
+                        // Moves to a member that is down are waited out (above), not counted.
+                        hops = 0;
+                        continue;
+                    }
+                },
+                None => self.server_only(request).await?,
+            };
+            match answer {
+                (
+                    Response::Error {
+                        code: ErrorCode::SeqMoved,
+                        message,
+                    },
+                    ep,
+                ) => {
+                    let addr = message.split(' ').next().unwrap_or_default();
+                    let Some(to) = inner.endpoints.iter().position(|e| e.addr() == addr) else {
+                        return Err(ClientError::Refused {
+                            endpoint: self.endpoint_name(ep),
+                            code: ErrorCode::SeqMoved,
+                            message: format!(
+                                "{message} (the owner {addr} is not among this client's \
+                                 servers: list every member of the cluster)"
+                            ),
+                        });
+                    };
+                    hops += 1;
+                    if hops > MAX_HOPS {
+                        return Err(ClientError::Refused {
+                            endpoint: self.endpoint_name(ep),
+                            code: ErrorCode::SeqMoved,
+                            message: format!("{message} (moved {hops} times in one call)"),
+                        });
+                    }
+                    inner.seq_routes.set(key, to);
+                }
+                (
+                    Response::Error {
+                        code: ErrorCode::SeqMoving,
+                        message,
+                    },
+                    ep,
+                ) => {
+                    if began.elapsed() + pause > inner.config.retry_budget {
+                        return Err(ClientError::Refused {
+                            endpoint: self.endpoint_name(ep),
+                            code: ErrorCode::SeqMoving,
+                            message: format!(
+                                "{message} (still moving after {} ms, the retry budget)",
+                                began.elapsed().as_millis()
+                            ),
+                        });
+                    }
+                    inner.counters.retries.fetch_add(1, Ordering::Relaxed);
+                    // Ask the next server: this one may be cut off from the database (its term
+                    // lapsed) while another has taken the set meanwhile.
+                    inner.seq_routes.set(key, (ep + 1) % inner.endpoints.len());
+                    sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                (answer, ep) => {
+                    inner.seq_routes.set(key, ep);
+                    return Ok((answer, ep));
+                }
+            }
+        }
+    }
+}
