@@ -18,6 +18,7 @@ use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::{
     Client, Reply, TestServer, issuer_config, leaf_issuer, open_segments, rest, segment_db, seq_db,
@@ -72,6 +73,50 @@ async fn closed_seq(dir: &std::path::Path) -> vesta_segment::Sequences {
     let seq = seq_db(dir).await;
     seq.close().await;
     seq
+}
+
+/// A server whose sequences are member 940 of a cluster on an SQLite file with member 941 (at
+/// `127.0.0.1:1`), once they split the sets; the members, and a key 941 serves.
+async fn clustered(
+    dir: &std::path::Path,
+    limits: RestSection,
+) -> (
+    TestServer<vesta_embed::SystemClock>,
+    Vec<vesta_segment::seq::cluster::Cluster>,
+    String,
+) {
+    use vesta_segment::seq::cluster::{Cluster, ClusterOptions, Route};
+    let dir = dir.join("cluster");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut members = Vec::new();
+    let mut seqs = Vec::new();
+    for member in [940, 941] {
+        let seq = seq_db(&dir).await;
+        let options = ClusterOptions {
+            member,
+            tcp: String::new(),
+            rest: format!("127.0.0.1:{}", member - 939),
+            ttl: Duration::from_millis(3000),
+        };
+        members.push(Cluster::join(&seq, options).await.unwrap());
+        seqs.push(seq);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let moved = loop {
+        let routes = members[0].routes();
+        let theirs =
+            (0..256u64).find(|s| matches!(routes[*s as usize], Route::Owner { member: 941, .. }));
+        if let Some(set) = theirs {
+            break (set * 100_000).to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the members did not split the sets"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let server = spawn_with_stores(system_issuer(), limits, None, Some(seqs.remove(0))).await;
+    (server, members, moved)
 }
 
 /// Segments whose database cannot be reached (nothing listens on the port).
@@ -257,6 +302,8 @@ enum Setup {
     Leaf,
     /// Leaf's layout, fenced.
     LeafFenced,
+    /// A member of a sequences cluster whose other member serves the key `MOVED` names.
+    Clustered,
 }
 
 /// True for a path Leaf's clients use: any method, unknown query parameters ignored.
@@ -436,6 +483,20 @@ const CASES: &[(&str, u16, Setup, &str, &str)] = &[
     ("/seq/{key}", 405, Setup::Normal, "POST", "/seq/42"),
     ("/seq/{key}", 414, Setup::Normal, "GET", "/seq/42?LONG"),
     ("/seq/{key}", 503, Setup::Fenced, "GET", "/seq/42"),
+    (
+        "/seq/{key}",
+        307,
+        Setup::Clustered,
+        "GET",
+        "/seq/MOVED?count=2",
+    ),
+    (
+        "/seq/{key}/current",
+        307,
+        Setup::Clustered,
+        "GET",
+        "/seq/MOVED/current",
+    ),
     (
         "/seq/{key}/current",
         200,
@@ -830,7 +891,8 @@ async fn leaf_parameters(c: &Client, path: &str, params: &[(String, bool)]) {
     }
 }
 
-#[tokio::test]
+// Two workers: the cluster members' beats (a lease of 3 s) run beside the test's own work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_documented_response_is_what_the_server_sends() {
     let spec = spec();
     let mut documented: BTreeMap<(String, u16), bool> = BTreeMap::new();
@@ -854,6 +916,7 @@ async fn every_documented_response_is_what_the_server_sends() {
     )
     .await;
     let off = spawn(system_issuer(), limits.clone()).await;
+    let (clustered, _members, moved) = clustered(dir.path(), limits.clone()).await;
     let leaf = spawn(leaf_issuer(), limits.clone()).await;
     let leaf_fenced = spawn(leaf_issuer(), limits).await;
     fenced
@@ -867,13 +930,16 @@ async fn every_documented_response_is_what_the_server_sends() {
             .get_mut(&(path.to_owned(), status))
             .unwrap_or_else(|| panic!("{path} {status} is sent but not documented"));
         *covered = true;
-        let target = target.replace("LONG", &format!("x={}", "1".repeat(300)));
+        let target = target
+            .replace("LONG", &format!("x={}", "1".repeat(300)))
+            .replace("MOVED", &moved);
         let c: Client = match setup {
             Setup::Normal => normal.client(),
             Setup::Fenced => fenced.client(),
             Setup::Off => off.client(),
             Setup::Leaf => leaf.client(),
             Setup::LeafFenced => leaf_fenced.client(),
+            Setup::Clustered => clustered.client(),
         };
         let r = c
             .request(Method::from_bytes(method.as_bytes()).unwrap(), &target)
