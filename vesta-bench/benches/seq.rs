@@ -11,6 +11,9 @@
 //! - a `Mutex<HashMap<u64, u64>>` increment: the per-key counter an application writes first
 //!   (std's SipHash, as a `HashMap` has by default);
 //! - the same behind FNV (the hasher vesta's section map uses).
+//!
+//! And the same key on sequences that joined a cluster (alone, so every set is its own): the
+//! cost of the gate every clustered call passes (one atomic load and one clock read).
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -19,6 +22,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use vesta_segment::seq::cluster::{Cluster, ClusterOptions};
 use vesta_segment::{DbUrl, SeqKey, SeqNext, SeqOptions, Sequences};
 
 /// The sequences on a fresh SQLite file and their runtime (kept alive for the prefetch).
@@ -29,6 +33,12 @@ struct Warm {
 }
 
 fn warm(keys: &[&SeqKey]) -> Warm {
+    warm_as(keys, false)
+}
+
+/// [`warm`], the sequences a member of a cluster of one when `clustered` (its lease kept by
+/// the runtime's beat).
+fn warm_as(keys: &[&SeqKey], clustered: bool) -> Warm {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -40,6 +50,16 @@ fn warm(keys: &[&SeqKey]) -> Warm {
         let seqs = Sequences::open(&url, SeqOptions::default())
             .await
             .expect("sequences");
+        if clustered {
+            let options = ClusterOptions {
+                member: 930,
+                tcp: "127.0.0.1:1".into(),
+                rest: String::new(),
+                ttl: std::time::Duration::from_secs(6),
+            };
+            // Leaked: the membership lives as long as the bench.
+            std::mem::forget(Cluster::join(&seqs, options).await.expect("join"));
+        }
         for k in keys {
             seqs.next(k).await.expect("first number");
         }
@@ -98,6 +118,11 @@ fn seq(c: &mut Criterion) {
             *v += 1;
             black_box(*v)
         });
+    });
+    let member = warm_as(&[&num], true);
+    g.bench_function("vesta Sequences in a cluster (alone), numeric key", |b| {
+        let _entered = member.runtime.enter();
+        b.iter(|| black_box(member.next(black_box(&num))));
     });
     g.finish();
     let status = w.seqs.status();

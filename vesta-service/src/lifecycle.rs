@@ -117,10 +117,21 @@ async fn open_seq(section: &SeqSection) -> Result<Option<Sequences>, ServeError>
     let Some(url) = section.db_url().map_err(ConfigError::from)? else {
         return Ok(None);
     };
-    Sequences::open(&url, section.options())
+    let seqs = Sequences::open(&url, section.options())
         .await
-        .map(Some)
-        .map_err(ServeError::Seq)
+        .map_err(ServeError::Seq)?;
+    if !section.cluster
+        && let Err(e) = vesta_segment::seq::cluster::refuse_if_clustered(
+            &seqs,
+            "start this server with [seq] cluster = true (--seq-cluster) to join it, or give it a \
+             table of its own",
+        )
+        .await
+    {
+        seqs.close().await;
+        return Err(ServeError::Seq(e));
+    }
+    Ok(Some(seqs))
 }
 
 /// Joins the sequences cluster as the issuer's machine ID, advertising `seq.advertise` (else

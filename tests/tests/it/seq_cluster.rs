@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use vesta_tests::bin::{ServerChild, vesta_ok};
+use vesta_tests::bin::{ServerChild, fails_in_one_line, vesta_cmd, vesta_ok};
 use vesta_tests::db::Postgres;
 use vesta_tests::history::{Call, History};
 use vesta_tests::proxy::Proxy;
@@ -267,6 +267,29 @@ fn members_hand_keys_off_through_kills_partitions_stops_and_joins() {
     let ls = until_settled(&db, 2);
     assert!(ls.contains("952 ") && ls.contains("128"), "{ls}");
     callers.run("952 joined", &[&a.addr, &c.addr], 300, || {});
+
+    // Outside the cluster, the table is refused while members are live: a server without
+    // --seq-cluster, and `vesta seq next --db` (whose numbers would interleave with theirs).
+    fails_in_one_line(
+        &mut vesta_cmd([
+            "serve",
+            "tcp",
+            "--listen",
+            "127.0.0.1:0",
+            "--machine",
+            "953",
+            "--seq-db",
+            &db,
+        ]),
+        &[
+            "is served by a cluster (live members 950, 952)",
+            "--seq-cluster",
+        ],
+    );
+    fails_in_one_line(
+        &mut vesta_cmd(["seq", "next", "0", "--db", &db]),
+        &["is served by a cluster", "--server"],
+    );
 
     let summary = callers.history.check().unwrap_or_else(|v| panic!("{v}"));
     assert_eq!(summary.keys, 4, "{summary:?}");

@@ -134,6 +134,22 @@ impl DbArgs {
             .map_or_else(|| DbUrl::parse(DEFAULT_SEQ_DB), Ok)?;
         Ok(Sequences::open(&url, section.options()).await?)
     }
+
+    /// [`DbArgs::open`] for a command that hands out or reads numbers: refused while a cluster
+    /// of servers serves the table (ask them with --server instead).
+    async fn open_unserved(&self) -> anyhow::Result<Sequences> {
+        let seqs = self.open().await?;
+        if let Err(e) = vesta_segment::seq::cluster::refuse_if_clustered(
+            &seqs,
+            "ask the servers with --server ADDRS instead",
+        )
+        .await
+        {
+            seqs.close().await;
+            return Err(e.into());
+        }
+        Ok(seqs)
+    }
 }
 
 /// `vesta seq ls`: the members, then the sets as runs of one owner.
@@ -262,7 +278,7 @@ async fn next(args: NextArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let seqs = args.db.open().await?;
+    let seqs = args.db.open_unserved().await?;
     let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
     let mut result: anyhow::Result<()> = Ok(());
     for _ in 0..args.count {
@@ -295,7 +311,7 @@ async fn show(args: ShowArgs) -> anyhow::Result<()> {
         println!("{}", client.seq_current(args.key.as_bytes()).await?);
         return Ok(());
     }
-    let seqs = args.db.open().await?;
+    let seqs = args.db.open_unserved().await?;
     let current = seqs.current(&key).await;
     seqs.close().await;
     println!("{}", current?);

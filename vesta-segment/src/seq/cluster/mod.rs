@@ -436,6 +436,38 @@ pub async fn read_rows(seqs: &Sequences) -> Result<ClusterRows, SeqError> {
     Ok(seqs.inner.db.cluster_read().await?)
 }
 
+/// The members holding a live lease on `seqs`' database (none when it has no cluster tables):
+/// a server or tool about to use the table *outside* the cluster checks this first, since its
+/// numbers would interleave with the members' (it would be fenced at a raise, but calls
+/// between would see a key's numbers out of order).
+pub async fn live_members(seqs: &Sequences) -> Result<Vec<MemberRow>, SeqError> {
+    match seqs.inner.db.cluster_read().await {
+        Ok(rows) => Ok(rows
+            .members
+            .iter()
+            .filter(|m| plan::is_live(m, rows.now_ms))
+            .cloned()
+            .collect()),
+        Err(crate::error::SegmentError::MissingTable { .. }) => Ok(Vec::new()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Refuses, naming the live members, when a cluster serves `seqs`' table (see
+/// [`live_members`]); `how` says what to do instead.
+pub async fn refuse_if_clustered(seqs: &Sequences, how: &str) -> Result<(), SeqError> {
+    let live = live_members(seqs).await?;
+    if live.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = live.iter().map(|m| m.member.to_string()).collect();
+    Err(SeqError::Cluster(format!(
+        "vesta_seq at {} is served by a cluster (live members {}): {how}",
+        seqs.url(),
+        ids.join(", ")
+    )))
+}
+
 /// Whether a member row holds a live lease at the rows' clock.
 pub fn is_live(row: &MemberRow, now_ms: i64) -> bool {
     plan::is_live(row, now_ms)
