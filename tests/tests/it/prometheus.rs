@@ -82,13 +82,16 @@ fn serve_on(
             &format!("db = \"{db}\""),
         );
         if kind == "rest" {
-            // Per-key sequences on the same database, for the vesta_seq_* series.
+            // Per-key sequences on the same database, for the vesta_seq_* series (and the
+            // shipped cluster keys, below).
             text = replace(&text, "# [seq]", "[seq]");
             text = replace(
                 &text,
                 "# db = \"sqlite:///var/lib/vesta-rest/seq.db\"",
                 &format!("db = \"{db}\""),
             );
+            // A cluster of one, for the vesta_seq_cluster_* series.
+            text = replace(&text, "# cluster = true", "cluster = true");
         }
     }
     let state = format!("/var/lib/vesta-{kind}/machine.state");
