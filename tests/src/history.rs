@@ -30,6 +30,23 @@ pub struct Call {
     pub end: Instant,
 }
 
+/// The calls of one answer: `ranges` of `key` (one call answered in several ranges is several
+/// calls with the same times), sent at `start`, answered at `end`.
+pub fn calls(
+    key: &str,
+    ranges: Vec<std::ops::Range<u64>>,
+    start: Instant,
+    end: Instant,
+) -> impl Iterator<Item = Call> + '_ {
+    ranges.into_iter().map(move |r| Call {
+        key: key.to_owned(),
+        first: r.start,
+        last: r.end - 1,
+        start,
+        end,
+    })
+}
+
 /// Calls recorded from many threads or tasks.
 #[derive(Debug, Default)]
 pub struct History {

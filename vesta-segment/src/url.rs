@@ -25,6 +25,36 @@ pub enum DbKind {
 }
 
 impl DbKind {
+    /// `sql` with its `?` placeholders in this database's style: PostgreSQL numbers them (`$1`,
+    /// `$2`...); the others keep `?`. For statements built from constants, never from input.
+    pub fn placeholders(self, sql: &str) -> String {
+        if self != DbKind::Postgres {
+            return sql.to_owned();
+        }
+        let mut out = String::with_capacity(sql.len() + 8);
+        let mut n = 0;
+        for c in sql.chars() {
+            if c == '?' {
+                n += 1;
+                out.push('$');
+                out.push_str(&n.to_string());
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// An SQL expression of the database's own clock, in ms since the Unix epoch (`BIGINT`):
+    /// leases are judged on it, never on a server's clock.
+    pub fn now_ms_sql(self) -> &'static str {
+        match self {
+            DbKind::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+            DbKind::MySql => "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
+            DbKind::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+        }
+    }
+
     /// Whether this build of vesta-segment can connect to it (features `sqlite`, `postgres`,
     /// `mysql`).
     pub fn built_in(self) -> bool {

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use vesta_tests::bin::{ServerChild, fails_in_one_line, vesta_cmd, vesta_ok};
 use vesta_tests::db::Postgres;
-use vesta_tests::history::{Call, History};
+use vesta_tests::history::{self, History};
 use vesta_tests::proxy::Proxy;
 
 const KEYS: [&str; 4] = [
@@ -71,23 +71,15 @@ impl Callers {
                     while !stop.load(Ordering::Relaxed) {
                         let key = KEYS[(i % 4) as usize];
                         let n = 1 + (i * 7 + task) % 5;
-                        let began = Instant::now();
+                        let start = Instant::now();
                         let ranges = client
                             .seq_next_n(key, n)
                             .await
                             .unwrap_or_else(|e| panic!("key {key}: {e}"));
                         let end = Instant::now();
-                        longest = longest.max(end - began);
+                        longest = longest.max(end - start);
                         answered.fetch_add(1, Ordering::Relaxed);
-                        for r in ranges {
-                            mine.push(Call {
-                                key: key.to_owned(),
-                                first: r.start,
-                                last: r.end - 1,
-                                start: began,
-                                end,
-                            });
-                        }
+                        mine.extend(history::calls(key, ranges, start, end));
                         i += 1;
                     }
                     history.extend(mine);

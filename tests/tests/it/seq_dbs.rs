@@ -295,7 +295,7 @@ fn served_over_tcp(url: &str, machine: &str) {
 fn concurrent_callers_through_a_kill(url: &str, machine: &str) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    use vesta_tests::history::{Call, History};
+    use vesta_tests::history::{self, History};
 
     const KEYS: [&str; 4] = [
         "0",
@@ -337,21 +337,12 @@ fn concurrent_callers_through_a_kill(url: &str, machine: &str) {
                     while !stop.load(Ordering::Relaxed) {
                         let key = KEYS[(i % 4) as usize];
                         let n = 1 + (i * 7 + task) % 5;
-                        let began = Instant::now();
+                        let start = Instant::now();
                         let Ok(ranges) = client.seq_next_n(key, n).await else {
                             break; // the server is gone: this answer never came
                         };
-                        let end = Instant::now();
                         answered.fetch_add(1, Ordering::Relaxed);
-                        for r in ranges {
-                            mine.push(Call {
-                                key: key.to_owned(),
-                                first: r.start,
-                                last: r.end - 1,
-                                start: began,
-                                end,
-                            });
-                        }
+                        mine.extend(history::calls(key, ranges, start, Instant::now()));
                         i += 1;
                     }
                     history.extend(mine);

@@ -81,45 +81,15 @@ fn statements(kind: DbKind) -> &'static ClusterSql {
     }
 }
 
-/// `sql` with its `?` placeholders in the database's style: PostgreSQL numbers them (`$1`...).
-fn placeholders(kind: DbKind, sql: &str) -> String {
-    if kind != DbKind::Postgres {
-        return sql.to_owned();
-    }
-    let mut out = String::with_capacity(sql.len() + 8);
-    let mut n = 0;
-    for c in sql.chars() {
-        if c == '?' {
-            n += 1;
-            out.push('$');
-            out.push_str(&n.to_string());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 impl ClusterSql {
     fn for_kind(kind: DbKind) -> ClusterSql {
-        let (now, ignore, conflict) = match kind {
-            DbKind::Postgres => (
-                "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-                "INSERT INTO",
-                " ON CONFLICT DO NOTHING",
-            ),
-            DbKind::MySql => (
-                "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
-                "INSERT IGNORE INTO",
-                "",
-            ),
-            DbKind::Sqlite => (
-                "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
-                "INSERT OR IGNORE INTO",
-                "",
-            ),
+        let now = kind.now_ms_sql();
+        let (ignore, conflict) = match kind {
+            DbKind::Postgres => ("INSERT INTO", " ON CONFLICT DO NOTHING"),
+            DbKind::MySql => ("INSERT IGNORE INTO", ""),
+            DbKind::Sqlite => ("INSERT OR IGNORE INTO", ""),
         };
-        let p = |sql: String| placeholders(kind, &sql);
+        let p = |sql: String| kind.placeholders(&sql);
         ClusterSql {
             now: format!("SELECT {now}"),
             create_members: "CREATE TABLE IF NOT EXISTS vesta_seq_member (
@@ -348,26 +318,10 @@ impl Database {
         holder: &str,
         sets: &[(u32, i64)],
     ) -> Result<u64, SegmentError> {
-        if sets.is_empty() {
-            return Ok(0);
-        }
         let q = statements(self.url.kind());
         let id = i64::try_from(member).unwrap_or(i64::MAX);
-        let sql = format!("{} AND ({})", q.take_sets, matching(sets));
-        self.bounded(
-            || format!("taking {} sets (vesta_seq_set)", sets.len()),
-            async {
-                on_pool!(&self.pool, p => {
-                    sqlx::query(sqlx::AssertSqlSafe(sql))
-                        .bind(id)
-                        .bind(holder)
-                        .execute(p)
-                        .await
-                        .map(|r| r.rows_affected())
-                })
-            },
-        )
-        .await
+        self.update_sets("taking", &q.take_sets, Some(id), holder, sets)
+            .await
     }
 
     /// Releases each `(set, generation)` that incarnation `holder` still owns at that
@@ -377,16 +331,35 @@ impl Database {
         holder: &str,
         sets: &[(u32, i64)],
     ) -> Result<u64, SegmentError> {
+        let q = statements(self.url.kind());
+        self.update_sets("releasing", &q.release_sets, None, holder, sets)
+            .await
+    }
+
+    /// Runs `head` (binding `owner` if given, then `holder`) on the rows of `sets` at their
+    /// generations; the rows changed.
+    async fn update_sets(
+        &self,
+        verb: &str,
+        head: &str,
+        owner: Option<i64>,
+        holder: &str,
+        sets: &[(u32, i64)],
+    ) -> Result<u64, SegmentError> {
         if sets.is_empty() {
             return Ok(0);
         }
-        let q = statements(self.url.kind());
-        let sql = format!("{} AND ({})", q.release_sets, matching(sets));
+        let sql = format!("{head} AND ({})", matching(sets));
         self.bounded(
-            || format!("releasing {} sets (vesta_seq_set)", sets.len()),
+            || format!("{verb} {} sets (vesta_seq_set)", sets.len()),
             async {
                 on_pool!(&self.pool, p => {
-                    sqlx::query(sqlx::AssertSqlSafe(sql))
+                    let query = sqlx::query(sqlx::AssertSqlSafe(sql));
+                    let query = match owner {
+                        Some(id) => query.bind(id),
+                        None => query,
+                    };
+                    query
                         .bind(holder)
                         .execute(p)
                         .await

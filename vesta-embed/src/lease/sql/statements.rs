@@ -22,25 +22,6 @@ pub(super) struct Statements {
     pub(super) retire: Arc<str>,
 }
 
-/// `sql` with its `?` placeholders in the database's style: PostgreSQL numbers them (`$1`...).
-fn placeholders(kind: DbKind, sql: &str) -> String {
-    if kind != DbKind::Postgres {
-        return sql.to_owned();
-    }
-    let mut out = String::with_capacity(sql.len() + 8);
-    let mut n = 0;
-    for c in sql.chars() {
-        if c == '?' {
-            n += 1;
-            out.push('$');
-            out.push_str(&n.to_string());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// A statement of [`Statements`] for sqlx.
 pub(super) fn safe(sql: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
     AssertSqlSafe(Arc::clone(sql))
@@ -67,24 +48,12 @@ pub(super) const ADD_COUNTED_IN: &str =
 
 impl Statements {
     pub(super) fn for_kind(kind: DbKind) -> Statements {
-        let (now, for_update, begin) = match kind {
-            DbKind::Postgres => (
-                "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-                " FOR UPDATE",
-                "BEGIN",
-            ),
-            DbKind::MySql => (
-                "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
-                " FOR UPDATE",
-                "BEGIN",
-            ),
-            DbKind::Sqlite => (
-                "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
-                "",
-                "BEGIN IMMEDIATE",
-            ),
+        let now = kind.now_ms_sql();
+        let (for_update, begin) = match kind {
+            DbKind::Postgres | DbKind::MySql => (" FOR UPDATE", "BEGIN"),
+            DbKind::Sqlite => ("", "BEGIN IMMEDIATE"),
         };
-        let numbered = |sql: String| -> Arc<str> { placeholders(kind, &sql).into() };
+        let numbered = |sql: String| -> Arc<str> { kind.placeholders(&sql).into() };
         Statements {
             begin,
             now: format!("SELECT {now}").into(),
