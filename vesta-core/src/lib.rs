@@ -27,6 +27,7 @@ mod layout;
 mod make;
 mod parse;
 mod pool;
+pub mod seq_place;
 pub mod tag;
 
 pub use clock::{Clock, ClockSync, ManualClock};

@@ -13,10 +13,10 @@ use std::fmt;
 /// Longest string key, in bytes of UTF-8.
 pub const MAX_KEY_BYTES: usize = 128;
 /// Consecutive numeric keys per section (seqsvr's 100,000): 800 KB of memory per section
-/// loaded, 8 bytes a key.
-pub const SECTION_KEYS: u64 = 100_000;
+/// loaded, 8 bytes a key. (The placement rule is vesta-core's, which clients share.)
+pub const SECTION_KEYS: u64 = vesta_core::seq_place::SEQ_SECTION_KEYS;
 /// Buckets string keys are spread over, each one section in the table.
-pub const STRING_BUCKETS: u64 = 4096;
+pub const STRING_BUCKETS: u64 = vesta_core::seq_place::SEQ_STRING_BUCKETS;
 
 /// A key of a per-key sequence.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -107,24 +107,7 @@ impl fmt::Display for SeqKey {
     }
 }
 
-/// `text` as a `u64` if it is one in canonical decimal: digits only, no leading zero (but "0").
-fn canonical_u64(text: &str) -> Option<u64> {
-    let b = text.as_bytes();
-    if !b.iter().all(u8::is_ascii_digit) || (b.len() > 1 && b[0] == b'0') {
-        return None;
-    }
-    text.parse().ok()
-}
-
-/// FNV-1a, 64 bits: stable across builds and platforms (the bucket of a key is in the table).
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
+use vesta_core::seq_place::{canonical_u64, fnv1a64};
 
 /// A key for a message: quoted, at most 64 characters.
 fn shown(text: &str) -> String {

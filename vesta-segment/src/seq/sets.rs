@@ -14,7 +14,7 @@ use super::key::{Place, SeqKey};
 
 /// Sets the key space is cut into. Fixed for a table's life: changing it moves sections between
 /// sets, so it will be pinned in the table's meta rows as the section sizes are.
-pub const SETS: u32 = 256;
+pub const SETS: u32 = vesta_core::seq_place::SEQ_SETS;
 
 /// One set of sections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -113,6 +113,19 @@ mod tests {
 
     use super::*;
     use crate::seq::key::{SECTION_KEYS, STRING_BUCKETS};
+
+    proptest! {
+        /// A client computes a key's set from its bytes (`vesta_core::seq_place`): always the
+        /// set of the section the key lives in here.
+        #[test]
+        fn a_clients_set_is_the_keys_set(n in any::<u64>(), text in "\\PC{1,40}") {
+            for bytes in [n.to_string().into_bytes(), text.clone().into_bytes()] {
+                if let Ok(key) = SeqKey::parse(&bytes) {
+                    prop_assert_eq!(key.set().get(), vesta_core::seq_place::seq_set_of(&bytes));
+                }
+            }
+        }
+    }
 
     fn shares(members: &[u64]) -> Vec<usize> {
         let t = table(members);

@@ -15,11 +15,11 @@ use super::Client;
 use crate::error::ClientError;
 use crate::proto::{ErrorCode, Request, Response};
 
-/// Hints: slot = a hash of the key; value = endpoint index + 1 (0: none).
+/// Hints: slot = the key's set; value = endpoint index + 1 (0: none).
 pub(super) struct Routes(Box<[AtomicU32]>);
 
-/// Slots of the hint table (16 KB).
-const SLOTS: usize = 4096;
+/// Slots of the hint table: one per set.
+const SLOTS: usize = vesta_core::seq_place::SEQ_SETS as usize;
 
 /// Moves followed in one call before giving up (members that disagree settle within a beat).
 const MAX_HOPS: u32 = 8;
@@ -32,12 +32,7 @@ impl Default for Routes {
 
 impl Routes {
     fn slot(key: &[u8]) -> usize {
-        // FNV-1a: a stable spread of the key bytes.
-        let mut h: u32 = 0x811c_9dc5;
-        for b in key {
-            h = (h ^ u32::from(*b)).wrapping_mul(0x0100_0193);
-        }
-        h as usize % SLOTS
+        vesta_core::seq_place::seq_set_of(key) as usize
     }
 
     fn get(&self, key: &[u8]) -> Option<usize> {
