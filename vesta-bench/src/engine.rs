@@ -133,6 +133,9 @@ impl Outcome {
             segment: None,
             request: None,
             seq_keys: None,
+            moves: self.tally.moves,
+            moving: self.tally.moving,
+            served: self.tally.served,
         }
     }
 }

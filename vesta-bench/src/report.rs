@@ -126,6 +126,15 @@ pub struct Report {
     /// The number of keys, when the run asked for per-key sequence numbers (counted in `ids`,
     /// no layout cap): each request a key of `0..N` ([`crate::seq`]).
     pub seq_keys: Option<u64>,
+    /// A seq run on a cluster (more than one server): `SEQ_MOVED` answers followed to the
+    /// member they named, each request resent there (not counted in `requests` or `errors`).
+    pub moves: u64,
+    /// A seq run on a cluster: `SEQ_MOVING` answers, each request sent again after a pause
+    /// (not counted in `requests` or `errors`).
+    pub moving: u64,
+    /// A seq run on a cluster: the answers counted in `requests`, per server address (the
+    /// servers given and any member a move named). Empty in other runs.
+    pub served: BTreeMap<String, u64>,
 }
 
 impl Report {
@@ -362,6 +371,23 @@ impl fmt::Display for Report {
                 self.load.batch.unwrap_or(1),
             )?;
         }
+        if !self.served.is_empty() {
+            let shares: Vec<String> = self
+                .served
+                .iter()
+                .map(|(a, n)| {
+                    let share = 100.0 * *n as f64 / self.requests.max(1) as f64;
+                    format!("{a} {} ({share:.1} %)", group(*n as f64))
+                })
+                .collect();
+            writeln!(
+                f,
+                "routing    {} moves followed (SEQ_MOVED), {} retries (SEQ_MOVING); answered by {}",
+                group(self.moves as f64),
+                group(self.moving as f64),
+                shares.join(", "),
+            )?;
+        }
         if let (Some(cap), Some(share)) = (self.cap_per_sec(), self.cap_share()) {
             let note = if share > 1.0 {
                 " (the first unit is whole however late in it the run starts: see unit fill)"
@@ -527,6 +553,9 @@ mod tests {
             segment: None,
             request: None,
             seq_keys: None,
+            moves: 0,
+            moving: 0,
+            served: BTreeMap::new(),
         }
     }
 

@@ -34,6 +34,12 @@ pub(crate) struct Tally {
     pub first_error: Option<String>,
     /// When the last answer arrived.
     pub last_answer: Option<Instant>,
+    /// Cluster runs: `SEQ_MOVED` answers followed to the member they named (not errors).
+    pub moves: u64,
+    /// Cluster runs: `SEQ_MOVING` answers, each request sent again after a pause (not errors).
+    pub moving: u64,
+    /// Cluster runs: final answers per server address.
+    pub served: BTreeMap<String, u64>,
     /// The unit of the IDs counted last and how many are not yet in `per_unit`: answers come in
     /// runs of the same unit, so most IDs cost an add, not a map update.
     pending: Option<(Unit, u64)>,
@@ -49,6 +55,9 @@ impl Tally {
             errors: BTreeMap::new(),
             first_error: None,
             last_answer: None,
+            moves: 0,
+            moving: 0,
+            served: BTreeMap::new(),
             pending: None,
         }
     }
@@ -97,6 +106,11 @@ impl Tally {
         }
     }
 
+    /// Counts `answers` final answers from the server at `address`.
+    pub(crate) fn served(&mut self, address: &str, answers: u64) {
+        *self.served.entry(address.to_owned()).or_insert(0) += answers;
+    }
+
     fn flush(&mut self) {
         if let Some((unit, n)) = self.pending.take() {
             *self.per_unit.entry(unit).or_insert(0) += n;
@@ -119,6 +133,11 @@ impl Tally {
             *self.errors.entry(kind).or_insert(0) += n;
         }
         self.first_error = self.first_error.take().or(other.first_error);
+        self.moves += other.moves;
+        self.moving += other.moving;
+        for (address, n) in other.served {
+            self.served(&address, n);
+        }
         self.last_answer = self.last_answer.max(other.last_answer);
     }
 

@@ -35,6 +35,12 @@ impl Reader {
         fill(&mut self.stream, &mut self.scratch, &mut self.buf)
     }
 
+    /// The socket, for `poll(2)`.
+    pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.stream.as_fd()
+    }
+
     /// The next whole answer already read, with its request id.
     pub(crate) fn next(&mut self) -> Result<Option<(u32, Response)>, String> {
         let Some(f) =

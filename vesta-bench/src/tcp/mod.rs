@@ -2,18 +2,20 @@
 //! each keeping up to P requests (`NEXT_ID` or `NEXT_IDS`; `SEQ_NEXT` of random keys with
 //! `seq_keys`, [`crate::seq`]) in flight, closed loop or at a fixed rate. Every server is asked
 //! `INFO` first: its layout gives the cap, its `max_batch` bounds the batch. With a peer
-//! ([`crate::Peer`]), the seq load goes to Redis or PostgreSQL instead.
+//! ([`crate::Peer`]), the seq load goes to Redis or PostgreSQL instead. A seq load on more than
+//! one server routes each key to the member of the cluster that owns it ([`routed`]).
 
 mod closed;
 pub(crate) mod conn;
 mod open;
+mod routed;
 
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use vesta_core::{IdRun, Layout};
 use vesta_server::ServerInfo;
-use vesta_server::proto::{Dialect, Request, Response};
+use vesta_server::proto::{Dialect, ErrorCode, Request, Response};
 
 use crate::config::{BenchError, Field, Peer, TcpLoad};
 use crate::engine::{self, Ctx, Progress, Worker};
@@ -67,7 +69,15 @@ pub fn run(
         None => Request::NextId,
     };
     let (pipeline, seq_keys, count) = (config.pipeline, config.seq_keys, config.load.batch);
+    let all = &config.load.targets;
     let outcome = engine::drive(&config.load, tick, progress, |c, target| {
+        if let Some(n) = seq_keys
+            && all.len() > 1
+        {
+            let keys = Keys::new(n, c);
+            let routed = routed::Routed::connect(all, c, keys, count.unwrap_or(1), pipeline)?;
+            return Ok(TcpWorker::Routed(routed));
+        }
         let conn = Conn::connect(target)?;
         let requests = match seq_keys {
             Some(n) => Requests::Seq {
@@ -76,7 +86,7 @@ pub fn run(
             },
             None => Requests::Fixed(request.clone()),
         };
-        Ok(TcpWorker {
+        Ok(TcpWorker::Direct {
             conn,
             requests,
             pipeline,
@@ -88,13 +98,18 @@ pub fn run(
 }
 
 /// Asks a server for key 0's current number (`SEQ_CURRENT`, which moves nothing): an error
-/// unless it serves per-key sequences.
+/// unless it serves per-key sequences (a member of a cluster that names key 0's owner, or says
+/// its set is moving, does).
 fn seq_on(target: &str) -> Result<(), String> {
     let current = Request::SeqCurrent {
         key: Bytes::from_static(b"0"),
     };
     match Conn::connect(target)?.call(&current)? {
-        Response::SeqCurrent(_) => Ok(()),
+        Response::SeqCurrent(_)
+        | Response::Error {
+            code: ErrorCode::SeqMoved | ErrorCode::SeqMoving,
+            ..
+        } => Ok(()),
         Response::Error { code, message } => Err(format!("SEQ_CURRENT refused: {code}: {message}")),
         other => Err(format!("expected a SEQ_CURRENT answer, got {other:?}")),
     }
@@ -144,18 +159,37 @@ fn info(target: &str) -> Result<ServerInfo, String> {
     }
 }
 
-/// One connection, closed or open loop by whether the run has a schedule.
-struct TcpWorker {
-    conn: Conn,
-    requests: Requests,
-    pipeline: usize,
+/// One connection: to one server, closed or open loop by whether the run has a schedule; or
+/// a seq load's connection to every member of a cluster.
+enum TcpWorker {
+    Direct {
+        conn: Conn,
+        requests: Requests,
+        pipeline: usize,
+    },
+    Routed(routed::Routed),
 }
 
 impl Worker for TcpWorker {
     fn run(self, ctx: &Ctx<'_>) -> Result<Tally, String> {
-        match ctx.schedule {
-            None => closed::run(self.conn, self.requests, self.pipeline, ctx),
-            Some(schedule) => open::run(self.conn, self.requests, self.pipeline, schedule, ctx),
+        match (self, ctx.schedule) {
+            (
+                TcpWorker::Direct {
+                    conn,
+                    requests,
+                    pipeline,
+                },
+                None,
+            ) => closed::run(conn, requests, pipeline, ctx),
+            (
+                TcpWorker::Direct {
+                    conn,
+                    requests,
+                    pipeline,
+                },
+                Some(schedule),
+            ) => open::run(conn, requests, pipeline, schedule, ctx),
+            (TcpWorker::Routed(r), _) => r.run(ctx),
         }
     }
 }

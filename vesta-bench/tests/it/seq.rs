@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{bench, counts_add_up, rest_seq_server, tcp_seq_server};
 use vesta_bench::{BenchError, Field, Load, Peer, Report, RestLoad, TcpLoad, rest, tcp};
-use vesta_server::{Client, ClientConfig};
+use vesta_server::{Client, ClientConfig, ServerHandle};
 
 /// Keys per run: few, so that every key is asked many times and sections are raised often.
 const KEYS: u64 = 50;
@@ -288,4 +288,106 @@ async fn the_postgres_peer_counts_what_the_table_added_up() {
             .unwrap()
     };
     assert_eq!((rows, total), (KEYS as i64, counted as i64));
+}
+
+/// A TCP server (machine `machine`) that is a member of the sequences cluster on the SQLite
+/// file `db`, with a short lease so that members settle quickly.
+async fn cluster_member(machine: u64, db: &str) -> ServerHandle {
+    let mut c = vesta_server::TcpConfig::default();
+    c.server.listen = "127.0.0.1:0".parse().unwrap();
+    c.machine.id = Some(machine);
+    c.seq.db = Some(db.to_owned());
+    (c.seq.cluster, c.seq.cluster_ttl_ms) = (true, 1500);
+    ServerHandle::spawn(vesta_server::TcpServer::start(c).await.unwrap())
+}
+
+/// The sets among `sets` that the server at `addr` serves itself (it answers `SEQ_CURRENT` of
+/// the set's first section's first key rather than naming another member).
+async fn sets_served(addr: SocketAddr, sets: u64) -> Vec<u64> {
+    let mut config = ClientConfig::new([addr.to_string()]);
+    // A set between owners is "not served here" for now: the caller asks again.
+    config.retry_budget = Duration::from_millis(200);
+    let client = Client::connect(config).await.unwrap();
+    let mut mine = Vec::new();
+    for set in 0..sets {
+        if client
+            .seq_current((set * SECTION).to_string())
+            .await
+            .is_ok()
+        {
+            mine.push(set);
+        }
+    }
+    mine
+}
+
+/// Keys per section (`vesta_segment::SECTION_KEYS`): section `s` is in set `s % 256`.
+const SECTION: u64 = vesta_segment::seq::SECTION_KEYS;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seq_run_on_two_cluster_members_sends_each_key_to_its_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}/seq.db", dir.path().display());
+    let a = cluster_member(943, &db).await;
+    let b = cluster_member(944, &db).await;
+    // 16 sections of keys: sets 0..16, dealt between the two members once both are live.
+    const SETS: u64 = 16;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (on_a, on_b) = (
+            sets_served(a.addr(), SETS).await,
+            sets_served(b.addr(), SETS).await,
+        );
+        if !on_a.is_empty() && !on_b.is_empty() && on_a.len() + on_b.len() == SETS as usize {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not settled: {on_a:?} {on_b:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (addr_a, addr_b) = (a.addr().to_string(), b.addr().to_string());
+    let mut config = tcp_load(addr_a.clone());
+    config.load.targets = vec![addr_a.clone(), addr_b.clone()];
+    config.load.duration = Duration::from_millis(800);
+    config.seq_keys = Some(SETS * SECTION);
+    let r = run_tcp(config.clone()).await.unwrap();
+    counts_add_up(&r);
+    // Every answer a SEQ of one (checked by the engine), none an error: each key went to its
+    // owner, learned from the moves.
+    assert!(r.requests > 0);
+    assert_eq!((r.ids, r.errors), (r.requests, 0), "{r}");
+    assert!(r.moves > 0, "{r}");
+    assert_eq!(r.served.values().sum::<u64>(), r.requests, "{r}");
+    for addr in [&addr_a, &addr_b] {
+        assert!(r.served.get(addr).is_some_and(|&n| n > 0), "{addr}: {r}");
+    }
+    let text = r.to_string();
+    assert!(text.contains("moves followed (SEQ_MOVED)"), "{text}");
+
+    // At a fixed rate too: the schedule decides the count.
+    config.load.rate = Some(1000);
+    config.load.duration = Duration::from_secs(1);
+    let r = run_tcp(config).await.unwrap();
+    counts_add_up(&r);
+    assert_eq!((r.requests, r.ids, r.errors), (1000, 1000, 0), "{r}");
+    assert!(r.service.is_some());
+    assert!(
+        r.served.values().all(|&n| n > 0) && r.served.len() == 2,
+        "{r}"
+    );
+
+    // One server alone keeps the direct path: a member of a cluster answers the keys of the
+    // other's sets SEQ_MOVED, counted as errors, and the report has no routing line.
+    let alone = run_tcp(TcpLoad {
+        seq_keys: Some(SETS * SECTION),
+        ..tcp_load(addr_a)
+    })
+    .await
+    .unwrap();
+    assert!(alone.served.is_empty() && alone.moves == 0);
+    assert!(alone.errors_by_kind.contains_key("SEQ_MOVED"), "{alone}");
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
 }

@@ -13,7 +13,9 @@ use super::bench::{Pace, run_and_report};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Servers to load, HOST:PORT[,HOST:PORT...]; connections are spread over them (with
-    /// --peer postgres: a postgres:// URL)
+    /// --peer postgres: a postgres:// URL). With --seq-keys and more than one server, the
+    /// servers are members of a cluster: every connection reaches each, and sends a key to its
+    /// set's owner (learned from SEQ_MOVED, followed and counted apart from errors)
     #[arg(long, value_name = "HOST:PORT[,...]", default_value = "127.0.0.1:7654")]
     server: String,
     /// Connections in total

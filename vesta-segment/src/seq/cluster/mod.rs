@@ -112,9 +112,10 @@ fn window(ttl: Duration) -> Duration {
     ttl * 2 / 3
 }
 
-/// How often a member renews: three times per window.
+/// How often a member renews: six times per lease, four times per window, so one slow or lost
+/// renewal never lapses a healthy member's term.
 fn beat(ttl: Duration) -> Duration {
-    (window(ttl) / 3).max(Duration::from_millis(20))
+    (ttl / 6).max(Duration::from_millis(20))
 }
 
 fn ttl_ms(ttl: Duration) -> i64 {
