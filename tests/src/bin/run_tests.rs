@@ -13,7 +13,9 @@
 //! (`VESTA_HOLD_DIR`), so two binaries' issuers of one static machine ID are two hosts, as they
 //! are two test processes. Its output goes to `target/tmp/test-logs/NAME.log`, printed whole
 //! when it fails. The doc tests run as one more job (`cargo test --doc`). The slowest binaries
-//! of the last run (`target/tmp/test-times.tsv`) start first. Ends with each binary's time, the
+//! of the last run (`target/tmp/test-times.tsv`) start first. Ends with each binary's wall time
+//! and CPU time (user + system of the binary and of every process it waited for: servers it
+//! started and stopped, cargo and rustc in the builds it ran; not a daemon that left it), the
 //! slowest first, and exits non-zero if any failed.
 //!
 //! `run-tests [JOBS]` (default `VESTA_TEST_JOBS`, else 3).
@@ -58,6 +60,8 @@ struct Done {
     name: String,
     ok: bool,
     took: Duration,
+    /// CPU seconds of the process and its waited-for descendants; `None` when unreadable.
+    cpu: Option<f64>,
     summary: String,
 }
 
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
     let logs = target.join("tmp").join("test-logs");
     fs::create_dir_all(&logs).expect("creating target/tmp/test-logs");
     let times_file = target.join("tmp").join("test-times.tsv");
+    let ticks = clock_ticks_per_second();
 
     let mut queue = test_binaries(&cargo);
     let workspace = queue
@@ -113,7 +118,7 @@ fn main() -> ExitCode {
                     let Some(job) = queue.lock().unwrap().pop_front() else {
                         return;
                     };
-                    let finished = run(&job, &logs);
+                    let finished = run(&job, &logs, ticks);
                     report(&finished, &logs);
                     done.lock().unwrap().push(finished);
                 }
@@ -128,25 +133,27 @@ fn main() -> ExitCode {
     done.sort_by_key(|d| std::cmp::Reverse(d.took));
     let table: String = done
         .iter()
-        .map(|d| format!("{}\t{:.1}\n", d.name, d.took.as_secs_f64()))
+        .map(|d| format!("{}\t{:.1}\t{}\n", d.name, d.took.as_secs_f64(), cpu(d.cpu)))
         .collect();
     let _ = fs::write(&times_file, &table);
-    println!("\nrun-tests: time per binary, slowest first");
+    println!("\nrun-tests: time per binary, slowest first (wall, CPU)");
     for d in &done {
         println!(
-            "  {:>6.1} s  {} {}",
+            "  {:>6.1} s {:>6} s CPU  {} {}",
             d.took.as_secs_f64(),
+            cpu(d.cpu),
             if d.ok { "ok    " } else { "FAILED" },
             d.name
         );
     }
+    let total_cpu: f64 = done.iter().filter_map(|d| d.cpu).sum();
     let failed: Vec<&str> = done
         .iter()
         .filter(|d| !d.ok)
         .map(|d| d.name.as_str())
         .collect();
     println!(
-        "run-tests: {} jobs in {:.0} s, {} failed{}",
+        "run-tests: {} jobs in {:.0} s ({total_cpu:.0} s CPU), {} failed{}",
         done.len(),
         started.elapsed().as_secs_f64(),
         failed.len(),
@@ -260,8 +267,9 @@ fn order_slowest_first(queue: &mut [Job], last_times: &str) {
     let times: BTreeMap<&str, f64> = last_times
         .lines()
         .filter_map(|l| {
-            let (name, secs) = l.split_once('\t')?;
-            Some((name, secs.trim().parse().ok()?))
+            let (name, rest) = l.split_once('\t')?;
+            let wall = rest.split('\t').next()?;
+            Some((name, wall.trim().parse().ok()?))
         })
         .collect();
     let hint = |job: &Job| -> f64 {
@@ -277,7 +285,7 @@ fn order_slowest_first(queue: &mut [Job], last_times: &str) {
     queue.sort_by(|a, b| hint(b).total_cmp(&hint(a)));
 }
 
-fn run(job: &Job, logs: &Path) -> Done {
+fn run(job: &Job, logs: &Path, ticks: Option<f64>) -> Done {
     let log_path = logs.join(log_name(&job.name));
     let log = fs::File::create(&log_path).expect("creating a test log");
     let hold = tempfile::tempdir().expect("a host-hold directory");
@@ -293,7 +301,13 @@ fn run(job: &Job, logs: &Path) -> Done {
             .env("CARGO_PKG_NAME", &job.package);
     }
     let started = Instant::now();
-    let status = cmd.status();
+    let (status, cpu) = match cmd.spawn() {
+        Ok(mut child) => {
+            let cpu = cpu_at_exit(&child, ticks);
+            (child.wait(), cpu)
+        }
+        Err(e) => (Err(e), None),
+    };
     let took = started.elapsed();
     let text = fs::read_to_string(&log_path).unwrap_or_default();
     let summary = text
@@ -306,23 +320,64 @@ fn run(job: &Job, logs: &Path) -> Done {
         name: job.name.clone(),
         ok: matches!(status, Ok(s) if s.success()),
         took,
+        cpu,
         summary,
     }
+}
+
+/// Waits for `child` to exit, leaving it unreaped, and returns its CPU seconds: user + system
+/// time of its own and of the descendants it waited for (`/proc/PID/stat` fields 14 to 17,
+/// still there while it is a zombie). Each job's own, where the `RUSAGE_CHILDREN` of this
+/// process would mix the jobs running beside it.
+fn cpu_at_exit(child: &std::process::Child, ticks: Option<f64>) -> Option<f64> {
+    use rustix::process::{Pid, WaitId, WaitIdOptions, waitid};
+    let pid = Pid::from_child(child);
+    loop {
+        match waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+        ) {
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return None,
+            Ok(_) => break,
+        }
+    }
+    let stat = fs::read_to_string(format!("/proc/{}/stat", child.id())).ok()?;
+    // After the command's name, in parentheses (which may hold spaces): field 3 on.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let sum: u64 = fields
+        .get(11..15)?
+        .iter()
+        .filter_map(|f| f.parse::<u64>().ok())
+        .sum();
+    Some(sum as f64 / ticks?)
+}
+
+/// The unit of `/proc`'s times (`getconf CLK_TCK`).
+fn clock_ticks_per_second() -> Option<f64> {
+    let out = Command::new("getconf").arg("CLK_TCK").output().ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+fn cpu(secs: Option<f64>) -> String {
+    secs.map_or_else(|| "?".to_owned(), |s| format!("{s:.1}"))
 }
 
 fn report(done: &Done, logs: &Path) {
     if done.ok {
         println!(
-            "ok     {:>6.1} s  {}: {}",
+            "ok     {:>6.1} s {:>6} s CPU  {}: {}",
             done.took.as_secs_f64(),
+            cpu(done.cpu),
             done.name,
             done.summary
         );
     } else {
         let text = fs::read_to_string(logs.join(log_name(&done.name))).unwrap_or_default();
         println!(
-            "FAILED {:>6.1} s  {}\n{text}\n---- end of {} ----",
+            "FAILED {:>6.1} s {:>6} s CPU  {}\n{text}\n---- end of {} ----",
             done.took.as_secs_f64(),
+            cpu(done.cpu),
             done.name,
             done.name
         );
