@@ -6,3 +6,4 @@
 pub mod check;
 pub mod child;
 pub mod rng;
+pub mod seq;

@@ -50,11 +50,20 @@ pub enum Fault {
     /// An operator's mistake: four `vesta gen` runs at once on one static machine ID (three on
     /// its state file, one on the user's own), as `xargs -P4` runs them.
     ParallelGen,
+    /// SIGKILL a member of the sequences cluster, start it again a second later: its sets wait
+    /// for its lease to expire, then move.
+    KillSeqMember,
+    /// SIGTERM a member of the sequences cluster (it hands its sets off), start it again.
+    RestartSeqMember,
+    /// Cut a member of the sequences cluster off from PostgreSQL (its proxy drops every byte)
+    /// for three leases, then heal: it stops serving within its term, its sets move, and it
+    /// joins again as a new incarnation.
+    PartitionSeqMember,
 }
 
 impl Fault {
     /// Every kind.
-    pub const ALL: [Fault; 16] = [
+    pub const ALL: [Fault; 19] = [
         Fault::KillEmbedWorker,
         Fault::KillTcpClient,
         Fault::KillRestClient,
@@ -71,7 +80,18 @@ impl Fault {
         Fault::RestoreStateFile,
         Fault::EpochFlip,
         Fault::ParallelGen,
+        Fault::KillSeqMember,
+        Fault::RestartSeqMember,
+        Fault::PartitionSeqMember,
     ];
+
+    /// The sequence group's kinds (left out of the bag when the group is off).
+    pub fn is_seq(self) -> bool {
+        matches!(
+            self,
+            Fault::KillSeqMember | Fault::RestartSeqMember | Fault::PartitionSeqMember
+        )
+    }
 
     /// The name in the report.
     pub fn name(self) -> &'static str {
@@ -92,6 +112,9 @@ impl Fault {
             Fault::RestoreStateFile => "older state file copied back",
             Fault::EpochFlip => "epoch flip attempted",
             Fault::ParallelGen => "parallel vesta gen (4 runs)",
+            Fault::KillSeqMember => "SIGKILL seq member",
+            Fault::RestartSeqMember => "restart seq member (SIGTERM)",
+            Fault::PartitionSeqMember => "partition seq member from PostgreSQL",
         }
     }
 }
@@ -100,6 +123,7 @@ impl Fault {
 #[derive(Debug)]
 pub struct Schedule {
     every: Duration,
+    kinds: Vec<Fault>,
     next_at: Instant,
     bag: Vec<Fault>,
     pending: Option<(Fault, Instant)>,
@@ -110,10 +134,11 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// The first fault comes after `first_after`, then one every `every`.
-    pub fn new(every: Duration, first_after: Duration) -> Self {
+    /// The first fault comes after `first_after`, then one every `every`, of `kinds`.
+    pub fn new(every: Duration, first_after: Duration, kinds: Vec<Fault>) -> Self {
         Schedule {
             every,
+            kinds,
             next_at: Instant::now() + first_after,
             bag: Vec::new(),
             pending: None,
@@ -132,7 +157,7 @@ impl Schedule {
             return None;
         }
         if self.bag.is_empty() {
-            self.bag = Fault::ALL.to_vec();
+            self.bag = self.kinds.clone();
             rng.shuffle(&mut self.bag);
         }
         let f = self.bag.pop()?;

@@ -6,18 +6,23 @@
 //! producers busy — embedded workers (`soak_worker embed`) leasing from ZooKeeper, from
 //! PostgreSQL (`source = "sql"`) and from etcd, `vesta gen --server A,B` runs, REST clients
 //! (`soak_worker rest`) and `vesta gen` runs on static machine IDs with state files (the static
-//! group), each appending the IDs it was handed to a file — while it injects faults: SIGKILLs
+//! group), each appending the IDs it was handed to a file, and the sequence group: a cluster of
+//! `vesta serve tcp --seq-cluster` members called by `soak_worker seq` processes, every answered
+//! call recorded — while it injects faults: SIGKILLs
 //! of every kind of process, SIGTERM restarts of servers, the ZooKeeper leader killed,
 //! PostgreSQL and etcd crashed for 5 s, in-process clock steps of 5 ms, 1 s and 1 h back, and
 //! operators' mistakes on the static group (older state files copied back, an epoch flip,
-//! parallel runs). Once the files hold `--ids` IDs (or the time limit
-//! passes) it stops everything it started, by PID, checks every ID for duplicates on disk and
-//! prints IDs, faults by kind and duplicates. Exit status: 0 clean, 1 findings (hangs,
-//! unexpected exits, malformed IDs), 2 duplicates.
+//! parallel runs), sequence members SIGKILLed, stopped cleanly and cut off from PostgreSQL. Once
+//! the files hold `--ids` IDs and `--seq-calls` calls (or the time limit passes) it stops
+//! everything it started, by PID, checks every ID for duplicates on disk and every sequence call
+//! against the history's rules, and prints IDs, calls, faults by kind, duplicates and
+//! violations. Exit status: 0 clean, 1 findings (hangs, unexpected exits, malformed IDs), 2
+//! duplicates or sequence history violations.
 
 mod check;
 mod faults;
 mod producers;
+mod seqs;
 mod servers;
 mod statics;
 mod stores;
@@ -44,6 +49,7 @@ use vesta_tests::zk::{ZkEnsemble, free_ports};
 
 use faults::{Fault, Schedule};
 use producers::{Output, Role, Slot, Store};
+use seqs::SeqGroup;
 use servers::{Kind, Server};
 use statics::Statics;
 use stores::{Stores, Which};
@@ -99,6 +105,20 @@ struct Args {
     /// and min-granularity; at most 4), whose faults are operators' mistakes; 0: none
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=4))]
     static_gens: u8,
+    /// Members of the sequence group: `vesta serve tcp --seq-cluster` on a database of their
+    /// own on the soak's PostgreSQL, each through a proxy; 0: no sequence group
+    #[arg(long, default_value_t = 3)]
+    seq_members: usize,
+    /// `soak_worker seq` processes calling the sequence group
+    #[arg(long, default_value_t = 2)]
+    seq_workers: usize,
+    /// Concurrent calling tasks in each `soak_worker seq`
+    #[arg(long, default_value_t = 64)]
+    seq_tasks: u64,
+    /// Sequence calls (`seq_next_n`, 1 to 100 numbers each) to make in all, paced over
+    /// --minutes; the run also waits for them before it stops
+    #[arg(long, default_value_t = 10_000_000)]
+    seq_calls: u64,
     /// Work dir [default: a new vesta-soak-* dir in the temp dir]
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -136,6 +156,10 @@ pub struct Ctx {
     pub sql_url: String,
     /// The etcd member's URL.
     pub etcd_url: String,
+    /// The sequence group's database URL (on the same PostgreSQL).
+    pub seq_url: String,
+    /// PostgreSQL's port.
+    pub pg_port: u16,
     start: Instant,
     events: File,
     findings: Vec<String>,
@@ -184,6 +208,7 @@ struct Soak {
     rest: Server,
     slots: Vec<Slot>,
     statics: Statics,
+    seq: Option<SeqGroup>,
     outputs: Vec<Output>,
     schedule: Schedule,
     follow_ups: Vec<(Instant, FollowUp)>,
@@ -241,6 +266,8 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         zk_connect: String::new(),
         sql_url: String::new(),
         etcd_url: String::new(),
+        seq_url: String::new(),
+        pg_port: 0,
         start: Instant::now(),
         events,
         findings: Vec::new(),
@@ -261,7 +288,13 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     ctx.event(format!("ZooKeeper ensemble up: {}", ctx.zk_connect));
-    let stores = Stores::start(args.sql_workers > 0, args.etcd_workers > 0, &mut ctx);
+    let seq_on = args.seq_members > 0 && args.seq_workers > 0;
+    let stores = Stores::start(
+        args.sql_workers > 0,
+        args.etcd_workers > 0,
+        seq_on,
+        &mut ctx,
+    );
 
     let mut soak = Soak::start(ctx, args, seed, zk, stores)?;
     let issuing = soak.issue(&stop);
@@ -363,6 +396,23 @@ impl Soak {
         slots.extend(static_slots);
         let planned = Duration::from_secs_f64(args.minutes.max(0.1) * 60.0);
         let every = Duration::from_secs_f64(args.fault_every.max(0.5));
+        let seq = if args.seq_members > 0 && args.seq_workers > 0 {
+            Some(SeqGroup::start(
+                args.seq_members,
+                args.seq_workers,
+                args.seq_calls,
+                args.seq_calls as f64 / planned.as_secs_f64(),
+                args.seq_tasks,
+                &mut ctx,
+                &mut rng,
+            )?)
+        } else {
+            None
+        };
+        let kinds: Vec<Fault> = Fault::ALL
+            .into_iter()
+            .filter(|f| seq.is_some() || !f.is_seq())
+            .collect();
         let mut soak = Soak {
             target_rate: args.ids as f64 / planned.as_secs_f64(),
             ctx,
@@ -375,8 +425,9 @@ impl Soak {
             rest,
             slots,
             statics,
+            seq,
             outputs: Vec::new(),
-            schedule: Schedule::new(every, every.max(Duration::from_secs(5))),
+            schedule: Schedule::new(every, every.max(Duration::from_secs(5)), kinds),
             follow_ups: Vec::new(),
             worker_counts: BTreeMap::new(),
             summaries: 0,
@@ -384,7 +435,10 @@ impl Soak {
             exits_killed: 0,
         };
         let until = Instant::now() + Duration::from_secs(60);
-        while !(soak.tcp.iter().all(Server::settled) && soak.rest.settled()) {
+        while !(soak.tcp.iter().all(Server::settled)
+            && soak.rest.settled()
+            && soak.seq.as_ref().is_none_or(SeqGroup::settled))
+        {
             anyhow::ensure!(
                 Instant::now() < until,
                 "the servers did not start within 60 s"
@@ -408,16 +462,22 @@ impl Soak {
         let mut progress_at = Instant::now() + PROGRESS_EVERY;
         loop {
             let written = self.written_estimate();
-            if written >= self.args.ids {
-                self.ctx
-                    .event(format!("target reached: about {written} IDs written"));
+            let seq_done = self.seq.as_ref().is_none_or(SeqGroup::done);
+            if written >= self.args.ids && seq_done {
+                let calls = self.seq.as_ref().map_or(0, SeqGroup::calls_estimate);
+                self.ctx.event(format!(
+                    "target reached: about {written} IDs written, {calls} sequence calls"
+                ));
                 break;
             }
             if began.elapsed() >= limit {
+                let calls = self.seq.as_ref().map_or(0, SeqGroup::calls_estimate);
                 self.ctx.finding(format!(
-                    "time limit of {} min reached with about {written} of {} IDs",
+                    "time limit of {} min reached with about {written} of {} IDs, {calls} of {} \
+                     sequence calls",
                     limit.as_secs() / 60,
-                    self.args.ids
+                    self.args.ids,
+                    self.args.seq_calls
                 ));
                 break;
             }
@@ -429,14 +489,20 @@ impl Soak {
             self.tick_zk();
             self.stores.tick(&mut self.ctx);
             self.run_follow_ups();
-            self.tick_producers(true, written);
+            self.tick_producers(written < self.args.ids, written);
+            if let Some(seq) = &mut self.seq {
+                seq.tick_workers(&mut self.ctx, true);
+            }
             self.inject();
             if Instant::now() >= progress_at {
                 progress_at += PROGRESS_EVERY;
                 let up = self.slots.iter().filter(|s| s.running()).count();
+                let calls = self.seq.as_ref().map_or(0, SeqGroup::calls_estimate);
                 let msg = format!(
-                    "progress: about {:.1}M IDs, {} faults, {up} producers running",
+                    "progress: about {:.1}M IDs, {:.2}M sequence calls, {} faults, {up} \
+                     producers running",
                     written as f64 / 1e6,
+                    calls as f64 / 1e6,
                     self.schedule.total()
                 );
                 self.ctx.event(msg);
@@ -461,6 +527,9 @@ impl Soak {
             s.tick(&mut self.ctx);
         }
         self.rest.tick(&mut self.ctx);
+        if let Some(seq) = &mut self.seq {
+            seq.tick_members(&mut self.ctx);
+        }
     }
 
     /// Notices the end of a ZooKeeper node's restart.
@@ -768,6 +837,16 @@ impl Soak {
                 self.statics
                     .burst(&mut self.ctx, &self.slots, &mut self.outputs, &mut self.rng)
             }
+            Fault::KillSeqMember | Fault::RestartSeqMember | Fault::PartitionSeqMember => {
+                let Some(seq) = &mut self.seq else {
+                    return false;
+                };
+                match fault {
+                    Fault::KillSeqMember => seq.kill(&mut self.ctx, &mut self.rng),
+                    Fault::RestartSeqMember => seq.restart(&mut self.ctx, &mut self.rng),
+                    _ => seq.partition(&mut self.ctx, &mut self.rng),
+                }
+            }
             Fault::ClockBack5ms | Fault::ClockBack1s | Fault::ClockBack1h => {
                 let Some(i) = self.pick("embed", true) else {
                     return false;
@@ -849,6 +928,10 @@ impl Soak {
             thread::sleep(TICK);
         }
         self.statics.finish(&mut self.ctx, &self.slots);
+        if let Some(seq) = &mut self.seq {
+            self.ctx.event("stopping the sequence group");
+            seq.finish(&mut self.ctx);
+        }
         if let Some((i, handle)) = self.zk_restart.take() {
             let _ = handle.join();
             self.ctx
@@ -970,6 +1053,24 @@ impl Soak {
             ));
         }
         let _ = writeln!(text, "duplicates: {}", o.duplicates);
+        let mut violations = 0;
+        if let Some(seq) = &self.seq {
+            self.ctx.event("checking the sequence calls' history");
+            let checked = seq
+                .check(self.args.keep)
+                .context("checking the sequence calls")?;
+            let _ = write!(text, "{}", checked.text);
+            for f in checked.findings {
+                self.ctx.finding(f);
+            }
+            violations = checked.violations;
+            if violations > 0 {
+                self.ctx.finding(format!(
+                    "{violations} sequence history violations (kept in {})",
+                    self.ctx.dir.join("seq").display()
+                ));
+            }
+        }
         if o.duplicates > 0 {
             let evidence = check::evidence(
                 &self.outputs,
@@ -995,7 +1096,7 @@ impl Soak {
         );
         println!("\n{text}");
         fs::write(self.ctx.dir.join("report.txt"), &text)?;
-        Ok(if o.duplicates > 0 {
+        Ok(if o.duplicates > 0 || violations > 0 {
             ExitCode::from(2)
         } else if self.ctx.findings.is_empty() {
             ExitCode::SUCCESS

@@ -1,5 +1,5 @@
-//! The soak's servers: `vesta serve tcp` (a pair) and `vesta serve rest`, each on a fixed
-//! loopback port so clients keep their address lists across restarts, each leasing its machine ID
+//! The soak's servers: `vesta serve tcp` (a pair), `vesta serve rest` and the sequence group's
+//! members (`vesta serve tcp --seq-cluster`, see `seqs.rs`), each on a fixed loopback port so clients keep their address lists across restarts, each leasing its machine ID
 //! from the ensemble. A small state machine per server: starting (until it prints its
 //! "listening on" line), up, stopping (after SIGTERM), down (until it is started again).
 
@@ -60,6 +60,10 @@ pub struct Server {
     /// Its loopback port.
     pub port: u16,
     conf: PathBuf,
+    /// Arguments after `--config FILE --listen ADDR`.
+    args: Vec<String>,
+    /// Environment set for it.
+    envs: Vec<(String, PathBuf)>,
     incarnation: u32,
     state: State,
 }
@@ -67,24 +71,38 @@ pub struct Server {
 impl Server {
     /// Writes its config (ZooKeeper lease under the soak's root) and starts it.
     pub fn start(name: &str, kind: Kind, port: u16, ctx: &mut Ctx) -> anyhow::Result<Server> {
-        let conf = ctx.dir.join(format!("{name}.toml"));
-        fs::write(
-            &conf,
-            format!(
-                "[machine]\nsource = \"zookeeper\"\n\n[zookeeper]\nconnect = \"{}\"\n\
+        let conf = format!(
+            "[machine]\nsource = \"zookeeper\"\n\n[zookeeper]\nconnect = \"{}\"\n\
                  root = \"{}\"\nsession_timeout_ms = {}\nreport_interval_ms = {}\n\
                  instance = \"{name}\"\n",
-                ctx.zk_connect,
-                crate::ZK_ROOT,
-                crate::SESSION_MS,
-                crate::REPORT_MS
-            ),
-        )?;
+            ctx.zk_connect,
+            crate::ZK_ROOT,
+            crate::SESSION_MS,
+            crate::REPORT_MS
+        );
+        Server::start_with(name, kind, port, &conf, Vec::new(), Vec::new(), ctx)
+    }
+
+    /// Writes `conf` as its config and starts it with `args` after the config and listen
+    /// address, and `envs` set.
+    pub fn start_with(
+        name: &str,
+        kind: Kind,
+        port: u16,
+        conf_text: &str,
+        args: Vec<String>,
+        envs: Vec<(String, PathBuf)>,
+        ctx: &mut Ctx,
+    ) -> anyhow::Result<Server> {
+        let conf = ctx.dir.join(format!("{name}.toml"));
+        fs::write(&conf, conf_text)?;
         let mut server = Server {
             name: name.to_owned(),
             kind,
             port,
             conf,
+            args,
+            envs,
             incarnation: 0,
             state: State::Down {
                 restart_at: Instant::now(),
@@ -116,7 +134,9 @@ impl Server {
         let mut cmd = Command::new(&ctx.vesta);
         cmd.args(["serve", self.kind.command(), "--config"])
             .arg(&self.conf)
-            .args(["--listen", &self.addr()]);
+            .args(["--listen", &self.addr()])
+            .args(&self.args)
+            .envs(self.envs.iter().map(|(k, v)| (k, v)));
         match Proc::spawn(label.clone(), cmd, &log, None, false, &ctx.pids) {
             Ok(proc) => State::Starting {
                 proc,

@@ -76,17 +76,26 @@ pub struct Stores {
 }
 
 impl Stores {
-    /// Starts PostgreSQL (with a database `soak`) if `sql`, etcd if `etcd`; their URLs go to
-    /// `ctx`, their PIDs to its PID file.
-    pub fn start(sql: bool, etcd: bool, ctx: &mut Ctx) -> Stores {
+    /// Starts PostgreSQL if `sql` (with a database `soak`) or `seq` (with a database `seq`, the
+    /// sequence group's), etcd if `etcd`; their URLs go to `ctx`, their PIDs to its PID file.
+    pub fn start(sql: bool, etcd: bool, seq: bool, ctx: &mut Ctx) -> Stores {
         let mut stores = Stores::default();
-        if sql {
+        if sql || seq {
             let pg = Postgres::start();
-            ctx.sql_url = pg.create_database("soak");
+            if sql {
+                ctx.sql_url = pg.create_database("soak");
+            }
+            if seq {
+                ctx.seq_url = pg.create_database("seq");
+            }
+            ctx.pg_port = pg.port();
             if let Some(pid) = pg.pid() {
                 ctx.pids.record(pid, "postgres");
             }
-            ctx.event(format!("PostgreSQL up: {}", ctx.sql_url));
+            ctx.event(format!(
+                "PostgreSQL up on port {}: {} {}",
+                ctx.pg_port, ctx.sql_url, ctx.seq_url
+            ));
             stores.pg = Some(Arc::new(Mutex::new(pg)));
         }
         if etcd {

@@ -5,6 +5,9 @@
 //! - `embed`: an embedded `Issuer` leasing its machine ID from ZooKeeper, on a clock whose
 //!   offset the orchestrator steps (`vesta_embed::ShiftedClock`), as NTP or a VM restore would.
 //! - `rest`: an HTTP client of `vesta serve rest` (`/genids` and `/genid`).
+//! - `seq`: many concurrent callers of a sequences cluster's `seq_next_n`; `--out` gets one
+//!   binary record per answered range (`vesta_tests::soak::seq`), `--count` and `--rate` are
+//!   calls, and its summary counts calls, numbers and failed calls by kind.
 //!
 //! Commands arrive on stdin, one per line: `step <ms>` (move the clock by a signed offset),
 //! `restart` (shut the issuer down and start a new one, as an operator would), `stop`. End of
@@ -13,6 +16,7 @@
 
 mod embed;
 mod rest;
+mod seq;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -55,6 +59,8 @@ enum Mode {
     Embed(embed::Args),
     /// An HTTP client of the REST server
     Rest(rest::Args),
+    /// Concurrent callers of a sequences cluster (`seq_next_n`), every answer recorded
+    Seq(seq::Args),
 }
 
 /// What the orchestrator asks.
@@ -227,6 +233,17 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
+    if let Mode::Seq(a) = &args.mode {
+        return seq::run(
+            a,
+            &args.out,
+            &args.summary,
+            args.count,
+            args.rate,
+            args.seed,
+            commands(),
+        );
+    }
     let mut sink = Sink::create(&args.out)?;
     let rx = commands();
     let pace = Pace::new(args.rate);
@@ -240,6 +257,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     let stats = match args.mode {
         Mode::Embed(a) => embed::run(&a, job, &mut sink)?,
         Mode::Rest(a) => rest::run(&a, job, &mut sink)?,
+        Mode::Seq(_) => unreachable!("handled above"),
     };
     sink.finish()?;
     log(&format!("stopped after {} IDs", sink.written()));

@@ -1,0 +1,485 @@
+//! The sequence group: `--seq-members` `vesta serve tcp --seq-cluster` members on a database of
+//! their own on the soak's PostgreSQL, each reaching it through a proxy of its own
+//! (`vesta_tests::proxy::Proxy`) that a fault turns into a blackhole, and `--seq-workers`
+//! `soak_worker seq` processes calling them (every member listed: members restart on the same
+//! fixed ports). Its faults: a member SIGKILLed (started again a second later), stopped cleanly
+//! (SIGTERM: it hands its sets off) and started again, and cut off from the database (blackhole
+//! for [`PARTITION_FOR`], then healed). At the end every call file is loaded and the history
+//! checker runs over all calls: no number twice per key, and a call that began after another
+//! ended answered above it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use vesta_tests::history::{self, RecViolation};
+use vesta_tests::proxy::Proxy;
+use vesta_tests::soak::child::Proc;
+use vesta_tests::soak::rng::Rng;
+use vesta_tests::soak::seq::{self, Loaded, RECORD_BYTES};
+use vesta_tests::zk::free_ports;
+
+use crate::Ctx;
+use crate::servers::{Kind, Server};
+
+/// The members' lease (`[seq] cluster_ttl_ms`): short, so a killed member's keys move soon.
+pub const TTL_MS: u64 = 2_000;
+/// The members' `[seq] store_timeout_ms`.
+const STORE_TIMEOUT_MS: u64 = 1_000;
+/// The members' `[seq] max_sections`: the random string keys fall in up to 4,096 buckets, one
+/// section each, far above the default 125 (which refuses calls as `SATURATED` once full).
+const MAX_SECTIONS: u64 = 5_000;
+/// How long a partitioned member stays cut off: its lease expires and its sets move meanwhile.
+pub const PARTITION_FOR: Duration = Duration::from_millis(3 * TTL_MS);
+/// The first member's machine ID (the server pool's top: the leasing servers, lowest free ID
+/// first, never get there).
+const FIRST_MACHINE: u64 = 1010;
+/// A worker whose file does not grow this long is stalled (a finding).
+const STALL: Duration = Duration::from_secs(30);
+/// How long workers get to stop.
+const STOP_GRACE: Duration = Duration::from_secs(60);
+/// Violations kept for the report.
+const MAX_VIOLATIONS: usize = 20;
+
+/// One `soak_worker seq` slot and its incarnations.
+struct Worker {
+    name: String,
+    incarnation: u32,
+    proc: Option<Proc>,
+    file: PathBuf,
+    summary: PathBuf,
+    /// Calls left for this slot (its next incarnation gets what the last did not call).
+    count: u64,
+    len: u64,
+    grew_at: Instant,
+    stalled: bool,
+    done: bool,
+}
+
+/// The group.
+pub struct SeqGroup {
+    /// The members.
+    pub members: Vec<Server>,
+    proxies: Vec<Proxy>,
+    workers: Vec<Worker>,
+    files: Vec<PathBuf>,
+    dir: PathBuf,
+    servers: String,
+    tasks: u64,
+    rate: f64,
+    seed: u64,
+    /// The member cut off and when it heals.
+    partitioned: Option<(usize, Instant)>,
+    /// Calls and numbers the workers that stopped cleanly said they made.
+    calls_said: u64,
+    numbers_said: u64,
+    /// Their counters (failed calls by kind, client retries, bad answers).
+    counts: BTreeMap<String, u64>,
+    worker_runs: u64,
+}
+
+/// What the check found.
+pub struct Checked {
+    /// The report's lines.
+    pub text: String,
+    /// Violations of the history's rules.
+    pub violations: usize,
+    /// Findings besides (bad records, bad answers).
+    pub findings: Vec<String>,
+}
+
+impl SeqGroup {
+    /// Starts `members` members (through their proxies) and notes `workers` worker slots, each
+    /// to make `calls / workers` calls at `rate / workers` calls per second with `tasks` tasks.
+    /// Workers start with [`start_workers`](Self::start_workers) once the members serve.
+    pub fn start(
+        members: usize,
+        workers: usize,
+        calls: u64,
+        rate: f64,
+        tasks: u64,
+        ctx: &mut Ctx,
+        rng: &mut Rng,
+    ) -> anyhow::Result<SeqGroup> {
+        let dir = ctx.dir.join("seq");
+        fs::create_dir_all(&dir)?;
+        let ports = free_ports(members);
+        let pg: std::net::SocketAddr = format!("127.0.0.1:{}", ctx.pg_port).parse()?;
+        let conf = format!(
+            "[seq]\nstore_timeout_ms = {STORE_TIMEOUT_MS}\ncluster_ttl_ms = {TTL_MS}\n\
+             max_sections = {MAX_SECTIONS}\n"
+        );
+        let mut group = SeqGroup {
+            members: Vec::new(),
+            proxies: Vec::new(),
+            workers: Vec::new(),
+            files: Vec::new(),
+            servers: ports
+                .iter()
+                .map(|p| format!("127.0.0.1:{p}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            dir,
+            tasks,
+            rate: rate / workers.max(1) as f64,
+            seed: rng.next_u64(),
+            partitioned: None,
+            calls_said: 0,
+            numbers_said: 0,
+            counts: BTreeMap::new(),
+            worker_runs: 0,
+        };
+        for (i, port) in ports.iter().enumerate() {
+            let proxy = Proxy::start(pg);
+            let url = ctx.seq_url.replace(
+                &format!(":{}/", ctx.pg_port),
+                &format!(":{}/", proxy.port()),
+            );
+            anyhow::ensure!(url != ctx.seq_url, "no port to replace in {}", ctx.seq_url);
+            let name = format!("seq-{}", i + 1);
+            ctx.event(format!(
+                "{name}: machine {}, port {port}, the database through proxy port {}",
+                FIRST_MACHINE + i as u64,
+                proxy.port()
+            ));
+            let args = vec![
+                "--machine".into(),
+                (FIRST_MACHINE + i as u64).to_string(),
+                "--seq-db".into(),
+                url,
+                "--seq-cluster".into(),
+            ];
+            let envs = vec![("VESTA_HOLD_DIR".to_owned(), ctx.dir.join("hold"))];
+            group.members.push(Server::start_with(
+                &name,
+                Kind::Tcp,
+                *port,
+                &conf,
+                args,
+                envs,
+                ctx,
+            )?);
+            group.proxies.push(proxy);
+        }
+        let per = calls.div_ceil(workers.max(1) as u64);
+        for i in 0..workers {
+            group.workers.push(Worker {
+                name: format!("seq-worker-{}", i + 1),
+                incarnation: 0,
+                proc: None,
+                file: PathBuf::new(),
+                summary: PathBuf::new(),
+                count: per,
+                len: 0,
+                grew_at: Instant::now(),
+                stalled: false,
+                done: per == 0,
+            });
+        }
+        Ok(group)
+    }
+
+    /// True once every member serves (or was given up on).
+    pub fn settled(&self) -> bool {
+        self.members.iter().all(Server::settled)
+    }
+
+    /// Moves the members' state machines on.
+    pub fn tick_members(&mut self, ctx: &mut Ctx) {
+        for m in &mut self.members {
+            m.tick(ctx);
+        }
+        if let Some((i, at)) = self.partitioned
+            && Instant::now() >= at
+        {
+            self.proxies[i].heal();
+            self.partitioned = None;
+            ctx.event(format!(
+                "healed {}'s link to PostgreSQL",
+                self.members[i].name
+            ));
+        }
+    }
+
+    /// Reaps ended workers, notices stalls, and (while `spawn` holds) starts the workers that
+    /// have calls left.
+    pub fn tick_workers(&mut self, ctx: &mut Ctx, spawn: bool) {
+        let now = Instant::now();
+        for w in &mut self.workers {
+            if let Some(proc) = &mut w.proc {
+                let len = fs::metadata(&w.file).map_or(0, |m| m.len());
+                if len > w.len {
+                    w.len = len;
+                    w.grew_at = now;
+                    w.stalled = false;
+                } else if now - w.grew_at >= STALL && !w.stalled && spawn {
+                    w.stalled = true;
+                    ctx.finding(format!(
+                        "{} (pid {}) answered no call for {} s; its log ends:\n{}",
+                        proc.name(),
+                        proc.pid(),
+                        STALL.as_secs(),
+                        proc.log_tail(12)
+                    ));
+                }
+                let Some(status) = proc.try_wait() else {
+                    continue;
+                };
+                let name = proc.name().to_owned();
+                let tail = proc.log_tail(12);
+                w.proc = None;
+                let summary: Option<serde_json::Value> = fs::read_to_string(&w.summary)
+                    .ok()
+                    .and_then(|t| serde_json::from_str(&t).ok());
+                let calls = summary
+                    .as_ref()
+                    .and_then(|v| v.get("calls")?.as_u64())
+                    .unwrap_or(0);
+                if let Some(v) = &summary {
+                    self.calls_said += calls;
+                    self.numbers_said += v.get("numbers").and_then(|n| n.as_u64()).unwrap_or(0);
+                    if let Some(counts) = v.get("counts").and_then(|c| c.as_object()) {
+                        for (k, n) in counts {
+                            *self.counts.entry(k.clone()).or_insert(0) += n.as_u64().unwrap_or(0);
+                        }
+                    }
+                }
+                // A clean stop ends the slot (it began its calls, or the soak asked it to stop);
+                // after a failure the next incarnation makes the calls still missing.
+                w.count = w.count.saturating_sub(calls);
+                if status.success() && summary.is_some() {
+                    ctx.event(format!("{name} stopped cleanly after {calls} calls"));
+                    w.done = true;
+                } else {
+                    ctx.finding(format!(
+                        "{name} exited with {status} (summary {}); its log ends:\n{tail}",
+                        if summary.is_some() {
+                            "written"
+                        } else {
+                            "missing"
+                        }
+                    ));
+                }
+            } else if spawn && !w.done && w.count > 0 {
+                w.incarnation += 1;
+                let label = format!("{}.{}", w.name, w.incarnation);
+                w.file = self.dir.join(format!("{label}.calls"));
+                w.summary = self.dir.join(format!("{label}.json"));
+                w.len = 0;
+                w.grew_at = now;
+                let mut cmd = Command::new(&ctx.worker);
+                cmd.arg("--out")
+                    .arg(&w.file)
+                    .arg("--summary")
+                    .arg(&w.summary)
+                    .args(["--count", &w.count.to_string()])
+                    .args(["--rate", &format!("{:.1}", self.rate)])
+                    .args([
+                        "--seed",
+                        &(self.seed
+                            ^ (u64::from(w.incarnation) << 32)
+                            ^ w.name.len() as u64
+                            ^ self.files.len() as u64)
+                            .to_string(),
+                    ])
+                    .args(["seq", "--servers", &self.servers])
+                    .args(["--tasks", &self.tasks.to_string()])
+                    .args([
+                        "--retry-budget-ms",
+                        &(4 * TTL_MS + 2 * STORE_TIMEOUT_MS).to_string(),
+                    ]);
+                let log = ctx.logs.join(format!("{label}.log"));
+                match Proc::spawn(label.clone(), cmd, &log, None, true, &ctx.pids) {
+                    Ok(proc) => {
+                        ctx.event(format!(
+                            "{label} started, pid {}: {} calls at {:.0}/s",
+                            proc.pid(),
+                            w.count,
+                            self.rate
+                        ));
+                        self.files.push(w.file.clone());
+                        self.worker_runs += 1;
+                        w.proc = Some(proc);
+                    }
+                    Err(e) => {
+                        ctx.finding(format!("{label} could not be spawned: {e}"));
+                        w.done = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Calls in the files now (records, from their sizes: a call answered in two ranges counts
+    /// twice here, exactly in the check).
+    pub fn calls_estimate(&self) -> u64 {
+        self.files
+            .iter()
+            .map(|f| fs::metadata(f).map_or(0, |m| m.len()) / RECORD_BYTES as u64)
+            .sum()
+    }
+
+    /// True once every worker slot has made its calls.
+    pub fn done(&self) -> bool {
+        self.workers.iter().all(|w| w.done && w.proc.is_none())
+    }
+
+    /// The fault: SIGKILL a random member that serves (started again a second later).
+    pub fn kill(&mut self, ctx: &mut Ctx, rng: &mut Rng) -> bool {
+        match self.pick_up(rng) {
+            Some(i) => self.members[i].crash(ctx),
+            None => false,
+        }
+    }
+
+    /// The fault: SIGTERM a random member that serves (it hands its sets off), started again
+    /// once it has exited.
+    pub fn restart(&mut self, ctx: &mut Ctx, rng: &mut Rng) -> bool {
+        match self.pick_up(rng) {
+            Some(i) => self.members[i].restart(ctx),
+            None => false,
+        }
+    }
+
+    /// The fault: cut a random member that serves off from PostgreSQL (its proxy drops every
+    /// byte, connections stay open) for [`PARTITION_FOR`]. False while another is cut off.
+    pub fn partition(&mut self, ctx: &mut Ctx, rng: &mut Rng) -> bool {
+        if self.partitioned.is_some() {
+            return false;
+        }
+        let Some(i) = self.pick_up(rng) else {
+            return false;
+        };
+        self.proxies[i].blackhole();
+        self.partitioned = Some((i, Instant::now() + PARTITION_FOR));
+        ctx.event(format!(
+            "cut {} off from PostgreSQL (blackhole) for {} s",
+            self.members[i].name,
+            PARTITION_FOR.as_secs()
+        ));
+        true
+    }
+
+    fn pick_up(&self, rng: &mut Rng) -> Option<usize> {
+        let up: Vec<usize> = (0..self.members.len())
+            .filter(|&i| self.members[i].is_up())
+            .collect();
+        (!up.is_empty()).then(|| up[rng.index(up.len())])
+    }
+
+    /// The end: the workers stop (bounded), a partition heals, the members stop cleanly.
+    pub fn finish(&mut self, ctx: &mut Ctx) {
+        for w in &mut self.workers {
+            if let Some(p) = &mut w.proc {
+                p.send("stop");
+                p.close_stdin();
+            }
+        }
+        let until = Instant::now() + STOP_GRACE;
+        while self.workers.iter().any(|w| w.proc.is_some()) {
+            if Instant::now() >= until {
+                for w in &mut self.workers {
+                    if let Some(p) = &mut w.proc {
+                        let what = format!(
+                            "{} (pid {}) still ran {} s after it was told to stop (killed); its \
+                             log ends:\n{}",
+                            p.name(),
+                            p.pid(),
+                            STOP_GRACE.as_secs(),
+                            p.log_tail(12)
+                        );
+                        ctx.finding(what);
+                        p.kill();
+                    }
+                }
+            }
+            self.tick_members(ctx);
+            self.tick_workers(ctx, false);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if let Some((i, _)) = self.partitioned.take() {
+            self.proxies[i].heal();
+            ctx.event(format!(
+                "healed {}'s link to PostgreSQL",
+                self.members[i].name
+            ));
+        }
+        for m in &mut self.members {
+            m.retire(ctx);
+        }
+        self.proxies.clear();
+    }
+
+    /// Loads every call file and runs the history checker over all calls.
+    pub fn check(&self, keep: bool) -> anyhow::Result<Checked> {
+        let began = Instant::now();
+        let mut recs = Vec::new();
+        let mut loaded = Loaded::default();
+        for f in &self.files {
+            if f.exists() {
+                seq::load(f, &mut recs, &mut loaded)?;
+            }
+        }
+        let load_took = began.elapsed();
+        let (summary, violations) = history::check_recs(&mut recs, MAX_VIOLATIONS);
+        let check_took = began.elapsed() - load_took;
+        drop(recs);
+        let mut text = String::new();
+        let mut findings = Vec::new();
+        let _ = writeln!(
+            text,
+            "sequence group: {} members, {} worker runs; calls checked {} ({} answered ranges), \
+             numbers {} over {} keys; loaded in {:.1} s, checked in {:.1} s",
+            self.members.len(),
+            self.worker_runs,
+            loaded.calls,
+            summary.calls,
+            summary.numbers,
+            summary.keys,
+            load_took.as_secs_f64(),
+            check_took.as_secs_f64()
+        );
+        let _ = writeln!(
+            text,
+            "  said by workers that stopped cleanly: {} calls, {} numbers",
+            self.calls_said, self.numbers_said
+        );
+        for (k, n) in &self.counts {
+            let _ = writeln!(text, "  {k}: {n}");
+        }
+        let _ = writeln!(
+            text,
+            "  call files cut by a kill mid-write: {}; malformed records: {}",
+            loaded.cut, loaded.bad
+        );
+        if loaded.bad > 0 {
+            findings.push(format!("{} malformed sequence call records", loaded.bad));
+        }
+        let bad_answers = self.counts.get("bad answer").copied().unwrap_or(0);
+        if bad_answers > 0 {
+            findings.push(format!(
+                "{bad_answers} sequence answers were not the numbers asked (see the workers' logs)"
+            ));
+        }
+        let _ = writeln!(text, "  history violations: {}", violations.len());
+        for v in &violations {
+            let _ = writeln!(text, "    {}", describe(v));
+        }
+        if !keep && violations.is_empty() {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+        Ok(Checked {
+            text,
+            violations: violations.len(),
+            findings,
+        })
+    }
+}
+
+/// A violation with its key spelled out.
+fn describe(v: &RecViolation) -> String {
+    format!("{v} (key {:?})", seq::key(v.a.key))
+}
