@@ -300,7 +300,17 @@ impl Sequences {
 
     async fn start(db: Database, options: SeqOptions) -> Result<Sequences, SeqError> {
         config::check_options(&options)?;
-        db.seq_init().await?;
+        // Servers started together on a fresh PostgreSQL race in `CREATE TABLE IF NOT EXISTS`
+        // (the loser gets a unique violation on the type it creates): try again, twice.
+        let mut tries = 0u64;
+        while let Err(e) = db.seq_init().await {
+            tries += 1;
+            if tries >= 3 {
+                return Err(e.into());
+            }
+            tracing::warn!("creating vesta_seq (try {tries} of 3): {e}");
+            tokio::time::sleep(Duration::from_millis(200 * tries)).await;
+        }
         for (section, what, expected) in [
             (0, "keys per numeric section", SECTION_KEYS),
             (1, "string-key buckets", STRING_BUCKETS),

@@ -21,8 +21,9 @@ pub(super) struct Routes(Box<[AtomicU32]>);
 /// Slots of the hint table: one per set.
 const SLOTS: usize = vesta_core::seq_place::SEQ_SETS as usize;
 
-/// Moves followed in one call before giving up (members that disagree settle within a beat).
-const MAX_HOPS: u32 = 8;
+/// Moves followed in a row before pausing: members that name each other disagree for at most a
+/// beat (each learns a hand-off at its next), so the call waits then, within the budget.
+const MAX_HOPS: u32 = 4;
 
 impl Default for Routes {
     fn default() -> Self {
@@ -110,15 +111,28 @@ impl Client {
                             ),
                         });
                     };
+                    inner.seq_routes.set(key, to);
                     hops += 1;
                     if hops > MAX_HOPS {
-                        return Err(ClientError::Refused {
-                            endpoint: self.endpoint_name(ep),
-                            code: ErrorCode::SeqMoved,
-                            message: format!("{message} (moved {hops} times in one call)"),
-                        });
+                        // Members naming each other: one of them has not seen the hand-off yet
+                        // (each learns it at its next beat). Wait, as for SEQ_MOVING, within
+                        // the budget.
+                        if began.elapsed() + pause > inner.config.retry_budget {
+                            return Err(ClientError::Refused {
+                                endpoint: self.endpoint_name(ep),
+                                code: ErrorCode::SeqMoved,
+                                message: format!(
+                                    "{message} (moved {hops} times in one call, and still \
+                                     moving after {} ms, the retry budget)",
+                                    began.elapsed().as_millis()
+                                ),
+                            });
+                        }
+                        inner.counters.retries.fetch_add(1, Ordering::Relaxed);
+                        sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(200));
+                        hops = 0;
                     }
-                    inner.seq_routes.set(key, to);
                 }
                 (
                     Response::Error {

@@ -107,6 +107,25 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
+/// Creates the cluster tables, trying up to three times: members started together on a fresh
+/// PostgreSQL race in `CREATE TABLE IF NOT EXISTS` (one gets a unique violation on the type
+/// it creates), and a loaded database may miss one store timeout. Bounded: three timeouts and
+/// two short pauses.
+async fn init_tables(inner: &Inner) -> Result<(), SeqError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match inner.db.cluster_init().await {
+            Ok(()) => return Ok(()),
+            Err(e) if tries >= 3 => return Err(e.into()),
+            Err(e) => {
+                tracing::warn!("creating the cluster tables (try {tries} of 3): {e}");
+                tokio::time::sleep(Duration::from_millis(200 * tries)).await;
+            }
+        }
+    }
+}
+
 /// How long after its last confirmed renewal was sent a member serves.
 fn window(ttl: Duration) -> Duration {
     ttl * 2 / 3
@@ -134,7 +153,7 @@ impl Cluster {
             u64::try_from(options.ttl.as_millis()).unwrap_or(u64::MAX),
             TTL_MS,
         )?;
-        inner.db.cluster_init().await?;
+        init_tables(&inner).await?;
         let gate = Arc::new(Gate::new(options.member));
         if inner.gate.set(Arc::clone(&gate)).is_err() {
             return Err(SeqError::Cluster(
