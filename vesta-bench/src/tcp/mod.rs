@@ -3,7 +3,7 @@
 //! `seq_keys`, [`crate::seq`]) in flight, closed loop or at a fixed rate. Every server is asked
 //! `INFO` first: its layout gives the cap, its `max_batch` bounds the batch. With a peer
 //! ([`crate::Peer`]), the seq load goes to Redis or PostgreSQL instead. A seq load on more than
-//! one server routes each key to the member of the cluster that owns it ([`routed`]).
+//! one server routes each key to the member of the cluster that owns it (`routed`).
 
 mod closed;
 pub(crate) mod conn;

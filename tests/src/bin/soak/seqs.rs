@@ -94,7 +94,7 @@ pub struct Checked {
 impl SeqGroup {
     /// Starts `members` members (through their proxies) and notes `workers` worker slots, each
     /// to make `calls / workers` calls at `rate / workers` calls per second with `tasks` tasks.
-    /// Workers start with [`start_workers`](Self::start_workers) once the members serve.
+    /// Workers start with `tick_workers` once the members serve.
     pub fn start(
         members: usize,
         workers: usize,
