@@ -95,6 +95,35 @@ pub fn cargo(subcommand: &str, args: &[&str]) -> Command {
     cmd
 }
 
+/// The package CI selects beside a build of a few packages (`.ci/host-deps`, `-p` it): the
+/// proc macros and build scripts such a build compiles get the workspace build's features, so
+/// they are the ones the workspace build compiled already instead of copies of their own. The
+/// selected packages' features and their dependencies' are unchanged.
+pub const HOST_DEPS: &str = "vesta-ci-host-deps";
+
+/// `cargo build ARGS` ([`cargo`]): asserts it succeeded; returns the executable it built (ARGS
+/// select one binary or example).
+pub fn build_executable(args: &[&str]) -> PathBuf {
+    let out = cargo(
+        "build",
+        &[args, &["--message-format=json-render-diagnostics"]].concat(),
+    )
+    .stderr(std::process::Stdio::inherit())
+    .output()
+    .expect("cargo build");
+    assert!(out.status.success(), "cargo build {args:?} failed");
+    let executables: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact")
+        .filter_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .collect();
+    match &executables[..] {
+        [exe] => exe.clone(),
+        _ => panic!("cargo build {args:?}: not one executable: {executables:?}"),
+    }
+}
+
 /// A variable cargo sets in a test binary's environment (not one a user sets to steer cargo,
 /// such as `CARGO_HOME` or `CARGO_TARGET_DIR`).
 fn set_by_cargo_for_a_test(name: &str) -> bool {

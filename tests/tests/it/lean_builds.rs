@@ -11,7 +11,8 @@ use std::process::Command;
 
 use vesta_core::{GenMethod, IdFields};
 use vesta_tests::bin::{
-    assert_not_in_tree, cargo, dependency_tree, fails_in_one_line, run_printing_ids, state_home,
+    HOST_DEPS, assert_not_in_tree, cargo, dependency_tree, fails_in_one_line, run_printing_ids,
+    state_home,
 };
 
 /// What the scratch crate does: a static issuer from the builder (no config files, no tokio),
@@ -45,9 +46,14 @@ fn vesta_embed_without_default_features_runs_in_a_users_project() {
     let manifest = format!(
         "[package]\nname = \"lean-user\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\n\
          [dependencies]\nvesta-embed = {{ path = {:?}, default-features = false }}\n\n\
+         [build-dependencies]\nvesta-ci-host-deps = {{ path = {:?} }}\n\n\
          [workspace]\n",
-        root.join("vesta-embed")
+        root.join("vesta-embed"),
+        root.join(".ci/host-deps"),
     );
+    // CI's host-deps package as a build dependency (`.ci/host-deps`): the proc macros and build
+    // scripts get the features the other build here gives them, so they compile once for both;
+    // what the crate runs and depends on is unchanged.
     fs::write(dir.path().join("Cargo.toml"), manifest).unwrap();
     fs::create_dir(dir.path().join("src")).unwrap();
     fs::write(dir.path().join("src/main.rs"), MAIN_RS).unwrap();
@@ -119,9 +125,12 @@ fn vesta_without_default_features_issues_ids_and_names_what_it_left_out() {
 
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let target = root.join("target/lean-user");
+    // With CI's host-deps package beside it (`.ci/host-deps`): the proc macros and build
+    // scripts are compiled with the same features as the other lean builds', so once for all of
+    // them in this target directory; vesta-cli's features and its dependencies' are unchanged.
     let built = cargo(
         "build",
-        &[&lean[..], &["--quiet", "--bin", "vesta"]].concat(),
+        &[&lean[..], &["-p", HOST_DEPS, "--quiet"]].concat(),
     )
     .env("CARGO_TARGET_DIR", &target)
     .status()

@@ -5,13 +5,13 @@
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use vesta_core::{GenMethod, IdFields};
 use vesta_tests::bin::{
-    ServerChild, assert_not_in_tree, cargo, dependency_tree, run_printing_ids, vesta_cmd,
-    vesta_command, vesta_fails, vesta_ok,
+    HOST_DEPS, ServerChild, assert_not_in_tree, build_executable, dependency_tree,
+    run_printing_ids, vesta_cmd, vesta_command, vesta_fails, vesta_ok,
 };
 use vesta_tests::zk::ZkServer;
 
@@ -127,14 +127,22 @@ fn the_client_alone_builds_without_the_server_stack_and_gets_ids() {
     );
 
     let server = ServerChild::start("tcp", &[], &[]);
-    let (out, ids) = run_printing_ids(&mut cargo(
-        "run",
-        &[
-            &client[..],
-            &["--quiet", "--example", "client_alone", "--", &server.addr],
-        ]
-        .concat(),
-    ));
+    // `cargo run -p vesta-server --no-default-features --features tls --example client_alone`
+    // (the example's own command), built then run: with CI's host-deps package beside it, whose
+    // build dependencies only change which copy of the proc macros and build scripts it uses.
+    let exe = build_executable(&[
+        "-p",
+        "vesta-server",
+        "-p",
+        HOST_DEPS,
+        "--no-default-features",
+        "--features",
+        "vesta-server/tls",
+        "--quiet",
+        "--example",
+        "client_alone",
+    ]);
+    let (out, ids) = run_printing_ids(Command::new(exe).arg(&server.addr));
     assert_eq!(ids.len(), 4, "{out}");
     for id in &ids {
         let f = IdFields::decode(*id);

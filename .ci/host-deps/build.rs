@@ -1,0 +1,3 @@
+//! Nothing to build: the build dependencies are there for their features (Cargo.toml).
+
+fn main() {}

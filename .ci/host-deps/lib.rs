@@ -1,0 +1,1 @@
+//! Nothing: the package exists for its build dependencies' features (Cargo.toml).
