@@ -324,10 +324,25 @@ pub struct ServerChild {
 impl ServerChild {
     /// Starts `vesta serve KIND --listen 127.0.0.1:0 ARGS...` with `envs` set, and waits (up to
     /// 30 s) for its startup line (the first naming where it listens; lines before it are kept).
+    ///
+    /// A server whose layout the test leaves open (no `--type`, `--layout` or `--config` in
+    /// `ARGS`) runs min-granularity (milliseconds): its start guard then waits for a
+    /// millisecond unit past its machine's last mark, not for a second or two as max-peak's
+    /// does, and a test that restarts servers does not spend its time waiting. A test of the
+    /// default layout names it (`--type max-peak`).
     pub fn start(kind: &str, args: &[&str], envs: &[(&str, &str)]) -> ServerChild {
         use std::io::BufRead;
+        let names_layout = args
+            .iter()
+            .any(|a| ["--type", "--layout", "--config"].contains(a));
+        let layout: &[&str] = if names_layout {
+            &[]
+        } else {
+            &["--type", "min-granularity"]
+        };
         let mut child = vesta_command()
             .args(["serve", kind, "--listen", "127.0.0.1:0"])
+            .args(layout)
             .args(args)
             .envs(envs.iter().copied())
             .stdout(std::process::Stdio::null())

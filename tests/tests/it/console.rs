@@ -78,7 +78,15 @@ fn rest_console_explains_counts_and_follows_segments_in_a_browser() {
     vesta_ok(&["segment", "create", "orders", "--step", "100", "--db", &db]);
     let server = ServerChild::start(
         "rest",
-        &["--console", "--machine", "1000", "--segment-db", &db],
+        &[
+            "--console",
+            "--machine",
+            "1000",
+            "--type",
+            "max-peak",
+            "--segment-db",
+            &db,
+        ],
         &[],
     );
     let addr = console_addr(&server);

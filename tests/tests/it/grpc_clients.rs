@@ -37,8 +37,16 @@ fn uints(v: &Value) -> Vec<u64> {
 
 /// `vesta serve rest ARGS` holding its static machine ID in a directory of its own
 /// (`VESTA_HOLD_DIR`), as if on a host of its own; and the machine ID its startup line names.
+/// Max-peak unless a config is given: the clients' explanations are checked field by field
+/// against that layout.
 fn serve(hold: &Path, args: &[&str]) -> (ServerChild, u64) {
-    let server = ServerChild::start("rest", args, &[("VESTA_HOLD_DIR", hold.to_str().unwrap())]);
+    let layout: &[&str] = if args.contains(&"--config") {
+        &[]
+    } else {
+        &["--type", "max-peak"]
+    };
+    let hold_dir = [("VESTA_HOLD_DIR", hold.to_str().unwrap())];
+    let server = ServerChild::start("rest", &[layout, args].concat(), &hold_dir);
     let machine = server
         .startup
         .split_once("(machine ")

@@ -413,7 +413,7 @@ fn a_leaf_layout_rest_server_answers_leafs_snowflake_api_as_leaf_does() {
             "{path}: {body}"
         );
         assert!(
-            body.contains("this server issues the vesta max-peak layout"),
+            body.contains("this server issues the vesta min-granularity layout"),
             "{body}"
         );
     }
