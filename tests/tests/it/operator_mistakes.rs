@@ -468,6 +468,9 @@ fn an_epoch_changed_under_one_state_file_is_refused_until_retired() {
 
 // ---- 4. `vesta gen` in parallel on its default ----
 
+/// IDs per run of the parallel `vesta gen` tests (see the first of them for why so few).
+const GEN_RUN: &str = "50000";
+
 /// `RUNS` runs of `vesta gen ARGS`, `PARALLEL` at a time, exactly as `seq RUNS | xargs
 /// -PPARALLEL` runs them, on one host (`hold_dir`); run `i` as user `i % users` (state
 /// directories `users_dir/user-N`). Returns each run's IDs.
@@ -529,9 +532,16 @@ XDG_STATE_HOME="$USERS_DIR/user-$((run % USERS))" exec "$VESTA" gen "$@" > "$OUT
         .collect()
 }
 
-/// `seq 8 | xargs -P4 vesta gen -n 200000` on `vesta gen`'s default (static machine 0, no
+/// `seq 8 | xargs -P4 vesta gen -n 50000` on `vesta gen`'s default (static machine 0, no
 /// config; its own state file): the runs take turns on the host's hold of machine 0, and none
-/// of the 1.6M IDs is handed out twice; in every layout family.
+/// of the 400,000 IDs is handed out twice; in every layout family.
+///
+/// A run waits at most `HOLD_WAIT` (10 s) for its turn, and polling for a lock is not a queue:
+/// an unlucky run can wait for all seven others (and the first run on the host waits out up
+/// to two units of unknown past). Each run is kept short (`GEN_RUN` IDs; 200,000 took 0.08 s
+/// in a debug build continuing a clean stop, and a loaded machine made four parallel runs of
+/// them miss the wait) so that seven fit in the wait many times over: that is what the test
+/// may assume, not an idle machine.
 #[test]
 fn gen_in_parallel_on_its_default_never_collides() {
     let root = tempfile::tempdir().unwrap();
@@ -551,11 +561,11 @@ fn gen_in_parallel_on_its_default_never_collides() {
             &base,
             1,
             (8, 4),
-            &[flags, &["-n", "200000"]].concat(),
+            &[flags, &["-n", GEN_RUN]].concat(),
         );
         let mut ledger = Ledger::new();
         for (i, ids) in runs.into_iter().enumerate() {
-            assert_eq!(ids.len(), 200_000);
+            assert_eq!(ids.len().to_string(), GEN_RUN);
             ledger.add(format!("run {i}"), ids);
         }
         ledger.assert_none_twice(family.name);
@@ -580,7 +590,7 @@ fn two_users_running_gen_in_parallel_never_collide() {
             &base,
             2,
             (runs, 4),
-            &[&family.flags[..], &["-n", "200000"]].concat(),
+            &[&family.flags[..], &["-n", GEN_RUN]].concat(),
         );
         let mut ledger = Ledger::new();
         for (i, ids) in all.into_iter().enumerate() {
@@ -588,7 +598,7 @@ fn two_users_running_gen_in_parallel_never_collide() {
         }
         assert_eq!(
             ledger.assert_none_twice(family.name),
-            runs * 200_000,
+            runs * GEN_RUN.parse::<usize>().unwrap(),
             "{}",
             family.name
         );
