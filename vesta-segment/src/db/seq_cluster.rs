@@ -169,7 +169,9 @@ impl ClusterSql {
 }
 
 /// What the database answered a read of the cluster: its clock first, then the rows (read
-/// after it, so a lease seen expired at `now_ms` had expired when the rows were read).
+/// after it, so a lease seen expired at `now_ms` had expired when the rows were read; the sets
+/// before the members, so an owner that took a set after the sets were read is never judged
+/// dead by a plan made on the old generation).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterRows {
     /// The database's clock before the rows were read (ms since the Unix epoch).
@@ -313,9 +315,12 @@ impl Database {
                 || "reading vesta_seq_member and vesta_seq_set".into(),
                 async {
                     on_pool!(&self.pool, p => {
+                        // The sets before the members: an owner judged dead was dead when its
+                        // set was read (dead stays dead), and one that took a set after that
+                        // read changed its generation, so a take planned on it fails.
                         let (now,): (i64,) = sqlx::query_as(q.now.as_str()).fetch_one(p).await?;
-                        let members = sqlx::query_as(q.members.as_str()).fetch_all(p).await?;
                         let sets = sqlx::query_as(q.sets.as_str()).fetch_all(p).await?;
+                        let members = sqlx::query_as(q.members.as_str()).fetch_all(p).await?;
                         Ok((now, members, sets))
                     })
                 },

@@ -21,10 +21,11 @@
 //! last keep-alive was *sent*) ended before etcd expired it.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use vesta_embed::lease::{EtcdClient, EtcdSettings};
+use vesta_embed::lease::{EtcdClient, EtcdKv, EtcdSettings};
 use vesta_segment::seq::cluster::{
     ClusterRows, CoordError, CoordFuture, Coordinator, Joining, MemberRow, SetRow,
 };
@@ -32,6 +33,13 @@ use vesta_segment::seq::sets::SETS;
 
 /// Puts per transaction: under etcd's default `--max-txn-ops` (128).
 const PER_TXN: usize = 64;
+
+/// How often etcd's leader looks for expired leases: a lease may outlive its TTL by this.
+const EXPIRY_CHECK: Duration = Duration::from_millis(500);
+
+/// etcd's smallest lease with default settings (1.5 election timeouts, rounded up), seconds:
+/// what is assumed until a grant says.
+const MIN_TTL_S: u64 = 2;
 
 /// A member key's value.
 #[derive(Serialize, Deserialize)]
@@ -56,6 +64,15 @@ pub struct EtcdCoordinator {
     prefix: String,
     /// The etcd lease of the incarnation that joined last here: `(holder, lease ID)`.
     lease: Mutex<Option<(String, i64)>>,
+    /// The TTL etcd granted last, seconds (0: none yet).
+    granted_s: AtomicU64,
+}
+
+/// `ttl` in whole seconds, rounded up, at least one.
+fn ttl_s(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis().div_ceil(1_000))
+        .unwrap_or(u64::MAX)
+        .max(1)
 }
 
 fn now_ms() -> i64 {
@@ -73,6 +90,7 @@ impl EtcdCoordinator {
             client: EtcdClient::new(settings),
             prefix,
             lease: Mutex::new(None),
+            granted_s: AtomicU64::new(0),
         }
     }
 
@@ -101,10 +119,9 @@ impl EtcdCoordinator {
     }
 
     async fn join_inner(&self, j: Joining<'_>) -> Result<bool, String> {
-        let ttl_s = u64::try_from(j.ttl.as_millis().div_ceil(1_000))
-            .unwrap_or(u64::MAX)
-            .max(1);
+        let ttl_s = ttl_s(j.ttl);
         let (lease, granted) = self.client.grant_ttl(ttl_s).await?;
+        self.granted_s.store(granted, Ordering::Relaxed);
         if granted > ttl_s {
             tracing::info!(
                 "etcd granted the cluster lease {granted} s (asked {ttl_s} s, its minimum): \
@@ -136,57 +153,7 @@ impl EtcdCoordinator {
             .client
             .range_prefix(&format!("{}/", self.prefix))
             .await?;
-        let members_at = format!("{}/members/", self.prefix);
-        let sets_at = format!("{}/sets/", self.prefix);
-        let mut members = Vec::new();
-        let mut sets: Vec<SetRow> = (0..SETS)
-            .map(|set| SetRow {
-                set,
-                owner: None,
-                holder: String::new(),
-                generation: 0,
-            })
-            .collect();
-        for kv in kvs {
-            if let Some(id) = kv.key.strip_prefix(&members_at) {
-                let (Ok(member), Ok(m)) =
-                    (id.parse::<u64>(), serde_json::from_str::<Member>(&kv.value))
-                else {
-                    continue;
-                };
-                // Present: etcd has not expired its lease. Live at the read's clock.
-                members.push(MemberRow {
-                    member,
-                    holder: m.holder,
-                    tcp: m.tcp,
-                    rest: m.rest,
-                    expires_ms: now_ms,
-                });
-            } else if let Some(set) = kv.key.strip_prefix(&sets_at) {
-                let Some(row) = set
-                    .parse::<u32>()
-                    .ok()
-                    .and_then(|s| sets.get_mut(s as usize))
-                else {
-                    continue;
-                };
-                // An unreadable value is owned by nobody live: taken by compare-and-set like a
-                // released set.
-                let s = serde_json::from_str::<Set>(&kv.value).unwrap_or(Set {
-                    owner: None,
-                    holder: String::new(),
-                });
-                row.owner = s.owner;
-                row.holder = s.holder;
-                row.generation = kv.mod_revision;
-            }
-        }
-        members.sort_by_key(|m| m.member);
-        Ok(ClusterRows {
-            now_ms,
-            members,
-            sets,
-        })
+        Ok(rows(&self.prefix, kvs, now_ms))
     }
 
     /// Puts `value` on each `(set, generation)` still at that generation: a chunk at a time
@@ -217,6 +184,62 @@ impl EtcdCoordinator {
     }
 }
 
+/// The cluster's rows from the keys under `prefix` read at one revision, at `now_ms` (the
+/// read's clock, for display only: a member key present is live, so its row expires at
+/// `now_ms`). Every set is there: one never written is released at generation 0.
+fn rows(prefix: &str, kvs: Vec<EtcdKv>, now_ms: i64) -> ClusterRows {
+    let members_at = format!("{prefix}/members/");
+    let sets_at = format!("{prefix}/sets/");
+    let mut members = Vec::new();
+    let mut sets: Vec<SetRow> = (0..SETS)
+        .map(|set| SetRow {
+            set,
+            owner: None,
+            holder: String::new(),
+            generation: 0,
+        })
+        .collect();
+    for kv in kvs {
+        if let Some(id) = kv.key.strip_prefix(&members_at) {
+            let (Ok(member), Ok(m)) =
+                (id.parse::<u64>(), serde_json::from_str::<Member>(&kv.value))
+            else {
+                continue;
+            };
+            members.push(MemberRow {
+                member,
+                holder: m.holder,
+                tcp: m.tcp,
+                rest: m.rest,
+                expires_ms: now_ms,
+            });
+        } else if let Some(set) = kv.key.strip_prefix(&sets_at) {
+            let Some(row) = set
+                .parse::<u32>()
+                .ok()
+                .and_then(|s| sets.get_mut(s as usize))
+            else {
+                continue;
+            };
+            // An unreadable value is owned by nobody live: taken by compare-and-set like a
+            // released set.
+            let s = serde_json::from_str::<Set>(&kv.value).unwrap_or(Set {
+                owner: None,
+                holder: String::new(),
+            });
+            row.owner = s.owner;
+            row.holder = s.holder;
+            row.generation = kv.mod_revision;
+        }
+    }
+    members.sort_by_key(|m| m.member);
+    ClusterRows {
+        now_ms,
+        members,
+        sets,
+    }
+}
+
 impl Coordinator for EtcdCoordinator {
     fn describe(&self) -> String {
         format!(
@@ -224,6 +247,14 @@ impl Coordinator for EtcdCoordinator {
             self.client.settings().shown,
             self.prefix
         )
+    }
+
+    fn lease(&self, ttl: Duration) -> Duration {
+        let granted = match self.granted_s.load(Ordering::Relaxed) {
+            0 => ttl_s(ttl).max(MIN_TTL_S),
+            s => s,
+        };
+        Duration::from_secs(granted) + EXPIRY_CHECK
     }
 
     fn init(&self) -> CoordFuture<'_, ()> {
@@ -309,5 +340,92 @@ impl Coordinator for EtcdCoordinator {
                 .await
                 .map_err(|e| self.failed(e))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vesta_segment::seq::cluster::is_live;
+
+    fn kv(key: &str, value: &str, mod_revision: i64) -> EtcdKv {
+        EtcdKv {
+            key: key.into(),
+            value: value.into(),
+            mod_revision,
+            lease: 0,
+        }
+    }
+
+    #[test]
+    fn keys_read_as_rows_every_set_there_a_present_member_live() {
+        let p = "/vesta/default/seq/abc";
+        let rows = rows(
+            p,
+            vec![
+                kv(
+                    &format!("{p}/members/951"),
+                    r#"{"holder":"h:2:b.1","tcp":"127.0.0.1:2","rest":""}"#,
+                    7,
+                ),
+                kv(
+                    &format!("{p}/members/950"),
+                    r#"{"holder":"h:1:a.3","tcp":"127.0.0.1:1","rest":""}"#,
+                    5,
+                ),
+                kv(&format!("{p}/members/x"), "{}", 6),
+                kv(
+                    &format!("{p}/sets/007"),
+                    r#"{"owner":950,"holder":"h:1:a.3"}"#,
+                    9,
+                ),
+                kv(
+                    &format!("{p}/sets/008"),
+                    r#"{"owner":null,"holder":""}"#,
+                    10,
+                ),
+                kv(&format!("{p}/sets/009"), "not json", 11),
+                kv(&format!("{p}/sets/300"), r#"{"owner":1,"holder":"h"}"#, 12),
+            ],
+            1_000,
+        );
+        assert_eq!(
+            rows.members.iter().map(|m| m.member).collect::<Vec<_>>(),
+            [950, 951]
+        );
+        assert!(rows.members.iter().all(|m| is_live(m, rows.now_ms)));
+        assert_eq!(rows.sets.len(), SETS as usize);
+        let set = |s: usize| &rows.sets[s];
+        assert_eq!(
+            (set(7).owner, set(7).holder.as_str(), set(7).generation),
+            (Some(950), "h:1:a.3", 9)
+        );
+        assert_eq!((set(8).owner, set(8).generation), (None, 10));
+        assert_eq!((set(9).owner, set(9).generation), (None, 11));
+        assert_eq!((set(0).owner, set(0).generation), (None, 0));
+    }
+
+    #[test]
+    fn the_lease_is_whole_seconds_at_least_the_minimum_plus_the_expiry_check() {
+        let mut section = vesta_embed::config::EtcdSection::default();
+        section.endpoints = vec!["http://127.0.0.1:1".into()];
+        section.root = "/r".into();
+        let settings = EtcdSettings::connection(&section).expect("settings");
+        let c = EtcdCoordinator::new(settings, "s");
+        assert_eq!(
+            c.lease(Duration::from_millis(1500)),
+            Duration::from_millis(2500)
+        );
+        assert_eq!(
+            c.lease(Duration::from_millis(6000)),
+            Duration::from_millis(6500)
+        );
+        c.granted_s.store(5, Ordering::Relaxed);
+        assert_eq!(
+            c.lease(Duration::from_millis(1500)),
+            Duration::from_millis(5500)
+        );
+        assert_eq!(c.set_key(7), "/r/seq/s/sets/007");
+        assert_eq!(c.member_key(950), "/r/seq/s/members/950");
     }
 }

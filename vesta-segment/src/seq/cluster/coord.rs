@@ -10,10 +10,12 @@
 //! - `renew` succeeds only while the lease has not expired, judged by the store, so an
 //!   expired incarnation never comes back; a renewal's lease runs at least `ttl` after the
 //!   store confirmed it (the member serves 2/3 of it after *sending* it);
-//! - `read` answers one consistent view: the store's judgement of which leases run (a member
-//!   row is live when [`is_live`](super::is_live) at `now_ms`), and every set's owner and
-//!   generation (all [`SETS`](crate::seq::sets::SETS) of them, those never written as
-//!   released at generation 0);
+//! - `read` answers the store's judgement of which leases run (a member row is live when
+//!   [`is_live`](super::is_live) at `now_ms`) and every set's owner and generation (all
+//!   [`SETS`](crate::seq::sets::SETS) of them, those never written as released at generation
+//!   0), in one consistent view or with the sets read *before* the members: an owner judged
+//!   dead was dead when its set was read, and a member that took a set after that read raised
+//!   its generation, so no take planned on the old one succeeds;
 //! - `take_sets` and `release_sets` change a set only at the generation given
 //!   (compare-and-set), and every change raises it.
 
@@ -66,6 +68,12 @@ pub struct Joining<'a> {
 pub trait Coordinator: Send + Sync + fmt::Debug {
     /// The store, for messages (`postgres://db1/ids`, `etcd http://e1:2379 /vesta/seq/...`).
     fn describe(&self) -> String;
+    /// How long after the store confirmed a renewal of `ttl` it may still hold the lease: `ttl`
+    /// by default; more in a store that rounds leases up or checks them now and then. A join
+    /// waits this long (and a store timeout) for an earlier incarnation's lease to run out.
+    fn lease(&self, ttl: Duration) -> Duration {
+        ttl
+    }
     /// Prepares the store (tables, keys) if needed.
     fn init(&self) -> CoordFuture<'_, ()>;
     /// Takes the member for `j.holder` when it is free, expired or already `j.holder`'s;

@@ -291,14 +291,16 @@ impl Member {
         self.new_holder();
         let s = Arc::clone(&self.shared);
         let o = &self.options;
-        let deadline = Instant::now() + o.ttl + s.inner.options.store_timeout;
+        let started = Instant::now();
         loop {
             let sent = Instant::now();
             if s.coord.join(self.joining()).await? {
                 s.gate.extend(sent + window(o.ttl));
                 return Ok(());
             }
-            if Instant::now() >= deadline {
+            // After a try: a store that rounds or raises the lease knows by how much now.
+            let waited = s.coord.lease(o.ttl) + s.inner.options.store_timeout;
+            if Instant::now() >= started + waited {
                 let rows = s.coord.read().await?;
                 let held = rows
                     .members
@@ -317,7 +319,7 @@ impl Member {
                      per machine ID; waited {} ms",
                     o.member,
                     s.coord.describe(),
-                    (o.ttl + s.inner.options.store_timeout).as_millis()
+                    waited.as_millis()
                 )));
             }
             tokio::time::sleep(beat(o.ttl)).await;
