@@ -34,8 +34,8 @@ pub use db::{Database, Raise, Raised, TagRow};
 pub use error::{ConfigError, SegmentError, UrlError};
 pub use pool::AnyPool;
 pub use seq::{
-    DEFAULT_SEQ_DB, PendingNext, SeqError, SeqKey, SeqNext, SeqOptions, SeqPeek, SeqSection,
-    SeqStatus, Sequences,
+    Coordination, DEFAULT_SEQ_DB, PendingNext, SeqError, SeqKey, SeqNext, SeqOptions, SeqPeek,
+    SeqSection, SeqStatus, Sequences,
 };
 pub use status::{Health, SegmentStatus, StoreStatus, TagState, TagStatus};
 pub use store::{GiveBack, GiveBackOutcome, MAX_BATCH, Store, Tag};

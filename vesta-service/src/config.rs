@@ -239,6 +239,9 @@ impl<S: ServerSection> ServiceConfig<S> {
         self.issuer_config().validate()?;
         self.segment.validate()?;
         self.seq.validate()?;
+        if self.seq.db.is_some() {
+            crate::seq_cluster::check(self.seq.coordination, &self.etcd)?;
+        }
         Ok(())
     }
 }

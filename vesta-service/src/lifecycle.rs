@@ -27,6 +27,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::{JoinHandle, JoinSet};
 use vesta_core::{Clock, GenMethod};
+use vesta_embed::config::EtcdSection;
 use vesta_embed::{AsyncIssuer, Issuer, SystemClock};
 use vesta_segment::seq::cluster::{Cluster, ClusterOptions};
 use vesta_segment::{GiveBack, SeqSection, Sequences};
@@ -66,7 +67,7 @@ pub async fn start<S: ServerSection>(
     let limits = config.limits();
     let socket = bind(limits.listen)?;
     let segments = Segments::open(&config.segment).await?;
-    let seq = match open_seq(&config.seq).await {
+    let seq = match open_seq(&config.seq, &config.etcd).await {
         Ok(seq) => seq,
         Err(e) => {
             give_back(segments.as_deref()).await;
@@ -81,7 +82,7 @@ pub async fn start<S: ServerSection>(
         .and_then(|issuer| listen(socket, Arc::new(issuer), S::GEN_METHOD, &limits));
     let started = match (started, &seq) {
         (Ok(mut prepared), Some(seqs)) if config.seq.cluster => {
-            match join_cluster(&config.seq, seqs, &prepared, S::GEN_METHOD).await {
+            match join_cluster(config, seqs, &prepared, S::GEN_METHOD).await {
                 Ok(cluster) => {
                     prepared.seq_cluster = Some(cluster);
                     Ok(prepared)
@@ -113,7 +114,10 @@ pub async fn start<S: ServerSection>(
 
 /// With `[seq] db` set, opens the per-key sequences (creating `vesta_seq` on first use): a
 /// database that cannot be reached or refuses fails the start, naming it.
-async fn open_seq(section: &SeqSection) -> Result<Option<Sequences>, ServeError> {
+async fn open_seq(
+    section: &SeqSection,
+    etcd: &EtcdSection,
+) -> Result<Option<Sequences>, ServeError> {
     let Some(url) = section.db_url().map_err(ConfigError::from)? else {
         return Ok(None);
     };
@@ -121,7 +125,9 @@ async fn open_seq(section: &SeqSection) -> Result<Option<Sequences>, ServeError>
         .await
         .map_err(ServeError::Seq)?;
     if !section.cluster
-        && let Err(e) = vesta_segment::seq::cluster::refuse_if_clustered(
+        && let Err(e) = crate::seq_cluster::refuse_if_clustered(
+            section.coordination,
+            etcd,
             &seqs,
             "start this server with [seq] cluster = true (--seq-cluster) to join it, or give it a \
              table of its own",
@@ -129,19 +135,20 @@ async fn open_seq(section: &SeqSection) -> Result<Option<Sequences>, ServeError>
         .await
     {
         seqs.close().await;
-        return Err(ServeError::Seq(e));
+        return Err(e);
     }
     Ok(Some(seqs))
 }
 
 /// Joins the sequences cluster as the issuer's machine ID, advertising `seq.advertise` (else
 /// the bound address, unless it is a wildcard) for this server's transport.
-async fn join_cluster<C: Clock + 'static>(
-    section: &SeqSection,
+async fn join_cluster<C: Clock + 'static, S: ServerSection>(
+    config: &ServiceConfig<S>,
     seqs: &Sequences,
     prepared: &Prepared<C>,
     gen_method: GenMethod,
 ) -> Result<Cluster, ServeError> {
+    let section = &config.seq;
     let advertise = match &section.advertise {
         Some(a) => a.clone(),
         None if prepared.addr.ip().is_unspecified() => {
@@ -165,7 +172,10 @@ async fn join_cluster<C: Clock + 'static>(
         rest,
         ttl: Duration::from_millis(section.cluster_ttl_ms),
     };
-    Cluster::join(seqs, options).await.map_err(ServeError::Seq)
+    let coord = crate::seq_cluster::coordinator(section.coordination, &config.etcd, seqs).await?;
+    Cluster::join_with(seqs, options, coord)
+        .await
+        .map_err(ServeError::Seq)
 }
 
 /// Steps 2 and 5 for an issuer started elsewhere (tests pass one on a manual clock); it must

@@ -74,6 +74,7 @@ fn the_guides_toml_blocks_are_server_configs() {
         "docs/console.md",
         "docs/segment.md",
         "docs/seq.md",
+        "docs/seq-cluster.md",
         "docs/zookeeper.md",
     ] {
         for (line, body) in snippets(guide, "toml") {

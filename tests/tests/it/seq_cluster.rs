@@ -1,5 +1,7 @@
 //! Per-key sequences across servers (issue 34, docs/seq-cluster.md), with real processes on a
-//! real PostgreSQL: `vesta serve tcp --seq-cluster` members on one sequences database, six
+//! real PostgreSQL, the cluster coordinated in that database (`[seq] coordination = "sql"`) or
+//! in a real etcd (`"etcd"`, one scenario for both): `vesta serve tcp --seq-cluster` members on
+//! one sequences database, six
 //! concurrent TCP clients calling four keys through every fault, each client following moves
 //! (`SEQ_MOVED`) and waiting out hand-offs (`SEQ_MOVING`); the history checker
 //! (`vesta_tests::history`) runs over every answer: no number twice per key, and a call that
@@ -8,22 +10,28 @@
 //! 1. two members split the sets;
 //! 2. one is SIGKILLed: its sets wait for its lease to expire, then move;
 //! 3. it comes back (a new incarnation) and takes its share back;
-//! 4. one is cut off from the database by a proxy that drops every byte: it stops serving
+//! 4. one is cut off from the coordinator (the database, or etcd) by a proxy that drops every
+//!    byte: it stops serving
 //!    within its term, the other takes its sets once its lease expires; healed, it finds its
 //!    lease lost, drops everything and joins again;
 //! 5. one stops cleanly (SIGTERM): it hands its sets off before exiting;
 //! 6. a third member joins and takes its share.
 //!
 //! No call fails: each is answered within the client's retry budget, and the longest wait of
-//! each phase is printed and bounded by the lease (ttl, plus a beat and a store round trip).
+//! each phase is printed and bounded by the lease (ttl as the coordinator counts it, plus a
+//! beat and a store round trip). Mistakes are refused in one line: a second process on a live
+//! member's machine ID, a server or `vesta seq next` outside the cluster on its table, an
+//! unknown `seq.coordination`, etcd without endpoints.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use vesta_tests::bin::{ServerChild, fails_in_one_line, vesta_cmd, vesta_ok};
+use vesta_tests::bin::{ServerChild, fails_in_one_line, vesta_cmd, vesta_fails, vesta_ok};
 use vesta_tests::db::Postgres;
+use vesta_tests::etcd::Etcd;
 use vesta_tests::history::{self, History};
 use vesta_tests::proxy::Proxy;
 
@@ -35,8 +43,83 @@ const KEYS: [&str; 4] = [
 ];
 /// The members' lease (`seq.cluster_ttl_ms`): short, so the test is quick.
 const TTL: Duration = Duration::from_millis(1500);
-/// The members' `seq.store_timeout_ms`.
+/// The members' `seq.store_timeout_ms` (and `etcd.timeout_ms`).
 const STORE_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// Where the cluster is coordinated, and how its members and tools reach it.
+enum Coord {
+    /// In the sequences' database (`[seq] coordination = "sql"`).
+    Sql,
+    /// In etcd (`"etcd"`): the member cut off in the scenario reaches it through `via_proxy`.
+    Etcd {
+        _etcd: Etcd,
+        url: String,
+        via_proxy: String,
+    },
+}
+
+impl Coord {
+    /// How long after its last confirmed renewal a killed member's lease may still run, as
+    /// the coordinator counts it: the ttl on the database's clock; in etcd whole seconds
+    /// (rounded up, at least etcd's minimum of 2 s) plus its expiry check (every 500 ms).
+    fn lease(&self) -> Duration {
+        match self {
+            Coord::Sql => TTL,
+            Coord::Etcd { .. } => {
+                Duration::from_secs(TTL.as_millis().div_ceil(1000).max(2) as u64)
+                    + Duration::from_millis(500)
+            }
+        }
+    }
+
+    /// Waits (bounded) until no live process holds `machine` where the coordinator registers
+    /// machine IDs (etcd: a static ID is registered there; SQL: nowhere).
+    fn until_machine_free(&self, machine: &str) {
+        let Coord::Etcd { url, .. } = self else {
+            return;
+        };
+        let deadline = Instant::now() + self.lease() * 4;
+        loop {
+            let ls = vesta_ok(&["machine", "ls", "--etcd", url]);
+            let held = ls.lines().any(|l| {
+                let mut words = l.split_whitespace();
+                words.next() == Some(machine) && words.next().is_some_and(|h| h != "-")
+            });
+            if !held {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "machine {machine} still held:\n{ls}"
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The `[seq]` and `[etcd]` lines of a member's or tool's config, the coordinator reached
+    /// directly or (`proxied`) through the proxy.
+    fn config(&self, db: &str, proxied: bool) -> String {
+        let (coordination, etcd) = match self {
+            Coord::Sql => ("sql", String::new()),
+            Coord::Etcd { url, via_proxy, .. } => (
+                "etcd",
+                // The static machine ID is registered there too, under a lease of etcd's
+                // minimum (one process per machine ID, released soon after a SIGKILL).
+                format!(
+                    "[etcd]\nendpoints = [\"{}\"]\nttl_ms = 2000\ntimeout_ms = {}\n",
+                    if proxied { via_proxy } else { url },
+                    STORE_TIMEOUT.as_millis()
+                ),
+            ),
+        };
+        format!(
+            "[seq]\ndb = \"{db}\"\nstep = 1000\nstore_timeout_ms = {}\ncluster_ttl_ms = {}\n\
+             coordination = \"{coordination}\"\n{etcd}",
+            STORE_TIMEOUT.as_millis(),
+            TTL.as_millis()
+        )
+    }
+}
 
 /// What the callers of one phase saw.
 struct Phase {
@@ -47,6 +130,8 @@ struct Phase {
 struct Callers {
     history: Arc<History>,
     runtime: tokio::runtime::Runtime,
+    /// [`Coord::lease`].
+    lease: Duration,
 }
 
 impl Callers {
@@ -59,11 +144,12 @@ impl Callers {
                 let servers: Vec<String> = servers.iter().map(|s| (*s).to_owned()).collect();
                 let (history, stop, answered) =
                     (self.history.clone(), stop.clone(), answered.clone());
+                let lease = self.lease;
                 self.runtime.spawn(async move {
                     let mut config = vesta_server::ClientConfig::new(servers);
                     // Longer than a lease, a beat and a store timeout: the longest wait for a set
                     // whose member was killed or cut off.
-                    config.retry_budget = TTL * 3 + STORE_TIMEOUT * 2;
+                    config.retry_budget = lease * 3 + STORE_TIMEOUT * 2;
                     let client = vesta_server::Client::connect(config).await.unwrap();
                     let mut mine = Vec::new();
                     let mut longest = Duration::ZERO;
@@ -123,38 +209,41 @@ impl Callers {
     }
 }
 
-fn member(machine: &str, db: &str, dir: &std::path::Path) -> ServerChild {
-    let config = dir.join("seq-cluster.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[seq]\nstep = 1000\nstore_timeout_ms = {}\ncluster_ttl_ms = {}\n",
-            STORE_TIMEOUT.as_millis(),
-            TTL.as_millis()
-        ),
-    )
-    .unwrap();
-    ServerChild::start(
-        "tcp",
-        &[
-            "--machine",
-            machine,
-            "--config",
-            config.to_str().unwrap(),
-            "--seq-db",
-            db,
-            "--seq-cluster",
-        ],
-        &[],
-    )
+/// A member on `db`, reaching the coordinator directly or (`proxied`) through the proxy.
+fn member(machine: &str, coord: &Coord, db: &str, proxied: bool, dir: &Path) -> ServerChild {
+    let args = member_args(machine, coord, db, proxied, dir);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ServerChild::start("tcp", &args, &[])
+}
+
+/// `vesta serve tcp`'s arguments of a member (its config written in `dir`).
+fn member_args(machine: &str, coord: &Coord, db: &str, proxied: bool, dir: &Path) -> Vec<String> {
+    let config = dir.join(format!("member-{machine}-{proxied}.toml"));
+    std::fs::write(&config, coord.config(db, proxied)).unwrap();
+    [
+        "--machine",
+        machine,
+        "--config",
+        config.to_str().unwrap(),
+        "--seq-cluster",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// A tool's config on the cluster (`vesta seq ls|next --config`).
+fn tool_config(coord: &Coord, db: &str, dir: &Path) -> String {
+    let config = dir.join("tool.toml");
+    std::fs::write(&config, coord.config(db, false)).unwrap();
+    config.to_str().unwrap().to_owned()
 }
 
 /// Waits (bounded) until `vesta seq ls` shows `want` live members, each owning sets, and no set
 /// without an owner.
-fn until_settled(db: &str, want: usize) -> String {
-    let deadline = Instant::now() + TTL * 8;
+fn until_settled(tool: &str, lease: Duration, want: usize) -> String {
+    let deadline = Instant::now() + lease * 8;
     loop {
-        let ls = vesta_ok(&["seq", "ls", "--db", db]);
+        let ls = vesta_ok(&["seq", "ls", "--config", tool]);
         let live = ls.lines().filter(|l| l.contains(" live ")).count();
         let owners = ls
             .lines()
@@ -179,13 +268,97 @@ fn until_settled(db: &str, want: usize) -> String {
 
 #[test]
 fn members_hand_keys_off_through_kills_partitions_stops_and_joins() {
+    scenario(|_| Coord::Sql);
+}
+
+#[test]
+fn members_coordinated_in_etcd_hand_keys_off_through_kills_partitions_stops_and_joins() {
+    scenario(|proxy| {
+        let etcd = Etcd::start();
+        let url = etcd.url();
+        let proxy = proxy(format!("127.0.0.1:{}", etcd.port()).parse().unwrap());
+        Coord::Etcd {
+            _etcd: etcd,
+            url,
+            via_proxy: format!("http://127.0.0.1:{}", proxy),
+        }
+    });
+}
+
+#[test]
+fn coordination_mistakes_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("s.db").display());
+    vesta_fails(
+        &[
+            "serve",
+            "tcp",
+            "--listen",
+            "127.0.0.1:0",
+            "--machine",
+            "950",
+            "--seq-db",
+            &db,
+            "--seq-cluster",
+            "--seq-coordination",
+            "consul",
+        ],
+        &[
+            "--seq-coordination",
+            "seq.coordination \"consul\" is not one of \"sql\", \"etcd\"",
+        ],
+    );
+    vesta_fails(
+        &[
+            "serve",
+            "tcp",
+            "--listen",
+            "127.0.0.1:0",
+            "--machine",
+            "950",
+            "--seq-db",
+            &db,
+            "--seq-cluster",
+            "--seq-coordination",
+            "etcd",
+        ],
+        &["seq.coordination = \"etcd\"", "etcd.endpoints is empty"],
+    );
+    let config = dir.path().join("bad.toml");
+    std::fs::write(&config, "[seq]\ncoordination = \"zk\"\n").unwrap();
+    vesta_fails(
+        &["serve", "rest", "--config", config.to_str().unwrap()],
+        &["seq.coordination \"zk\" is not one of"],
+    );
+}
+
+/// The scenario of the module doc, coordinated in the store `coord` makes (given a way to put
+/// a proxy before a service: it returns the proxy's port).
+fn scenario(coord: impl FnOnce(&mut dyn FnMut(std::net::SocketAddr) -> u16) -> Coord) {
     let pg = Postgres::start();
     let db = pg.create_database("cluster");
-    // Member 952 reaches the database through a proxy that can cut it off.
-    let proxy = Proxy::start(format!("127.0.0.1:{}", pg.port()).parse().unwrap());
-    let db_via_proxy = db.replace(&format!(":{}/", pg.port()), &format!(":{}/", proxy.port()));
-    assert_ne!(db, db_via_proxy);
+    // Member 950 reaches its coordinator (the database, or etcd) through a proxy that can cut
+    // it off.
+    let mut proxies = Vec::new();
+    let coord = coord(&mut |target| {
+        let proxy = Proxy::start(target);
+        let port = proxy.port();
+        proxies.push(proxy);
+        port
+    });
+    let (db_950, proxy) = match coord {
+        Coord::Sql => {
+            let proxy = Proxy::start(format!("127.0.0.1:{}", pg.port()).parse().unwrap());
+            let via = db.replace(&format!(":{}/", pg.port()), &format!(":{}/", proxy.port()));
+            assert_ne!(db, via);
+            (via, proxy)
+        }
+        Coord::Etcd { .. } => (db.clone(), proxies.pop().unwrap()),
+    };
+    let proxied = matches!(coord, Coord::Etcd { .. });
     let dir = tempfile::tempdir().unwrap();
+    let tool = tool_config(&coord, &db, dir.path());
+    let lease = coord.lease();
     let callers = Callers {
         history: Arc::new(History::default()),
         runtime: tokio::runtime::Builder::new_multi_thread()
@@ -193,16 +366,37 @@ fn members_hand_keys_off_through_kills_partitions_stops_and_joins() {
             .enable_all()
             .build()
             .unwrap(),
+        lease,
     };
     // The bound on any one call: the lease runs out, a beat (ttl / 6) passes, the new owner
     // takes the set and raises its section (a store round trip each), the client's pauses.
-    let bound = TTL + TTL / 3 + STORE_TIMEOUT * 2;
+    let bound = lease + TTL / 3 + STORE_TIMEOUT * 2;
 
-    let a = member("950", &db, dir.path());
-    let b = member("951", &db, dir.path());
-    let ls = until_settled(&db, 2);
+    let a = member("950", &coord, &db, false, dir.path());
+    let b = member("951", &coord, &db, false, dir.path());
+    let ls = until_settled(&tool, lease, 2);
     assert!(ls.contains("950 ") && ls.contains("951 "), "{ls}");
+    if proxied {
+        // Coordinated in etcd: the database holds the numbers, no member rows.
+        let in_db = vesta_ok(&["seq", "ls", "--db", &db]);
+        assert!(!in_db.contains(" live "), "{in_db}");
+    }
     callers.run("two members", &[&a.addr, &b.addr], 500, || {});
+
+    // A second process on a live member's machine ID is refused, in one line.
+    fails_in_one_line(
+        &mut vesta_cmd(
+            [
+                &["serve", "tcp", "--listen", "127.0.0.1:0"][..],
+                &member_args("951", &coord, &db, false, dir.path())
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>(),
+            ]
+            .concat(),
+        ),
+        &["951"],
+    );
 
     // 2. SIGKILL 950 while the callers call.
     let (a_addr, b_addr) = (a.addr.clone(), b.addr.clone());
@@ -212,21 +406,27 @@ fn members_hand_keys_off_through_kills_partitions_stops_and_joins() {
         "{:?} over {bound:?}",
         killed.longest
     );
-    until_settled(&db, 1);
+    until_settled(&tool, lease, 1);
 
-    // 3. 950 again, through the proxy: a new incarnation takes its share back.
-    let a = member("950", &db_via_proxy, dir.path());
-    until_settled(&db, 2);
+    // 3. 950 again, through the proxy: a new incarnation takes its share back (in etcd, once
+    //    the killed process's registration of machine ID 950 ran out too).
+    coord.until_machine_free("950");
+    let a = if proxied {
+        member("950", &coord, &db, true, dir.path())
+    } else {
+        member("950", &coord, &db_950, false, dir.path())
+    };
+    until_settled(&tool, lease, 2);
     callers.run("950 back", &[&a.addr, &b.addr], 300, || {});
 
-    // 4. 950 cut off from the database for two leases, then healed.
+    // 4. 950 cut off from its coordinator for two leases, then healed.
     let cut = callers.run("950 partitioned", &[&a.addr, &b.addr], 300, || {
         proxy.blackhole();
-        thread::sleep(TTL * 2);
+        thread::sleep(lease * 2);
     });
     assert!(cut.longest < bound, "{:?} over {bound:?}", cut.longest);
     proxy.heal();
-    let ls = until_settled(&db, 2);
+    let ls = until_settled(&tool, lease, 2);
     callers.run("950 healed", &[&a.addr, &b.addr], 300, || {});
     // It lost its lease (the proxy dropped its renewals past the expiry) and joined again as
     // a new incarnation: its holder's count (after the last '.') went up from 1.
@@ -252,16 +452,18 @@ fn members_hand_keys_off_through_kills_partitions_stops_and_joins() {
         assert!(said.contains("stopped"), "{said}");
     });
     assert!(stopped.longest < bound, "{:?}", stopped.longest);
-    until_settled(&db, 1);
+    until_settled(&tool, lease, 1);
 
     // 6. A third member joins and takes its share.
-    let c = member("952", &db, dir.path());
-    let ls = until_settled(&db, 2);
+    let c = member("952", &coord, &db, false, dir.path());
+    let ls = until_settled(&tool, lease, 2);
     assert!(ls.contains("952 ") && ls.contains("128"), "{ls}");
     callers.run("952 joined", &[&a.addr, &c.addr], 300, || {});
 
     // Outside the cluster, the table is refused while members are live: a server without
-    // --seq-cluster, and `vesta seq next --db` (whose numbers would interleave with theirs).
+    // --seq-cluster, and `vesta seq next` (whose numbers would interleave with theirs).
+    let outside = dir.path().join("outside.toml");
+    std::fs::write(&outside, coord.config(&db, false)).unwrap();
     fails_in_one_line(
         &mut vesta_cmd([
             "serve",
@@ -270,18 +472,25 @@ fn members_hand_keys_off_through_kills_partitions_stops_and_joins() {
             "127.0.0.1:0",
             "--machine",
             "953",
-            "--seq-db",
-            &db,
+            "--config",
+            outside.to_str().unwrap(),
         ]),
         &[
-            "is served by a cluster (live members 950, 952)",
+            "is served by a cluster",
+            "(live members 950, 952)",
             "--seq-cluster",
         ],
     );
     fails_in_one_line(
-        &mut vesta_cmd(["seq", "next", "0", "--db", &db]),
+        &mut vesta_cmd(["seq", "next", "0", "--config", &tool]),
         &["is served by a cluster", "--server"],
     );
+    if matches!(coord, Coord::Sql) {
+        fails_in_one_line(
+            &mut vesta_cmd(["seq", "next", "0", "--db", &db]),
+            &["is served by a cluster", "--server"],
+        );
+    }
 
     let summary = callers.history.check().unwrap_or_else(|v| panic!("{v}"));
     assert_eq!(summary.keys, 4, "{summary:?}");

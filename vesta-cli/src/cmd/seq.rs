@@ -13,7 +13,11 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
-use vesta_segment::{DEFAULT_SEQ_DB, DbUrl, SeqKey, SeqSection, Sequences};
+use std::sync::Arc;
+
+use vesta_embed::config::EtcdSection;
+use vesta_segment::seq::cluster::{Coordinator, SqlCoordinator, refuse_if_clustered};
+use vesta_segment::{Coordination, DEFAULT_SEQ_DB, DbUrl, SeqKey, SeqSection, Sequences};
 
 /// Arguments of `vesta seq`.
 #[derive(clap::Subcommand, Debug)]
@@ -99,31 +103,42 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     server: None,
                     tls_ca: None,
                 };
-                ls(&db.open().await?).await
+                let (seqs, section, etcd) = db.open_with().await?;
+                let coord = match coordinator(&section, &etcd, &seqs).await {
+                    Ok(coord) => coord,
+                    Err(e) => {
+                        seqs.close().await;
+                        return Err(e);
+                    }
+                };
+                ls(&seqs, coord.as_ref()).await
             }
         }
     })
 }
 
-/// A config file: its `[seq]` section, other sections ignored (so a server's file works).
+/// A config file: its `[seq]` section and the `[etcd]` one a cluster may be coordinated
+/// through, other sections ignored (so a server's file works).
 #[derive(Deserialize)]
 struct ConfigFile {
     #[serde(default)]
     seq: SeqSection,
+    #[serde(default)]
+    etcd: EtcdSection,
     #[serde(flatten)]
     _other: HashMap<String, IgnoredAny>,
 }
 
 impl DbArgs {
-    /// Opens the sequences the flags and config name.
-    async fn open(&self) -> anyhow::Result<Sequences> {
-        let mut section = match &self.config {
+    /// Opens the sequences the flags and config name; the `[seq]` and `[etcd]` sections read.
+    async fn open_with(&self) -> anyhow::Result<(Sequences, SeqSection, EtcdSection)> {
+        let (mut section, etcd) = match &self.config {
             Some(path) => {
-                vesta_embed::config::load_toml::<ConfigFile>(path)
-                    .context("--config")?
-                    .seq
+                let file =
+                    vesta_embed::config::load_toml::<ConfigFile>(path).context("--config")?;
+                (file.seq, file.etcd)
             }
-            None => SeqSection::default(),
+            None => (SeqSection::default(), EtcdSection::default()),
         };
         if let Some(db) = &self.db {
             DbUrl::parse(db).context("--db")?;
@@ -132,31 +147,60 @@ impl DbArgs {
         let url = section
             .db_url()?
             .map_or_else(|| DbUrl::parse(DEFAULT_SEQ_DB), Ok)?;
-        Ok(Sequences::open(&url, section.options()).await?)
+        let seqs = Sequences::open(&url, section.options()).await?;
+        Ok((seqs, section, etcd))
     }
 
-    /// [`DbArgs::open`] for a command that hands out or reads numbers: refused while a cluster
+    /// [`DbArgs::open_with`] for a command that hands out or reads numbers: refused while a cluster
     /// of servers serves the table (ask them with --server instead).
     async fn open_unserved(&self) -> anyhow::Result<Sequences> {
-        let seqs = self.open().await?;
-        if let Err(e) = vesta_segment::seq::cluster::refuse_if_clustered(
-            &seqs,
-            "ask the servers with --server ADDRS instead",
-        )
-        .await
-        {
+        let (seqs, section, etcd) = self.open_with().await?;
+        let how = "ask the servers with --server ADDRS instead";
+        let refused = async {
+            let sql = SqlCoordinator::new(&seqs);
+            refuse_if_clustered(&seqs, &sql, how).await?;
+            if section.coordination != Coordination::Sql {
+                let coord = coordinator(&section, &etcd, &seqs).await?;
+                refuse_if_clustered(&seqs, coord.as_ref(), how).await?;
+            }
+            anyhow::Ok(())
+        };
+        if let Err(e) = refused.await {
             seqs.close().await;
-            return Err(e.into());
+            return Err(e);
         }
         Ok(seqs)
     }
 }
 
+/// The coordinator of the cluster on `seqs`' table that `[seq] coordination` names: the
+/// database itself, or (in a build with the servers) etcd through `[etcd]`.
+async fn coordinator(
+    section: &SeqSection,
+    etcd: &EtcdSection,
+    seqs: &Sequences,
+) -> anyhow::Result<Arc<dyn Coordinator>> {
+    match section.coordination {
+        Coordination::Sql => Ok(Arc::new(SqlCoordinator::new(seqs))),
+        #[cfg(feature = "serve")]
+        other => Ok(vesta_service::seq_cluster::coordinator(other, etcd, seqs).await?),
+        #[cfg(not(feature = "serve"))]
+        other => {
+            let _ = etcd;
+            Err(super::absent::refused(
+                &format!("seq.coordination = \"{other}\""),
+                "serve",
+            ))
+        }
+    }
+}
+
 /// `vesta seq ls`: the members, then the sets as runs of one owner.
-async fn ls(seqs: &Sequences) -> anyhow::Result<()> {
+async fn ls(seqs: &Sequences, coord: &dyn Coordinator) -> anyhow::Result<()> {
     use vesta_segment::seq::cluster::{is_live, read_rows};
-    let rows = read_rows(seqs).await?;
+    let rows = read_rows(coord).await;
     seqs.close().await;
+    let rows = rows?;
     let mut out = BufWriter::new(io::stdout().lock());
     writeln!(
         out,

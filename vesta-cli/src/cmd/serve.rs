@@ -90,6 +90,10 @@ pub struct ServerArgs {
     /// [default: [seq] advertise, else the listen address]
     #[arg(long, value_name = "HOST:PORT", requires = "seq_cluster")]
     pub seq_advertise: Option<String>,
+    /// Where the sequences cluster keeps its leases and sets: `sql` (the sequences' database)
+    /// or `etcd` (through --etcd / the [etcd] section) [default: [seq] coordination, else sql]
+    #[arg(long, value_name = "STORE")]
+    pub seq_coordination: Option<String>,
     /// Log lines as text (colours only on a terminal) or one JSON object per line
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t)]
     pub log_format: LogFormat,
@@ -147,6 +151,10 @@ impl ServerArgs {
         }
         if let Some(addr) = &self.seq_advertise {
             config.seq.advertise = Some(addr.clone());
+        }
+        if let Some(store) = &self.seq_coordination {
+            config.seq.coordination =
+                vesta_segment::Coordination::parse(store).context("--seq-coordination")?;
         }
         config
             .server

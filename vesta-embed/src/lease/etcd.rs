@@ -10,6 +10,11 @@
 //!   to `<root>/last/<id>` in a transaction that requires the claim to still hold our holder
 //!   string.
 //! - **Release**: the final mark, then the lease revoked (which deletes the claim).
+//!
+//! The sequences cluster (vesta-service's `seq_cluster::etcd`, `[seq] coordination = "etcd"`)
+//! uses the same client: leases of its own TTL ([`EtcdClient::grant_ttl`]), a consistent read
+//! of a prefix with each key's `mod_revision` ([`EtcdClient::range_prefix`]) and puts that hold
+//! only at a key's `mod_revision` ([`EtcdClient::put_all_if_mod`]).
 
 use std::ops::RangeInclusive;
 use std::time::Duration;
@@ -21,7 +26,7 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
-use crate::config::{ConfigError, IssuerConfig, MachineSource};
+use crate::config::{ConfigError, EtcdSection, IssuerConfig, MachineSource};
 
 /// Everything an etcd lease needs, checked and converted from [`IssuerConfig`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +67,44 @@ impl EtcdSettings {
                 return bad("machine.source is not \"etcd\" and etcd.endpoints is not set".into());
             }
         };
+        let base = Self::connection(e)?;
+        if e.ttl_ms < 2_000 {
+            return bad(format!(
+                "etcd.ttl_ms {} is too small: at least 2000",
+                e.ttl_ms
+            ));
+        }
+        if let (Some(id), None) = (config.machine.id, fixed) {
+            return bad(format!(
+                "machine.id {id} is set but machine.source is etcd, which leases a machine ID \
+                 from the pool: remove machine.id, or use source = \"static\""
+            ));
+        }
+        if let Some(path) = &config.machine.state_file {
+            return bad(format!(
+                "machine.state_file {} is set but the machine ID is leased from or registered \
+                 in etcd, which keeps the mark: remove machine.state_file",
+                path.display()
+            ));
+        }
+        let (pool_name, pool) = config
+            .pools()?
+            .for_gen_method(config.gen_method)
+            .map_err(vesta_core::ConfigError::from)?;
+        Ok(EtcdSettings {
+            start_guard_max_wait: config.start_guard_max_wait(),
+            pool_name,
+            pool,
+            fixed,
+            ..base
+        })
+    }
+
+    /// Where and how to reach etcd from an `[etcd]` section alone (endpoints, root, timeout
+    /// checked; no pool, no fixed ID, the section's TTL): what a client that takes no machine
+    /// ID needs, such as the sequences cluster's coordinator.
+    pub fn connection(e: &EtcdSection) -> Result<Self, ConfigError> {
+        let bad = |msg: String| Err(ConfigError::Inconsistent(msg));
         if e.endpoints.is_empty() {
             return bad("etcd.endpoints is empty: expected [\"http://HOST:PORT\", ...]".into());
         }
@@ -90,42 +133,19 @@ impl EtcdSettings {
                 e.root
             ));
         }
-        if e.ttl_ms < 2_000 {
-            return bad(format!(
-                "etcd.ttl_ms {} is too small: at least 2000",
-                e.ttl_ms
-            ));
-        }
         if e.timeout_ms == 0 {
             return bad("etcd.timeout_ms 0 is too small: at least 1".into());
         }
-        if let (Some(id), None) = (config.machine.id, fixed) {
-            return bad(format!(
-                "machine.id {id} is set but machine.source is etcd, which leases a machine ID \
-                 from the pool: remove machine.id, or use source = \"static\""
-            ));
-        }
-        if let Some(path) = &config.machine.state_file {
-            return bad(format!(
-                "machine.state_file {} is set but the machine ID is leased from or registered \
-                 in etcd, which keeps the mark: remove machine.state_file",
-                path.display()
-            ));
-        }
-        let (pool_name, pool) = config
-            .pools()?
-            .for_gen_method(config.gen_method)
-            .map_err(vesta_core::ConfigError::from)?;
         Ok(EtcdSettings {
             endpoints,
             shown: e.endpoints.join(","),
             root: e.root.clone(),
             ttl_s: e.ttl_ms.div_ceil(1_000),
             timeout: Duration::from_millis(e.timeout_ms),
-            start_guard_max_wait: config.start_guard_max_wait(),
-            pool_name,
-            pool,
-            fixed,
+            start_guard_max_wait: Duration::ZERO,
+            pool_name: "server",
+            pool: 0..=0,
+            fixed: None,
         })
     }
 
@@ -149,6 +169,19 @@ pub struct EtcdRow {
     pub holder: Option<String>,
     /// The mark its holders promised not to pass (ms since the Unix epoch), if any.
     pub mark_ms: Option<u64>,
+}
+
+/// A key as [`EtcdClient::range_prefix`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdKv {
+    /// The key.
+    pub key: String,
+    /// Its value (UTF-8).
+    pub value: String,
+    /// The revision of its last change: raised by every put, never lowered.
+    pub mod_revision: i64,
+    /// The lease it is attached to (0: none).
+    pub lease: i64,
 }
 
 /// An etcd client over its JSON gateway.
@@ -214,11 +247,15 @@ impl EtcdClient {
         Err(format!("etcd {}: {path}: {last}", self.settings.shown))
     }
 
-    /// A new lease; returns its ID and the TTL etcd granted (seconds).
+    /// A new lease of the settings' TTL; returns its ID and the TTL etcd granted (seconds).
     pub(crate) async fn grant(&self) -> Result<(i64, u64), String> {
-        let v = self
-            .call("/v3/lease/grant", json!({"TTL": self.settings.ttl_s}))
-            .await?;
+        self.grant_ttl(self.settings.ttl_s).await
+    }
+
+    /// A new lease of `ttl_s` seconds; returns its ID and the TTL etcd granted (seconds: at
+    /// least `ttl_s`, raised to etcd's minimum).
+    pub async fn grant_ttl(&self, ttl_s: u64) -> Result<(i64, u64), String> {
+        let v = self.call("/v3/lease/grant", json!({"TTL": ttl_s})).await?;
         match (int(&v["ID"]), int(&v["TTL"])) {
             (Some(id), Some(ttl)) if ttl > 0 => Ok((id, ttl as u64)),
             _ => Err(format!(
@@ -229,22 +266,22 @@ impl EtcdClient {
     }
 
     /// Restarts the lease's TTL; `false` when etcd no longer knows it (expired).
-    pub(crate) async fn keep_alive(&self, lease: i64) -> Result<bool, String> {
+    pub async fn keep_alive(&self, lease: i64) -> Result<bool, String> {
         let v = self
             .call("/v3/lease/keepalive", json!({"ID": lease.to_string()}))
             .await?;
         Ok(int(&v["result"]["TTL"]).is_some_and(|ttl| ttl > 0))
     }
 
-    /// Ends the lease (its claim key goes with it).
-    pub(crate) async fn revoke(&self, lease: i64) -> Result<(), String> {
+    /// Ends the lease (its keys go with it).
+    pub async fn revoke(&self, lease: i64) -> Result<(), String> {
         self.call("/v3/lease/revoke", json!({"ID": lease.to_string()}))
             .await
             .map(|_| ())
     }
 
     /// Creates `key` = `value` under `lease` if the key does not exist; whether it did.
-    pub(crate) async fn create(&self, key: &str, value: &str, lease: i64) -> Result<bool, String> {
+    pub async fn create(&self, key: &str, value: &str, lease: i64) -> Result<bool, String> {
         let v = self
             .call(
                 "/v3/kv/txn",
@@ -276,6 +313,76 @@ impl EtcdClient {
             )
             .await?;
         Ok(v["succeeded"].as_bool().unwrap_or(false))
+    }
+
+    /// Puts `key` = `value` under `lease` if `key` holds exactly `expected`; whether it did.
+    pub async fn replace_if(
+        &self,
+        key: &str,
+        expected: &str,
+        value: &str,
+        lease: i64,
+    ) -> Result<bool, String> {
+        let v = self
+            .call(
+                "/v3/kv/txn",
+                json!({
+                    "compare": [{"target": "VALUE", "key": b64(key), "value": b64(expected)}],
+                    "success": [{"request_put": {
+                        "key": b64(key), "value": b64(value), "lease": lease.to_string()}}],
+                }),
+            )
+            .await?;
+        Ok(v["succeeded"].as_bool().unwrap_or(false))
+    }
+
+    /// Puts every `(key, mod_revision, value)` in one transaction that holds only if each key
+    /// is still at its `mod_revision` (0: absent); whether it did (all or none). Keep a call
+    /// under etcd's `--max-txn-ops` (128 by default) puts.
+    pub async fn put_all_if_mod(&self, puts: &[(String, i64, String)]) -> Result<bool, String> {
+        let compare: Vec<Value> = puts
+            .iter()
+            .map(|(k, rev, _)| {
+                json!({"target": "MOD", "key": b64(k), "mod_revision": rev.to_string()})
+            })
+            .collect();
+        let success: Vec<Value> = puts
+            .iter()
+            .map(|(k, _, v)| json!({"request_put": {"key": b64(k), "value": b64(v)}}))
+            .collect();
+        let v = self
+            .call(
+                "/v3/kv/txn",
+                json!({"compare": compare, "success": success}),
+            )
+            .await?;
+        Ok(v["succeeded"].as_bool().unwrap_or(false))
+    }
+
+    /// Every key under `prefix` in one read (one revision of the store, so a consistent
+    /// view), by key.
+    pub async fn range_prefix(&self, prefix: &str) -> Result<Vec<EtcdKv>, String> {
+        let v = self
+            .call(
+                "/v3/kv/range",
+                json!({"key": b64(prefix), "range_end": b64(&prefix_end(prefix))}),
+            )
+            .await?;
+        Ok(v["kvs"]
+            .as_array()
+            .map(|kvs| {
+                kvs.iter()
+                    .filter_map(|kv| {
+                        Some(EtcdKv {
+                            key: unb64(&kv["key"])?,
+                            value: unb64(&kv["value"]).unwrap_or_default(),
+                            mod_revision: int(&kv["mod_revision"]).unwrap_or(0),
+                            lease: int(&kv["lease"]).unwrap_or(0),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
     }
 
     /// Retires the mark of `machine` (`vesta machine retire --etcd`): deleted in one

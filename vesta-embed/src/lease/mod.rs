@@ -59,7 +59,7 @@ pub(crate) mod zk_source;
 mod znode;
 
 #[cfg(feature = "etcd")]
-pub use etcd::{EtcdClient, EtcdRow, EtcdSettings};
+pub use etcd::{EtcdClient, EtcdKv, EtcdRow, EtcdSettings};
 #[cfg(feature = "state-file")]
 pub use hold::retire_host_hold;
 #[cfg(feature = "sql")]

@@ -8,6 +8,10 @@
 //!   it, and a generation that every change of owner raises. Changed only by compare-and-set on
 //!   the generation, so two members can never both take one set.
 //!
+//! - `vesta_seq_store`: the store's name (`id`), drawn once at random: a cluster coordinated
+//!   outside this database (etcd, ZooKeeper) keeps its keys under it, so servers on one
+//!   sequences database form one cluster there, and servers on two never mix.
+//!
 //! Every time is the database's (`now_ms`), never a server's: expiry is judged on one clock.
 
 use std::sync::LazyLock;
@@ -67,6 +71,10 @@ struct ClusterSql {
     take_sets: String,
     /// Binds holder; the sets and generations follow.
     release_sets: String,
+    create_store: String,
+    /// Binds the candidate id; leaves an existing one alone.
+    insert_store_id: String,
+    store_id: String,
 }
 
 fn statements(kind: DbKind) -> &'static ClusterSql {
@@ -147,12 +155,23 @@ impl ClusterSql {
                 "UPDATE vesta_seq_set SET owner = -1, holder = '', generation = generation + 1, \
                  updated_ms = {now} WHERE holder = ?"
             )),
+            create_store: "CREATE TABLE IF NOT EXISTS vesta_seq_store (
+  item VARCHAR(64) NOT NULL PRIMARY KEY,
+  val VARCHAR(255) NOT NULL
+)"
+            .into(),
+            insert_store_id: p(format!(
+                "{ignore} vesta_seq_store (item, val) VALUES ('id', ?){conflict}"
+            )),
+            store_id: "SELECT val FROM vesta_seq_store WHERE item = 'id'".into(),
         }
     }
 }
 
 /// What the database answered a read of the cluster: its clock first, then the rows (read
-/// after it, so a lease seen expired at `now_ms` had expired when the rows were read).
+/// after it, so a lease seen expired at `now_ms` had expired when the rows were read; the sets
+/// before the members, so an owner that took a set after the sets were read is never judged
+/// dead by a plan made on the old generation).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterRows {
     /// The database's clock before the rows were read (ms since the Unix epoch).
@@ -187,6 +206,24 @@ impl Database {
                         sqlx::query(q.insert_sets.as_str()).execute(p).await?;
                     }
                     Ok(())
+                })
+            },
+        )
+        .await
+    }
+
+    /// The store's name: `candidate` if none was drawn yet, else the one drawn first (the
+    /// table `vesta_seq_store` created if missing).
+    pub(crate) async fn store_id(&self, candidate: &str) -> Result<String, SegmentError> {
+        let q = statements(self.url.kind());
+        self.bounded(
+            || "reading the store's name (vesta_seq_store)".into(),
+            async {
+                on_pool!(&self.pool, p => {
+                    sqlx::query(q.create_store.as_str()).execute(p).await?;
+                    sqlx::query(q.insert_store_id.as_str()).bind(candidate).execute(p).await?;
+                    let (id,): (String,) = sqlx::query_as(q.store_id.as_str()).fetch_one(p).await?;
+                    Ok(id)
                 })
             },
         )
@@ -278,9 +315,12 @@ impl Database {
                 || "reading vesta_seq_member and vesta_seq_set".into(),
                 async {
                     on_pool!(&self.pool, p => {
+                        // The sets before the members: an owner judged dead was dead when its
+                        // set was read (dead stays dead), and one that took a set after that
+                        // read changed its generation, so a take planned on it fails.
                         let (now,): (i64,) = sqlx::query_as(q.now.as_str()).fetch_one(p).await?;
-                        let members = sqlx::query_as(q.members.as_str()).fetch_all(p).await?;
                         let sets = sqlx::query_as(q.sets.as_str()).fetch_all(p).await?;
+                        let members = sqlx::query_as(q.members.as_str()).fetch_all(p).await?;
                         Ok((now, members, sets))
                     })
                 },

@@ -22,6 +22,52 @@ const MAX_SECTIONS: (u64, u64) = (1, 100_000);
 const MAX_STRING_KEYS: (u64, u64) = (0, 1_000_000_000);
 const IDLE_S: (u64, u64) = (4, 7 * 86_400);
 
+/// Where a sequences cluster keeps its members' leases and its sets' owners
+/// (`seq.coordination`, docs/seq-cluster.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Coordination {
+    /// The sequences' own database (tables `vesta_seq_member`, `vesta_seq_set`).
+    #[default]
+    Sql,
+    /// etcd v3, reached through the `[etcd]` section (the one a machine ID is leased from).
+    Etcd,
+}
+
+impl Coordination {
+    /// Every value `seq.coordination` takes.
+    pub const NAMES: &'static str = "\"sql\", \"etcd\"";
+
+    /// Its name in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Coordination::Sql => "sql",
+            Coordination::Etcd => "etcd",
+        }
+    }
+
+    /// Parses a config value; the error names the key and the values it takes.
+    pub fn parse(value: &str) -> Result<Self, ConfigError> {
+        match value {
+            "sql" => Ok(Coordination::Sql),
+            "etcd" => Ok(Coordination::Etcd),
+            "zookeeper" => Err(ConfigError::Inconsistent(format!(
+                "seq.coordination \"zookeeper\" is not supported yet: allowed {}",
+                Coordination::NAMES
+            ))),
+            other => Err(ConfigError::Inconsistent(format!(
+                "seq.coordination {other:?} is not one of {}",
+                Coordination::NAMES
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for Coordination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The `[seq]` section; `Default` is [`SeqOptions::default`] with no database (off).
 #[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "RawSection")]
@@ -47,6 +93,9 @@ pub struct SeqSection {
     pub cluster: bool,
     /// The member's lease in the cluster: a killed member's keys wait at most this long.
     pub cluster_ttl_ms: u64,
+    /// Where the cluster keeps its leases and sets: the sequences' database (`sql`, the
+    /// default) or etcd (`etcd`, reached through the `[etcd]` section).
+    pub coordination: Coordination,
     /// The `host:port` other members send clients to for this server's keys (default: the
     /// address it listens on, unless that is a wildcard such as `0.0.0.0`).
     pub advertise: Option<String>,
@@ -65,6 +114,7 @@ impl Default for SeqSection {
             idle_s: o.idle.as_secs(),
             cluster: false,
             cluster_ttl_ms: super::cluster::DEFAULT_TTL.as_millis() as u64,
+            coordination: Coordination::Sql,
             advertise: None,
         }
     }
@@ -82,6 +132,7 @@ impl fmt::Debug for SeqSection {
             .field("idle_s", &self.idle_s)
             .field("cluster", &self.cluster)
             .field("cluster_ttl_ms", &self.cluster_ttl_ms)
+            .field("coordination", &self.coordination)
             .field("advertise", &self.advertise)
             .finish()
     }
@@ -183,6 +234,7 @@ struct RawSection {
     idle_s: u64,
     cluster: bool,
     cluster_ttl_ms: u64,
+    coordination: String,
     advertise: Option<String>,
 }
 
@@ -199,6 +251,7 @@ impl Default for RawSection {
             idle_s: d.idle_s,
             cluster: d.cluster,
             cluster_ttl_ms: d.cluster_ttl_ms,
+            coordination: d.coordination.as_str().into(),
             advertise: d.advertise,
         }
     }
@@ -218,6 +271,7 @@ impl TryFrom<RawSection> for SeqSection {
             idle_s: r.idle_s,
             cluster: r.cluster,
             cluster_ttl_ms: r.cluster_ttl_ms,
+            coordination: Coordination::parse(&r.coordination)?,
             advertise: r.advertise,
         };
         section.validate()?;
@@ -282,6 +336,19 @@ mod tests {
         let c =
             parse("[seq]\ndb = \"sqlite://x.db\"\ncluster = true\nadvertise = \"h:1\"\n").unwrap();
         assert!(c.cluster && c.cluster_ttl_ms == 6000);
+        assert_eq!(c.coordination, Coordination::Sql);
+        let c = parse("[seq]\ndb = \"sqlite://x.db\"\ncluster = true\ncoordination = \"etcd\"\n")
+            .unwrap();
+        assert_eq!(c.coordination, Coordination::Etcd);
+        assert_eq!(
+            parse("[seq]\ncoordination = \"consul\"\n").unwrap_err(),
+            "seq.coordination \"consul\" is not one of \"sql\", \"etcd\""
+        );
+        assert!(
+            parse("[seq]\ncoordination = \"zookeeper\"\n")
+                .unwrap_err()
+                .contains("not supported yet")
+        );
         let debug = format!(
             "{:?}",
             parse("[seq]\ndb = \"postgres://u:secret@h:5432/d\"\n").unwrap()

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-pub use self::config::{DEFAULT_SEQ_DB, SeqSection};
+pub use self::config::{Coordination, DEFAULT_SEQ_DB, SeqSection};
 pub use self::key::{KeyError, MAX_KEY_BYTES, SECTION_KEYS, STRING_BUCKETS, SeqKey};
 pub use self::peek::SeqPeek;
 

@@ -5,17 +5,20 @@
 //!
 //! - `plan`: what a member does at a beat, pure (unit-tested);
 //! - `gate`: the check every call passes (set served here, term running);
+//! - `coord`: the [`Coordinator`], where leases and set owners live (the sequences' database
+//!   by default; etcd or ZooKeeper through vesta-service);
 //! - here: [`Cluster`], the beat task that renews the lease, reads the rows, stops serving a
 //!   set before releasing it and serves a set only after taking it.
 //!
 //! **Architecture Invariant:** a set is served by a member only between a confirmed take
 //! (compare-and-set on the set's generation, from a release or from an incarnation whose lease
-//! the database saw expire) and the start of its release (stop serving, drain the calls and
+//! the coordinator saw expire) and the start of its release (stop serving, drain the calls and
 //! raises under way, then write the release); and only within the term of its last confirmed
-//! renewal, which ends a third of a lease before the database can see it expire. So no two
+//! renewal, which ends a third of a lease before the coordinator can see it expire. So no two
 //! members ever serve one key at once, and a new owner's first raise starts above the stored
 //! maximum of everything the old one handed out.
 
+mod coord;
 mod gate;
 mod plan;
 
@@ -25,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+pub use self::coord::{CoordError, CoordFuture, Coordinator, Joining, SqlCoordinator};
 pub(crate) use self::gate::Gate;
 pub use self::plan::Route;
 use self::plan::{Action, Plan, plan};
@@ -91,6 +95,7 @@ pub struct Cluster {
 struct Shared {
     inner: Arc<Inner>,
     gate: Arc<Gate>,
+    coord: Arc<dyn Coordinator>,
 }
 
 /// The beat task's state.
@@ -107,15 +112,15 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
-/// Creates the cluster tables, trying up to three times: members started together on a fresh
-/// PostgreSQL race in `CREATE TABLE IF NOT EXISTS` (one gets a unique violation on the type
-/// it creates), and a loaded database may miss one store timeout. Bounded: three timeouts and
-/// two short pauses.
-async fn init_tables(inner: &Inner) -> Result<(), SeqError> {
+/// Prepares the coordinator's store, trying up to three times: members started together on a
+/// fresh PostgreSQL race in `CREATE TABLE IF NOT EXISTS` (one gets a unique violation on the
+/// type it creates), and a loaded store may miss one timeout. Bounded: three timeouts and two
+/// short pauses.
+async fn init_tables(coord: &dyn Coordinator) -> Result<(), SeqError> {
     let mut tries = 0;
     loop {
         tries += 1;
-        match inner.db.cluster_init().await {
+        match coord.init().await {
             Ok(()) => return Ok(()),
             Err(e) if tries >= 3 => return Err(e.into()),
             Err(e) => {
@@ -137,8 +142,13 @@ fn beat(ttl: Duration) -> Duration {
     (ttl / 6).max(Duration::from_millis(20))
 }
 
-fn ttl_ms(ttl: Duration) -> i64 {
-    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
+impl From<CoordError> for SeqError {
+    fn from(e: CoordError) -> Self {
+        match e {
+            CoordError::Sql(e) => SeqError::Store(e),
+            e @ CoordError::Service { .. } => SeqError::Cluster(e.to_string()),
+        }
+    }
 }
 
 impl Cluster {
@@ -146,21 +156,34 @@ impl Cluster {
     /// needed, takes the member's lease (waiting at most a lease's length for an earlier
     /// incarnation's to run out; refused if another process holds it), takes its share of the
     /// sets and starts the beat. From here on `seqs` serves only the keys of its sets.
+    ///
+    /// The cluster is coordinated in the sequences' own database ([`SqlCoordinator`]); see
+    /// [`Cluster::join_with`] for another store.
     pub async fn join(seqs: &Sequences, options: ClusterOptions) -> Result<Cluster, SeqError> {
+        Cluster::join_with(seqs, options, Arc::new(SqlCoordinator::new(seqs))).await
+    }
+
+    /// [`Cluster::join`] with the leases and set owners in `coord` (etcd, ZooKeeper: one per
+    /// sequences database, see [`store_id`]).
+    pub async fn join_with(
+        seqs: &Sequences,
+        options: ClusterOptions,
+        coord: Arc<dyn Coordinator>,
+    ) -> Result<Cluster, SeqError> {
         let inner = Arc::clone(&seqs.inner);
         crate::config::check(
             "seq.cluster_ttl_ms",
             u64::try_from(options.ttl.as_millis()).unwrap_or(u64::MAX),
             TTL_MS,
         )?;
-        init_tables(&inner).await?;
+        init_tables(coord.as_ref()).await?;
         let gate = Arc::new(Gate::new(options.member));
         if inner.gate.set(Arc::clone(&gate)).is_err() {
             return Err(SeqError::Cluster(
                 "these sequences already joined a cluster".into(),
             ));
         }
-        let shared = Arc::new(Shared { inner, gate });
+        let shared = Arc::new(Shared { inner, gate, coord });
         let mut member = Member {
             shared: Arc::clone(&shared),
             holder: String::new(),
@@ -205,15 +228,11 @@ impl Cluster {
             }
         }
         s.gate.lapse();
-        let released = s.inner.db.cluster_release_sets(&member.holder, &held).await;
+        let released = s.coord.release_sets(&member.holder, &held).await;
         if let Ok(n) = released {
             s.gate.sets_released.fetch_add(n, Ordering::Relaxed);
         }
-        let left = s
-            .inner
-            .db
-            .cluster_leave(member.options.member, &member.holder)
-            .await;
+        let left = s.coord.leave(member.options.member, &member.holder).await;
         released?;
         Ok(left?)
     }
@@ -255,25 +274,34 @@ impl Member {
         self.holder = holder;
     }
 
+    fn joining(&self) -> Joining<'_> {
+        let o = &self.options;
+        Joining {
+            member: o.member,
+            holder: &self.holder,
+            tcp: &o.tcp,
+            rest: &o.rest,
+            ttl: o.ttl,
+        }
+    }
+
     /// Takes the member's lease as a new incarnation, waiting at most a lease's length (and a
     /// store timeout) for another incarnation's to run out.
     async fn join_waiting(&mut self) -> Result<(), SeqError> {
         self.new_holder();
         let s = Arc::clone(&self.shared);
         let o = &self.options;
-        let deadline = Instant::now() + o.ttl + s.inner.options.store_timeout;
+        let started = Instant::now();
         loop {
             let sent = Instant::now();
-            if s.inner
-                .db
-                .cluster_join(o.member, &self.holder, &o.tcp, &o.rest, ttl_ms(o.ttl))
-                .await?
-            {
+            if s.coord.join(self.joining()).await? {
                 s.gate.extend(sent + window(o.ttl));
                 return Ok(());
             }
-            if Instant::now() >= deadline {
-                let rows = s.inner.db.cluster_read().await?;
+            // After a try: a store that rounds or raises the lease knows by how much now.
+            let waited = s.coord.lease(o.ttl) + s.inner.options.store_timeout;
+            if Instant::now() >= started + waited {
+                let rows = s.coord.read().await?;
                 let held = rows
                     .members
                     .iter()
@@ -290,8 +318,8 @@ impl Member {
                     "member {} (this server's machine ID) is held by {held} in {}: one process \
                      per machine ID; waited {} ms",
                     o.member,
-                    s.inner.db.url(),
-                    (o.ttl + s.inner.options.store_timeout).as_millis()
+                    s.coord.describe(),
+                    waited.as_millis()
                 )));
             }
             tokio::time::sleep(beat(o.ttl)).await;
@@ -315,12 +343,7 @@ impl Member {
         let s = Arc::clone(&self.shared);
         let o = self.options.clone();
         let sent = Instant::now();
-        match s
-            .inner
-            .db
-            .cluster_renew(o.member, &self.holder, ttl_ms(o.ttl))
-            .await
-        {
+        match s.coord.renew(o.member, &self.holder, o.ttl).await {
             Ok(true) => s.gate.extend(sent + window(o.ttl)),
             Ok(false) => {
                 s.gate.leases_lost.fetch_add(1, Ordering::Relaxed);
@@ -333,12 +356,7 @@ impl Member {
                 s.inner.stop_all().await;
                 self.new_holder();
                 let sent = Instant::now();
-                match s
-                    .inner
-                    .db
-                    .cluster_join(o.member, &self.holder, &o.tcp, &o.rest, ttl_ms(o.ttl))
-                    .await
-                {
+                match s.coord.join(self.joining()).await {
                     Ok(true) => s.gate.extend(sent + window(o.ttl)),
                     Ok(false) | Err(_) => {
                         s.gate.beat_failures.fetch_add(1, Ordering::Relaxed);
@@ -377,12 +395,7 @@ impl Member {
         for &(set, _) in &releases {
             s.inner.stop_set(set).await;
         }
-        match s
-            .inner
-            .db
-            .cluster_release_sets(&self.holder, &releases)
-            .await
-        {
+        match s.coord.release_sets(&self.holder, &releases).await {
             Ok(n) => {
                 s.gate.sets_released.fetch_add(n, Ordering::Relaxed);
             }
@@ -392,12 +405,7 @@ impl Member {
             }
         }
         let member = self.options.member;
-        match s
-            .inner
-            .db
-            .cluster_take_sets(member, &self.holder, &takes)
-            .await
-        {
+        match s.coord.take_sets(member, &self.holder, &takes).await {
             Ok(n) => {
                 s.gate.sets_taken.fetch_add(n, Ordering::Relaxed);
             }
@@ -435,7 +443,7 @@ impl Member {
 
     /// The cluster's rows, or `None` (counted, logged) when the read failed.
     async fn read(&self) -> Option<ClusterRows> {
-        match self.shared.inner.db.cluster_read().await {
+        match self.shared.coord.read().await {
             Ok(rows) => Some(rows),
             Err(e) => {
                 self.shared
@@ -449,43 +457,66 @@ impl Member {
     }
 }
 
-/// The cluster's rows as the database holds them (for `vesta seq ls`): no lease taken, nothing
-/// written but the tables when missing.
-pub async fn read_rows(seqs: &Sequences) -> Result<ClusterRows, SeqError> {
-    seqs.inner.db.cluster_init().await?;
-    Ok(seqs.inner.db.cluster_read().await?)
+/// The cluster's rows as `coord` holds them (for `vesta seq ls`): no lease taken, nothing
+/// written but the store's tables or keys when missing.
+pub async fn read_rows(coord: &dyn Coordinator) -> Result<ClusterRows, SeqError> {
+    coord.init().await?;
+    Ok(coord.read().await?)
 }
 
-/// The members holding a live lease on `seqs`' database (none when it has no cluster tables):
-/// a server or tool about to use the table *outside* the cluster checks this first, since its
-/// numbers would interleave with the members' (it would be fenced at a raise, but calls
-/// between would see a key's numbers out of order).
-pub async fn live_members(seqs: &Sequences) -> Result<Vec<MemberRow>, SeqError> {
-    match seqs.inner.db.cluster_read().await {
+/// The members holding a live lease in `coord` (none when an SQL store has no cluster
+/// tables): a server or tool about to use the table *outside* the cluster checks this first,
+/// since its numbers would interleave with the members' (it would be fenced at a raise, but
+/// calls between would see a key's numbers out of order).
+pub async fn live_members(coord: &dyn Coordinator) -> Result<Vec<MemberRow>, SeqError> {
+    match coord.read().await {
         Ok(rows) => Ok(rows
             .members
             .iter()
             .filter(|m| plan::is_live(m, rows.now_ms))
             .cloned()
             .collect()),
-        Err(crate::error::SegmentError::MissingTable { .. }) => Ok(Vec::new()),
+        Err(CoordError::Sql(crate::error::SegmentError::MissingTable { .. })) => Ok(Vec::new()),
         Err(e) => Err(e.into()),
     }
 }
 
-/// Refuses, naming the live members, when a cluster serves `seqs`' table (see
-/// [`live_members`]); `how` says what to do instead.
-pub async fn refuse_if_clustered(seqs: &Sequences, how: &str) -> Result<(), SeqError> {
-    let live = live_members(seqs).await?;
+/// Refuses, naming the live members, when a cluster coordinated in `coord` serves `seqs`'
+/// table (see [`live_members`]); `how` says what to do instead. A server or tool outside the
+/// cluster checks the sequences' own database ([`SqlCoordinator`]); a cluster coordinated
+/// elsewhere is seen only by a caller that names that store (docs/seq-cluster.md).
+pub async fn refuse_if_clustered(
+    seqs: &Sequences,
+    coord: &dyn Coordinator,
+    how: &str,
+) -> Result<(), SeqError> {
+    let live = live_members(coord).await?;
     if live.is_empty() {
         return Ok(());
     }
     let ids: Vec<String> = live.iter().map(|m| m.member.to_string()).collect();
+    let by = if coord.describe() == seqs.url().to_string() {
+        String::new()
+    } else {
+        format!(" coordinated in {}", coord.describe())
+    };
     Err(SeqError::Cluster(format!(
-        "vesta_seq at {} is served by a cluster (live members {}): {how}",
+        "vesta_seq at {} is served by a cluster{by} (live members {}): {how}",
         seqs.url(),
         ids.join(", ")
     )))
+}
+
+/// The name of `seqs`' store, drawn at random on first use and kept in its table
+/// `vesta_seq_store`: a coordinator outside the database keeps the cluster's keys under it,
+/// so servers on one sequences database form one cluster, and servers on two never meet
+/// (were they to, a set moving between them would restart below numbers handed out).
+pub async fn store_id(seqs: &Sequences) -> Result<String, SeqError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let candidate = format!("{:016x}{:08x}", seqs.inner.token, nanos & 0xffff_ffff);
+    Ok(seqs.inner.db.store_id(&candidate).await?)
 }
 
 /// Whether a member row holds a live lease at the rows' clock.
