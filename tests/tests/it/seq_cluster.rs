@@ -289,39 +289,33 @@ fn members_coordinated_in_etcd_hand_keys_off_through_kills_partitions_stops_and_
 fn coordination_mistakes_are_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("s.db").display());
-    vesta_fails(
-        &[
-            "serve",
-            "tcp",
-            "--listen",
-            "127.0.0.1:0",
-            "--machine",
-            "950",
-            "--seq-db",
-            &db,
-            "--seq-cluster",
-            "--seq-coordination",
-            "consul",
-        ],
+    let serve = |coordination: &str, needles: &[&str]| {
+        vesta_fails(
+            &[
+                "serve",
+                "tcp",
+                "--listen",
+                "127.0.0.1:0",
+                "--machine",
+                "950",
+                "--seq-db",
+                &db,
+                "--seq-cluster",
+                "--seq-coordination",
+                coordination,
+            ],
+            needles,
+        )
+    };
+    serve(
+        "consul",
         &[
             "--seq-coordination",
             "seq.coordination \"consul\" is not one of \"sql\", \"etcd\"",
         ],
     );
-    vesta_fails(
-        &[
-            "serve",
-            "tcp",
-            "--listen",
-            "127.0.0.1:0",
-            "--machine",
-            "950",
-            "--seq-db",
-            &db,
-            "--seq-cluster",
-            "--seq-coordination",
-            "etcd",
-        ],
+    serve(
+        "etcd",
         &["seq.coordination = \"etcd\"", "etcd.endpoints is empty"],
     );
     let config = dir.path().join("bad.toml");

@@ -419,22 +419,14 @@ impl EtcdClient {
         Ok(v["kvs"].get(0).and_then(|kv| unb64(&kv["value"])))
     }
 
-    /// Every `(key, value)` under `prefix`.
+    /// Every `(key, value)` under `prefix` (a key without a value has `""`).
     pub(crate) async fn list(&self, prefix: &str) -> Result<Vec<(String, String)>, String> {
-        let v = self
-            .call(
-                "/v3/kv/range",
-                json!({"key": b64(prefix), "range_end": b64(&prefix_end(prefix))}),
-            )
-            .await?;
-        Ok(v["kvs"]
-            .as_array()
-            .map(|kvs| {
-                kvs.iter()
-                    .filter_map(|kv| Some((unb64(&kv["key"])?, unb64(&kv["value"])?)))
-                    .collect()
-            })
-            .unwrap_or_default())
+        Ok(self
+            .range_prefix(prefix)
+            .await?
+            .into_iter()
+            .map(|kv| (kv.key, kv.value))
+            .collect())
     }
 
     /// The machine IDs held now, by machine ID.
