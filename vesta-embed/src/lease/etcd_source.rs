@@ -164,10 +164,23 @@ impl EtcdSource {
             }
         }
         let mark_ms = mark.map_or(0, |m| m.mark_ms);
-        let floor = match lease
-            .guarded_floor(machine, mark_ms, s.start_guard_max_wait)
-            .await
-        {
+        // The claim is kept alive while the start guard waits (up to a unit and the rollback
+        // tolerance, two seconds in max-peak): etcd's lease can be as short as that, and a claim
+        // lost during the wait failed the start ("lost right after it was claimed").
+        let keep_every = lease.beat;
+        let floor = {
+            let mut guard =
+                std::pin::pin!(lease.guarded_floor(machine, mark_ms, s.start_guard_max_wait));
+            loop {
+                match tokio::time::timeout(keep_every, guard.as_mut()).await {
+                    Ok(floor) => break floor,
+                    Err(_) => {
+                        let _ = self.client.keep_alive(lease_id).await;
+                    }
+                }
+            }
+        };
+        let floor = match floor {
             Ok(floor) => floor,
             Err(e) => {
                 let _ = self.client.revoke(lease_id).await;
