@@ -28,7 +28,9 @@
 //! least `ttl` past that send, while the member serves only 2/3 of `ttl` past it. A session
 //! that expired or closed answers `false`, never an error that could look live. `lease()` is
 //! the negotiated timeout plus half of it for the tick: ZooKeeper's `minSessionTimeout` is two
-//! ticks unless an operator lowered it, so a tick is at most half of any granted timeout.
+//! ticks unless an operator lowered it, so a tick is at most half of any granted timeout (the
+//! client cannot ask the tick). Were that wrong, a join would only give up waiting for an
+//! earlier incarnation's znode too early: it never takes a member whose znode exists.
 //!
 //! The client library pings the session by itself, so a live process keeps its znode even when
 //! its beat is stuck. That only costs availability: the member stops serving at the end of its
@@ -46,8 +48,9 @@
 //!
 //! **Fencing.** A take is one multi: a version check of the taker's own member znode (as
 //! created in this session) and the set writes, so a member whose znode is gone takes nothing.
-//! The check adds to what ZooKeeper already guarantees (a write from an expired session is
-//! refused), and mirrors etcd's, whose takes are compare-and-set on the sets alone. Releases
+//! etcd's takes compare the sets alone (the term already ends before the lease); the check
+//! costs nothing here and adds to what ZooKeeper guarantees anyway (a write from an expired
+//! session is refused). Releases
 //! are compare-and-set on the sets alone: releasing what one owns at that generation is safe
 //! whether or not the lease still runs.
 
