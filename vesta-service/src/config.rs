@@ -168,7 +168,8 @@ pub struct ServiceConfig<S: ServerSection> {
     pub machine: MachineSection,
     /// Clock-rollback policy and sequence start.
     pub clock: ClockSection,
-    /// The ZooKeeper lease, used when `machine.source = "zookeeper"`.
+    /// The ZooKeeper lease, used when `machine.source = "zookeeper"`, and the sequences
+    /// cluster's store when `seq.coordination = "zookeeper"`.
     pub zookeeper: ZooKeeperSection,
     /// The etcd lease, used when `machine.source = "etcd"`.
     pub etcd: EtcdSection,
@@ -225,6 +226,14 @@ impl<S: ServerSection> ServiceConfig<S> {
         config
     }
 
+    /// The sections a sequences cluster coordinated outside its database is reached through.
+    pub fn reach(&self) -> crate::seq_cluster::Reach<'_> {
+        crate::seq_cluster::Reach {
+            etcd: &self.etcd,
+            zookeeper: &self.zookeeper,
+        }
+    }
+
     /// The limits both servers share.
     pub fn limits(&self) -> CommonLimits {
         self.server.common()
@@ -240,7 +249,7 @@ impl<S: ServerSection> ServiceConfig<S> {
         self.segment.validate()?;
         self.seq.validate()?;
         if self.seq.db.is_some() {
-            crate::seq_cluster::check(self.seq.coordination, &self.etcd)?;
+            crate::seq_cluster::check(self.seq.coordination, self.reach())?;
         }
         Ok(())
     }

@@ -27,7 +27,6 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::{JoinHandle, JoinSet};
 use vesta_core::{Clock, GenMethod};
-use vesta_embed::config::EtcdSection;
 use vesta_embed::{AsyncIssuer, Issuer, SystemClock};
 use vesta_segment::seq::cluster::{Cluster, ClusterOptions};
 use vesta_segment::{GiveBack, SeqSection, Sequences};
@@ -36,6 +35,7 @@ use crate::config::{CommonLimits, ServerSection, ServiceConfig, server_tls, vali
 use crate::error::{ConfigError, ServeError};
 use crate::ops::{Limits, Service};
 use crate::segments::Segments;
+use crate::seq_cluster::Reach;
 use crate::shutdown::Trigger;
 use crate::tls::{ServerTls, watch_sighup};
 
@@ -67,7 +67,7 @@ pub async fn start<S: ServerSection>(
     let limits = config.limits();
     let socket = bind(limits.listen)?;
     let segments = Segments::open(&config.segment).await?;
-    let seq = match open_seq(&config.seq, &config.etcd).await {
+    let seq = match open_seq(&config.seq, config.reach()).await {
         Ok(seq) => seq,
         Err(e) => {
             give_back(segments.as_deref()).await;
@@ -114,10 +114,7 @@ pub async fn start<S: ServerSection>(
 
 /// With `[seq] db` set, opens the per-key sequences (creating `vesta_seq` on first use): a
 /// database that cannot be reached or refuses fails the start, naming it.
-async fn open_seq(
-    section: &SeqSection,
-    etcd: &EtcdSection,
-) -> Result<Option<Sequences>, ServeError> {
+async fn open_seq(section: &SeqSection, reach: Reach<'_>) -> Result<Option<Sequences>, ServeError> {
     let Some(url) = section.db_url().map_err(ConfigError::from)? else {
         return Ok(None);
     };
@@ -127,7 +124,7 @@ async fn open_seq(
     if !section.cluster
         && let Err(e) = crate::seq_cluster::refuse_if_clustered(
             section.coordination,
-            etcd,
+            reach,
             &seqs,
             "start this server with [seq] cluster = true (--seq-cluster) to join it, or give it a \
              table of its own",
@@ -172,7 +169,7 @@ async fn join_cluster<C: Clock + 'static, S: ServerSection>(
         rest,
         ttl: Duration::from_millis(section.cluster_ttl_ms),
     };
-    let coord = crate::seq_cluster::coordinator(section.coordination, &config.etcd, seqs).await?;
+    let coord = crate::seq_cluster::coordinator(section.coordination, config.reach(), seqs).await?;
     Cluster::join_with(seqs, options, coord)
         .await
         .map_err(ServeError::Seq)

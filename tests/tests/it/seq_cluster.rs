@@ -1,7 +1,7 @@
 //! Per-key sequences across servers (issue 34, docs/seq-cluster.md), with real processes on a
-//! real PostgreSQL, the cluster coordinated in that database (`[seq] coordination = "sql"`) or
-//! in a real etcd (`"etcd"`, one scenario for both): `vesta serve tcp --seq-cluster` members on
-//! one sequences database, six
+//! real PostgreSQL, the cluster coordinated in that database (`[seq] coordination = "sql"`), in
+//! a real etcd (`"etcd"`) or in a real ZooKeeper (`"zookeeper"`), one scenario for all three:
+//! `vesta serve tcp --seq-cluster` members on one sequences database, six
 //! concurrent TCP clients calling four keys through every fault, each client following moves
 //! (`SEQ_MOVED`) and waiting out hand-offs (`SEQ_MOVING`); the history checker
 //! (`vesta_tests::history`) runs over every answer: no number twice per key, and a call that
@@ -10,8 +10,8 @@
 //! 1. two members split the sets;
 //! 2. one is SIGKILLed: its sets wait for its lease to expire, then move;
 //! 3. it comes back (a new incarnation) and takes its share back;
-//! 4. one is cut off from the coordinator (the database, or etcd) by a proxy that drops every
-//!    byte: it stops serving
+//! 4. one is cut off from the coordinator (the database, etcd or ZooKeeper) by a proxy that
+//!    drops every byte: it stops serving
 //!    within its term, the other takes its sets once its lease expires; healed, it finds its
 //!    lease lost, drops everything and joins again;
 //! 5. one stops cleanly (SIGTERM): it hands its sets off before exiting;
@@ -21,7 +21,8 @@
 //! each phase is printed and bounded by the lease (ttl as the coordinator counts it, plus a
 //! beat and a store round trip). Mistakes are refused in one line: a second process on a live
 //! member's machine ID, a server or `vesta seq next` outside the cluster on its table, an
-//! unknown `seq.coordination`, etcd without endpoints.
+//! unknown `seq.coordination`, etcd without endpoints, ZooKeeper without a connect string or
+//! granting sessions shorter than the lease.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ use vesta_tests::db::Postgres;
 use vesta_tests::etcd::Etcd;
 use vesta_tests::history::{self, History};
 use vesta_tests::proxy::Proxy;
+use vesta_tests::zk::{ZkOptions, ZkServer};
 
 const KEYS: [&str; 4] = [
     "0",
@@ -56,12 +58,24 @@ enum Coord {
         url: String,
         via_proxy: String,
     },
+    /// In ZooKeeper (`"zookeeper"`): the member cut off reaches it through `via_proxy`.
+    Zookeeper {
+        _zk: ZkServer,
+        connect: String,
+        via_proxy: String,
+    },
 }
+
+/// The `[zookeeper]` sessions' timeout of the machine-ID registrations (a SIGKILLed member's
+/// machine ID is free again soon after).
+const ZK_SESSION: Duration = Duration::from_millis(2000);
 
 impl Coord {
     /// How long after its last confirmed renewal a killed member's lease may still run, as
     /// the coordinator counts it: the ttl on the database's clock; in etcd whole seconds
-    /// (rounded up, at least etcd's minimum of 2 s) plus its expiry check (every 500 ms).
+    /// (rounded up, at least etcd's minimum of 2 s) plus its expiry check (every 500 ms); in
+    /// ZooKeeper the session timeout granted (the ttl: the test server grants 200 ms to a
+    /// minute) plus a tick, taken as half of it.
     fn lease(&self) -> Duration {
         match self {
             Coord::Sql => TTL,
@@ -69,22 +83,42 @@ impl Coord {
                 Duration::from_secs(TTL.as_millis().div_ceil(1000).max(2) as u64)
                     + Duration::from_millis(500)
             }
+            Coord::Zookeeper { .. } => TTL + TTL / 2,
         }
+    }
+
+    /// Whether the coordinator is reached through a proxy of its own (not the database's).
+    fn proxied(&self) -> bool {
+        !matches!(self, Coord::Sql)
     }
 
     /// Waits (bounded) until no live process holds `machine` where the coordinator registers
     /// machine IDs (etcd: a static ID is registered there; SQL: nowhere).
     fn until_machine_free(&self, machine: &str) {
-        let Coord::Etcd { url, .. } = self else {
-            return;
-        };
-        let deadline = Instant::now() + self.lease() * 4;
+        let deadline = Instant::now() + self.lease() * 4 + ZK_SESSION;
         loop {
-            let ls = vesta_ok(&["machine", "ls", "--etcd", url]);
-            let held = ls.lines().any(|l| {
-                let mut words = l.split_whitespace();
-                words.next() == Some(machine) && words.next().is_some_and(|h| h != "-")
-            });
+            let (held, ls) = match self {
+                Coord::Sql => return,
+                Coord::Etcd { url, .. } => {
+                    let ls = vesta_ok(&["machine", "ls", "--etcd", url]);
+                    let held = ls.lines().any(|l| {
+                        let mut words = l.split_whitespace();
+                        words.next() == Some(machine) && words.next().is_some_and(|h| h != "-")
+                    });
+                    (held, ls)
+                }
+                Coord::Zookeeper { connect, .. } => {
+                    let mut c = vesta_embed::IssuerConfig::default();
+                    c.machine.source = vesta_embed::MachineSource::Zookeeper;
+                    c.zookeeper.connect = connect.clone();
+                    let settings = vesta_embed::lease::ZkSettings::from_config(&c).unwrap();
+                    let rows = vesta_embed::lease::inspect(&settings).unwrap();
+                    let held = rows
+                        .iter()
+                        .any(|r| r.machine.to_string() == machine && r.held);
+                    (held, format!("{rows:?}"))
+                }
+            };
             if !held {
                 return;
             }
@@ -99,7 +133,7 @@ impl Coord {
     /// The `[seq]` and `[etcd]` lines of a member's or tool's config, the coordinator reached
     /// directly or (`proxied`) through the proxy.
     fn config(&self, db: &str, proxied: bool) -> String {
-        let (coordination, etcd) = match self {
+        let (coordination, section) = match self {
             Coord::Sql => ("sql", String::new()),
             Coord::Etcd { url, via_proxy, .. } => (
                 "etcd",
@@ -111,10 +145,23 @@ impl Coord {
                     STORE_TIMEOUT.as_millis()
                 ),
             ),
+            Coord::Zookeeper {
+                connect, via_proxy, ..
+            } => (
+                "zookeeper",
+                // The static machine ID is registered there too, in a session of its own.
+                format!(
+                    "[zookeeper]\nconnect = \"{}\"\nsession_timeout_ms = {}\n\
+                     connect_timeout_ms = {}\n",
+                    if proxied { via_proxy } else { connect },
+                    ZK_SESSION.as_millis(),
+                    STORE_TIMEOUT.as_millis()
+                ),
+            ),
         };
         format!(
             "[seq]\ndb = \"{db}\"\nstep = 1000\nstore_timeout_ms = {}\ncluster_ttl_ms = {}\n\
-             coordination = \"{coordination}\"\n{etcd}",
+             coordination = \"{coordination}\"\n{section}",
             STORE_TIMEOUT.as_millis(),
             TTL.as_millis()
         )
@@ -286,6 +333,20 @@ fn members_coordinated_in_etcd_hand_keys_off_through_kills_partitions_stops_and_
 }
 
 #[test]
+fn members_coordinated_in_zookeeper_hand_keys_off_through_kills_partitions_stops_and_joins() {
+    scenario(|proxy| {
+        let zk = ZkServer::start();
+        let connect = zk.connect();
+        let proxy = proxy(format!("127.0.0.1:{}", zk.port()).parse().unwrap());
+        Coord::Zookeeper {
+            _zk: zk,
+            connect,
+            via_proxy: format!("127.0.0.1:{proxy}"),
+        }
+    });
+}
+
+#[test]
 fn coordination_mistakes_are_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("s.db").display());
@@ -311,13 +372,57 @@ fn coordination_mistakes_are_refused_in_one_line() {
         "consul",
         &[
             "--seq-coordination",
-            "seq.coordination \"consul\" is not one of \"sql\", \"etcd\"",
+            "seq.coordination \"consul\" is not one of \"sql\", \"etcd\", \"zookeeper\"",
         ],
     );
     serve(
         "etcd",
         &["seq.coordination = \"etcd\"", "etcd.endpoints is empty"],
     );
+    let said = serve(
+        "zookeeper",
+        &[
+            "seq.coordination = \"zookeeper\"",
+            "[zookeeper] section",
+            "zookeeper.connect is empty",
+        ],
+    );
+    eprintln!("{said}");
+    // A lease longer than the sessions ZooKeeper grants (its maxSessionTimeout) could not be
+    // held by a renewal: refused at the join, naming both.
+    let zk = ZkServer::start_with(ZkOptions {
+        max_session_ms: 1000,
+        ..ZkOptions::default()
+    });
+    let short = dir.path().join("short.toml");
+    std::fs::write(
+        &short,
+        format!(
+            "[seq]\ndb = \"{db}\"\ncluster = true\ncluster_ttl_ms = 3000\n\
+             coordination = \"zookeeper\"\n[zookeeper]\nconnect = \"{}\"\n\
+             session_timeout_ms = 1000\n",
+            zk.connect()
+        ),
+    )
+    .unwrap();
+    let said = vesta_fails(
+        &[
+            "serve",
+            "tcp",
+            "--listen",
+            "127.0.0.1:0",
+            "--machine",
+            "950",
+            "--config",
+            short.to_str().unwrap(),
+        ],
+        &[
+            "granted a session timeout of 1000 ms",
+            "seq.cluster_ttl_ms 3000",
+            "maxSessionTimeout",
+        ],
+    );
+    eprintln!("{said}");
     let config = dir.path().join("bad.toml");
     std::fs::write(&config, "[seq]\ncoordination = \"zk\"\n").unwrap();
     vesta_fails(
@@ -331,8 +436,8 @@ fn coordination_mistakes_are_refused_in_one_line() {
 fn scenario(coord: impl FnOnce(&mut dyn FnMut(std::net::SocketAddr) -> u16) -> Coord) {
     let pg = Postgres::start();
     let db = pg.create_database("cluster");
-    // Member 950 reaches its coordinator (the database, or etcd) through a proxy that can cut
-    // it off.
+    // Member 950 reaches its coordinator (the database, etcd or ZooKeeper) through a proxy that
+    // can cut it off.
     let mut proxies = Vec::new();
     let coord = coord(&mut |target| {
         let proxy = Proxy::start(target);
@@ -347,9 +452,9 @@ fn scenario(coord: impl FnOnce(&mut dyn FnMut(std::net::SocketAddr) -> u16) -> C
             assert_ne!(db, via);
             (via, proxy)
         }
-        Coord::Etcd { .. } => (db.clone(), proxies.pop().unwrap()),
+        Coord::Etcd { .. } | Coord::Zookeeper { .. } => (db.clone(), proxies.pop().unwrap()),
     };
-    let proxied = matches!(coord, Coord::Etcd { .. });
+    let proxied = coord.proxied();
     let dir = tempfile::tempdir().unwrap();
     let tool = tool_config(&coord, &db, dir.path());
     let lease = coord.lease();
@@ -371,7 +476,7 @@ fn scenario(coord: impl FnOnce(&mut dyn FnMut(std::net::SocketAddr) -> u16) -> C
     let ls = until_settled(&tool, lease, 2);
     assert!(ls.contains("950 ") && ls.contains("951 "), "{ls}");
     if proxied {
-        // Coordinated in etcd: the database holds the numbers, no member rows.
+        // Coordinated in etcd or ZooKeeper: the database holds the numbers, no member rows.
         let in_db = vesta_ok(&["seq", "ls", "--db", &db]);
         assert!(!in_db.contains(" live "), "{in_db}");
     }
@@ -402,8 +507,8 @@ fn scenario(coord: impl FnOnce(&mut dyn FnMut(std::net::SocketAddr) -> u16) -> C
     );
     until_settled(&tool, lease, 1);
 
-    // 3. 950 again, through the proxy: a new incarnation takes its share back (in etcd, once
-    //    the killed process's registration of machine ID 950 ran out too).
+    // 3. 950 again, through the proxy: a new incarnation takes its share back (in etcd or
+    //    ZooKeeper, once the killed process's registration of machine ID 950 ran out too).
     coord.until_machine_free("950");
     let a = if proxied {
         member("950", &coord, &db, true, dir.path())

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::sync::Arc;
 
-use vesta_embed::config::EtcdSection;
+use vesta_embed::config::{EtcdSection, ZooKeeperSection};
 use vesta_segment::seq::cluster::{Coordinator, SqlCoordinator, refuse_if_clustered};
 use vesta_segment::{Coordination, DEFAULT_SEQ_DB, DbUrl, SeqKey, SeqSection, Sequences};
 
@@ -103,8 +103,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     server: None,
                     tls_ca: None,
                 };
-                let (seqs, section, etcd) = db.open_with().await?;
-                let coord = match coordinator(&section, &etcd, &seqs).await {
+                let (seqs, section, reach) = db.open_with().await?;
+                let coord = match coordinator(&section, &reach, &seqs).await {
                     Ok(coord) => coord,
                     Err(e) => {
                         seqs.close().await;
@@ -117,28 +117,42 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     })
 }
 
-/// A config file: its `[seq]` section and the `[etcd]` one a cluster may be coordinated
-/// through, other sections ignored (so a server's file works).
+/// A config file: its `[seq]` section and the `[etcd]` and `[zookeeper]` ones a cluster may be
+/// coordinated through, other sections ignored (so a server's file works).
 #[derive(Deserialize)]
 struct ConfigFile {
     #[serde(default)]
     seq: SeqSection,
     #[serde(default)]
     etcd: EtcdSection,
+    #[serde(default)]
+    zookeeper: ZooKeeperSection,
     #[serde(flatten)]
     _other: HashMap<String, IgnoredAny>,
 }
 
+/// The sections a cluster coordinated outside the database is reached through.
+#[derive(Default)]
+struct Reach {
+    etcd: EtcdSection,
+    zookeeper: ZooKeeperSection,
+}
+
 impl DbArgs {
-    /// Opens the sequences the flags and config name; the `[seq]` and `[etcd]` sections read.
-    async fn open_with(&self) -> anyhow::Result<(Sequences, SeqSection, EtcdSection)> {
-        let (mut section, etcd) = match &self.config {
+    /// Opens the sequences the flags and config name; the `[seq]`, `[etcd]` and `[zookeeper]`
+    /// sections read.
+    async fn open_with(&self) -> anyhow::Result<(Sequences, SeqSection, Reach)> {
+        let (mut section, reach) = match &self.config {
             Some(path) => {
                 let file =
                     vesta_embed::config::load_toml::<ConfigFile>(path).context("--config")?;
-                (file.seq, file.etcd)
+                let reach = Reach {
+                    etcd: file.etcd,
+                    zookeeper: file.zookeeper,
+                };
+                (file.seq, reach)
             }
-            None => (SeqSection::default(), EtcdSection::default()),
+            None => (SeqSection::default(), Reach::default()),
         };
         if let Some(db) = &self.db {
             DbUrl::parse(db).context("--db")?;
@@ -148,19 +162,19 @@ impl DbArgs {
             .db_url()?
             .map_or_else(|| DbUrl::parse(DEFAULT_SEQ_DB), Ok)?;
         let seqs = Sequences::open(&url, section.options()).await?;
-        Ok((seqs, section, etcd))
+        Ok((seqs, section, reach))
     }
 
     /// [`DbArgs::open_with`] for a command that hands out or reads numbers: refused while a cluster
     /// of servers serves the table (ask them with --server instead).
     async fn open_unserved(&self) -> anyhow::Result<Sequences> {
-        let (seqs, section, etcd) = self.open_with().await?;
+        let (seqs, section, reach) = self.open_with().await?;
         let how = "ask the servers with --server ADDRS instead";
         let refused = async {
             let sql = SqlCoordinator::new(&seqs);
             refuse_if_clustered(&seqs, &sql, how).await?;
             if section.coordination != Coordination::Sql {
-                let coord = coordinator(&section, &etcd, &seqs).await?;
+                let coord = coordinator(&section, &reach, &seqs).await?;
                 refuse_if_clustered(&seqs, coord.as_ref(), how).await?;
             }
             anyhow::Ok(())
@@ -174,19 +188,26 @@ impl DbArgs {
 }
 
 /// The coordinator of the cluster on `seqs`' table that `[seq] coordination` names: the
-/// database itself, or (in a build with the servers) etcd through `[etcd]`.
+/// database itself, or (in a build with the servers) etcd through `[etcd]` or ZooKeeper
+/// through `[zookeeper]`.
 async fn coordinator(
     section: &SeqSection,
-    etcd: &EtcdSection,
+    reach: &Reach,
     seqs: &Sequences,
 ) -> anyhow::Result<Arc<dyn Coordinator>> {
     match section.coordination {
         Coordination::Sql => Ok(Arc::new(SqlCoordinator::new(seqs))),
         #[cfg(feature = "serve")]
-        other => Ok(vesta_service::seq_cluster::coordinator(other, etcd, seqs).await?),
+        other => {
+            let reach = vesta_service::seq_cluster::Reach {
+                etcd: &reach.etcd,
+                zookeeper: &reach.zookeeper,
+            };
+            Ok(vesta_service::seq_cluster::coordinator(other, reach, seqs).await?)
+        }
         #[cfg(not(feature = "serve"))]
         other => {
-            let _ = etcd;
+            let _ = (&reach.etcd, &reach.zookeeper);
             Err(super::absent::refused(
                 &format!("seq.coordination = \"{other}\""),
                 "serve",

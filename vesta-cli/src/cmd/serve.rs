@@ -90,8 +90,9 @@ pub struct ServerArgs {
     /// [default: [seq] advertise, else the listen address]
     #[arg(long, value_name = "HOST:PORT", requires = "seq_cluster")]
     pub seq_advertise: Option<String>,
-    /// Where the sequences cluster keeps its leases and sets: `sql` (the sequences' database)
-    /// or `etcd` (through --etcd / the [etcd] section) [default: [seq] coordination, else sql]
+    /// Where the sequences cluster keeps its leases and sets: `sql` (the sequences' database),
+    /// `etcd` (through --etcd / the [etcd] section) or `zookeeper` (through --zk / the
+    /// [zookeeper] section) [default: [seq] coordination, else sql]
     #[arg(long, value_name = "STORE")]
     pub seq_coordination: Option<String>,
     /// Log lines as text (colours only on a terminal) or one JSON object per line

@@ -67,7 +67,9 @@ pub use sql::{MachineRow, SqlLease, SqlSettings};
 #[cfg(feature = "state-file")]
 pub use state_file::retire as retire_state_file;
 #[cfg(feature = "zookeeper")]
-pub use zk::{LeaseError, LeaseRow, ZkCause, inspect, retire as retire_zk};
+pub use zk::{
+    LeaseError, LeaseRow, ZkCause, inspect, open_session as open_zk_session, retire as retire_zk,
+};
 pub use zk_settings::ZkSettings;
 #[cfg(any(feature = "zookeeper", feature = "etcd"))]
 pub use znode::{Claim, Mark};

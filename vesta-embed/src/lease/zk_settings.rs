@@ -5,7 +5,7 @@ use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::{ConfigError, IssuerConfig, MachineSource};
+use crate::config::{ConfigError, IssuerConfig, MachineSource, ZooKeeperSection};
 
 /// Everything the ZooKeeper lease needs, checked and converted from [`IssuerConfig`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,9 +59,7 @@ impl ZkSettings {
                 );
             }
         };
-        if z.connect.trim().is_empty() {
-            return bad("zookeeper.connect is empty: expected host:port[,host:port...]".into());
-        }
+        let connection = Self::connection(z)?;
         if fixed.is_some() && z.start_without_zookeeper {
             return bad(
                 "zookeeper.start_without_zookeeper is set with a static machine ID registered \
@@ -69,6 +67,39 @@ impl ZkSettings {
                  be skipped; remove zookeeper.connect to issue unregistered"
                     .into(),
             );
+        }
+        if z.report_interval_ms < 10 {
+            return bad(format!(
+                "zookeeper.report_interval_ms {} is too small: at least 10",
+                z.report_interval_ms
+            ));
+        }
+        let (pool_name, pool) = config
+            .pools()?
+            .for_gen_method(config.gen_method)
+            .map_err(vesta_core::ConfigError::from)?;
+        Ok(ZkSettings {
+            report_interval: Duration::from_millis(z.report_interval_ms),
+            start_guard_max_wait: config.start_guard_max_wait(),
+            start_without_zookeeper: z.start_without_zookeeper,
+            instance: z.instance.clone(),
+            state_file: config.machine.state_file.clone(),
+            hold_wait: config.hold_wait,
+            pool_name,
+            pool,
+            fixed,
+            ..connection
+        })
+    }
+
+    /// The connection alone (connect string, root, auth, session and connect timeouts),
+    /// checked as [`ZkSettings::from_config`] checks them: for another user of `[zookeeper]`
+    /// than a machine-ID lease (the sequences cluster's coordinator in vesta-service). The
+    /// lease's own fields keep neutral values.
+    pub fn connection(z: &ZooKeeperSection) -> Result<Self, ConfigError> {
+        let bad = |msg: String| Err(ConfigError::Inconsistent(msg));
+        if z.connect.trim().is_empty() {
+            return bad("zookeeper.connect is empty: expected host:port[,host:port...]".into());
         }
         if !z.root.starts_with('/') || z.root.len() < 2 || z.root.ends_with('/') {
             return bad(format!(
@@ -80,7 +111,6 @@ impl ZkSettings {
         for (key, v, min) in [
             ("session_timeout_ms", z.session_timeout_ms, 100),
             ("connect_timeout_ms", z.connect_timeout_ms, 1),
-            ("report_interval_ms", z.report_interval_ms, 10),
         ] {
             if v < min {
                 return bad(format!("zookeeper.{key} {v} is too small: at least {min}"));
@@ -89,25 +119,21 @@ impl ZkSettings {
         if z.auth.as_ref().is_some_and(|a| !a.contains(':')) {
             return bad("zookeeper.auth is not valid: expected user:password".into());
         }
-        let (pool_name, pool) = config
-            .pools()?
-            .for_gen_method(config.gen_method)
-            .map_err(vesta_core::ConfigError::from)?;
         Ok(ZkSettings {
             connect: z.connect.trim().to_owned(),
             root: z.root.clone(),
             session_timeout: Duration::from_millis(z.session_timeout_ms),
             connect_timeout: Duration::from_millis(z.connect_timeout_ms),
             report_interval: Duration::from_millis(z.report_interval_ms),
-            start_guard_max_wait: config.start_guard_max_wait(),
-            start_without_zookeeper: z.start_without_zookeeper,
+            start_guard_max_wait: Duration::ZERO,
+            start_without_zookeeper: false,
             auth: z.auth.clone(),
-            instance: z.instance.clone(),
-            state_file: config.machine.state_file.clone(),
-            hold_wait: config.hold_wait,
-            pool_name,
-            pool,
-            fixed,
+            instance: None,
+            state_file: None,
+            hold_wait: Duration::ZERO,
+            pool_name: "server",
+            pool: 0..=0,
+            fixed: None,
         })
     }
 
@@ -165,5 +191,23 @@ mod tests {
         c.zookeeper.auth = Some("nopassword".into());
         let err = ZkSettings::from_config(&c).unwrap_err().to_string();
         assert!(err.contains("zookeeper.auth"), "{err}");
+    }
+
+    #[test]
+    fn the_connection_alone_is_checked_as_a_lease_checks_it() {
+        let mut z = ZooKeeperSection::default();
+        let err = ZkSettings::connection(&z).unwrap_err().to_string();
+        assert!(err.contains("zookeeper.connect is empty"), "{err}");
+        z.connect = " 127.0.0.1:2181 ".into();
+        z.auth = Some("u:p".into());
+        let s = ZkSettings::connection(&z).unwrap();
+        assert_eq!(
+            (s.connect.as_str(), s.root.as_str(), s.auth.as_deref()),
+            ("127.0.0.1:2181", "/vesta/default", Some("u:p"))
+        );
+        assert_eq!(s.connect_timeout, Duration::from_millis(5_000));
+        z.root = "/v/".into();
+        let err = ZkSettings::connection(&z).unwrap_err().to_string();
+        assert!(err.contains("zookeeper.root `/v/`"), "{err}");
     }
 }

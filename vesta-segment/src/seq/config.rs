@@ -31,17 +31,21 @@ pub enum Coordination {
     Sql,
     /// etcd v3, reached through the `[etcd]` section (the one a machine ID is leased from).
     Etcd,
+    /// ZooKeeper, reached through the `[zookeeper]` section (the one a machine ID is leased
+    /// from).
+    Zookeeper,
 }
 
 impl Coordination {
     /// Every value `seq.coordination` takes.
-    pub const NAMES: &'static str = "\"sql\", \"etcd\"";
+    pub const NAMES: &'static str = "\"sql\", \"etcd\", \"zookeeper\"";
 
     /// Its name in the config.
     pub fn as_str(self) -> &'static str {
         match self {
             Coordination::Sql => "sql",
             Coordination::Etcd => "etcd",
+            Coordination::Zookeeper => "zookeeper",
         }
     }
 
@@ -50,10 +54,7 @@ impl Coordination {
         match value {
             "sql" => Ok(Coordination::Sql),
             "etcd" => Ok(Coordination::Etcd),
-            "zookeeper" => Err(ConfigError::Inconsistent(format!(
-                "seq.coordination \"zookeeper\" is not supported yet: allowed {}",
-                Coordination::NAMES
-            ))),
+            "zookeeper" => Ok(Coordination::Zookeeper),
             other => Err(ConfigError::Inconsistent(format!(
                 "seq.coordination {other:?} is not one of {}",
                 Coordination::NAMES
@@ -94,7 +95,8 @@ pub struct SeqSection {
     /// The member's lease in the cluster: a killed member's keys wait at most this long.
     pub cluster_ttl_ms: u64,
     /// Where the cluster keeps its leases and sets: the sequences' database (`sql`, the
-    /// default) or etcd (`etcd`, reached through the `[etcd]` section).
+    /// default), etcd (`etcd`, reached through the `[etcd]` section) or ZooKeeper (`zookeeper`,
+    /// through the `[zookeeper]` section).
     pub coordination: Coordination,
     /// The `host:port` other members send clients to for this server's keys (default: the
     /// address it listens on, unless that is a wildcard such as `0.0.0.0`).
@@ -342,12 +344,13 @@ mod tests {
         assert_eq!(c.coordination, Coordination::Etcd);
         assert_eq!(
             parse("[seq]\ncoordination = \"consul\"\n").unwrap_err(),
-            "seq.coordination \"consul\" is not one of \"sql\", \"etcd\""
+            "seq.coordination \"consul\" is not one of \"sql\", \"etcd\", \"zookeeper\""
         );
-        assert!(
+        assert_eq!(
             parse("[seq]\ncoordination = \"zookeeper\"\n")
-                .unwrap_err()
-                .contains("not supported yet")
+                .unwrap()
+                .coordination,
+            Coordination::Zookeeper
         );
         let debug = format!(
             "{:?}",

@@ -75,6 +75,23 @@ pub(crate) async fn connect(s: &ZkSettings, timeout: Duration) -> Result<ZkLease
     })
 }
 
+/// A session on the ensemble of `s` asking `session_timeout` (digest auth when configured),
+/// tried for `s.connect_timeout` with the diagnosis of a lease's connect, and the ACL its znodes
+/// get (creator-only with auth): the machine-ID lease's connection, for another user of
+/// `[zookeeper]` (vesta-service's sequences cluster). The server may grant another timeout:
+/// [`Client::session_timeout`] says which.
+pub async fn open_session(
+    s: &ZkSettings,
+    session_timeout: Duration,
+) -> Result<(Client, Acls<'static>)> {
+    let asked = ZkSettings {
+        session_timeout,
+        ..s.clone()
+    };
+    let zk = connect(&asked, s.connect_timeout).await?;
+    Ok((zk.client, zk.acls))
+}
+
 /// The longest the diagnosis of a failed connect may take on top of the connect timeout (no
 /// longer than the timeout itself either, so a lease thread retrying every beat keeps its pace).
 const PROBE_BUDGET: Duration = Duration::from_millis(500);
