@@ -10,11 +10,15 @@
 //!   successor, which starts after the holder's mark; healed, the old holder stays fenced;
 //! - a static machine ID registered in etcd (`--machine N --etcd URL`) is refused to a second
 //!   live holder;
-//! - an unreachable etcd fails the start in one line.
+//! - an unreachable etcd fails the start in one line;
+//! - a start guard that waits longer than the lease (a mark ahead of the clock) keeps its claim
+//!   alive through the wait and issues after the mark.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use vesta_embed::{IssuerConfig, MachineSource};
+use vesta_core::{Epoch, IdFields};
+use vesta_embed::lease::{EtcdClient, EtcdSettings, Mark};
+use vesta_embed::{Issuer, IssuerConfig, MachineSource};
 use vesta_tests::bin::{vesta_fails, vesta_ok};
 use vesta_tests::etcd::Etcd;
 use vesta_tests::lease;
@@ -139,5 +143,82 @@ fn an_unreachable_etcd_fails_the_start_in_one_line() {
     vesta_fails(
         &["gen", "--etcd", "http://127.0.0.1:1"],
         &["etcd http://127.0.0.1:1: /v3/lease/grant: connecting to 127.0.0.1:1"],
+    );
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        .try_into()
+        .unwrap()
+}
+
+/// A mark left 5 s ahead of the clock (a holder whose clock ran ahead, or one whose lease ran
+/// that far ahead) makes the successor's start guard wait about 5 s, more than twice etcd's
+/// shortest lease (2 s): the claim must be kept alive through the wait, or the start fails with
+/// "lost right after it was claimed" (found by CI, where a max-peak guard waited 2 s).
+#[test]
+fn a_start_guard_longer_than_the_lease_keeps_the_claim_alive() {
+    let etcd = Etcd::start();
+    let mut c = config(&etcd.url(), "/vesta/long-guard", 4);
+    c.etcd.ttl_ms = 2_000;
+    c.machine.start_guard_max_wait_ms = 10_000;
+    let settings = EtcdSettings::from_config(&c).unwrap();
+    let ahead = Duration::from_secs(5);
+    let mark_ms = now_ms() + ahead.as_millis() as u64;
+    let mark = Mark {
+        mark_ms,
+        last_time: 0,
+        clean: true,
+        written_ms: now_ms(),
+        holder: "elsewhere:1".into(),
+        layout: None,
+        epoch_ms: None,
+        fixed: None,
+    };
+    let client = EtcdClient::new(settings.clone());
+    let written = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(client.create(
+            &settings.mark_key(0),
+            &serde_json::to_string(&mark).unwrap(),
+            0,
+        ));
+    assert_eq!(written, Ok(true));
+
+    let issuer = Issuer::start(c).expect("the start outlasts etcd's lease");
+    let started_ms = now_ms();
+    assert!(
+        started_ms >= mark_ms,
+        "started {} ms before the mark",
+        mark_ms - started_ms
+    );
+    let id = issuer.next_id().unwrap();
+    let fields = IdFields::decode(id);
+    assert_eq!(fields.machine, 0, "{id}");
+    assert!(
+        fields.unix_ms(Epoch::VESTA) >= mark_ms,
+        "{id}: in a unit before the mark"
+    );
+    // Still ours after more than a lease: the beats took over from the guard's keep-alives.
+    std::thread::sleep(Duration::from_secs(3));
+    let later = IdFields::decode(issuer.next_id().unwrap());
+    assert_eq!(later.machine, 0);
+    let listed = vesta_ok(&[
+        "machine",
+        "ls",
+        "--etcd",
+        &etcd.url(),
+        "--root",
+        "/vesta/long-guard",
+        "--json",
+    ]);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.contains("\"machine\":0") && !l.contains("\"holder\":null")),
+        "{listed}"
     );
 }
