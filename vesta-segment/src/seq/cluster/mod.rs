@@ -306,12 +306,10 @@ impl Member {
                     .members
                     .iter()
                     .find(|m| m.member == o.member)
-                    .map(|m| {
-                        format!(
-                            "{} (lease ends in {} ms)",
-                            m.holder,
-                            m.expires_ms.saturating_sub(rows.now_ms).max(0)
-                        )
+                    .map(|m| match m.expires_ms.saturating_sub(rows.now_ms) {
+                        // etcd and ZooKeeper judge a lease live without saying for how long.
+                        left if left > 0 => format!("{} (lease ends in {left} ms)", m.holder),
+                        _ => format!("{} (its lease runs)", m.holder),
                     })
                     .unwrap_or_else(|| "another process".into());
                 return Err(SeqError::Cluster(format!(
