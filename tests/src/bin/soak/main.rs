@@ -49,7 +49,7 @@ use vesta_tests::zk::{ZkEnsemble, free_ports};
 
 use faults::{Fault, Schedule};
 use producers::{Output, Role, Slot, Store};
-use seqs::SeqGroup;
+use seqs::{SeqCoordination, SeqGroup};
 use servers::{Kind, Server};
 use statics::Statics;
 use stores::{Stores, Which};
@@ -109,6 +109,10 @@ struct Args {
     /// own on the soak's PostgreSQL, each through a proxy; 0: no sequence group
     #[arg(long, default_value_t = 3)]
     seq_members: usize,
+    /// Where the sequence group's members keep their leases and sets: its PostgreSQL database,
+    /// the soak's etcd (which then starts even with --etcd-workers 0) or its ZooKeeper ensemble
+    #[arg(long, value_enum, default_value_t = SeqCoordination::Sql)]
+    seq_coordination: SeqCoordination,
     /// `soak_worker seq` processes calling the sequence group
     #[arg(long, default_value_t = 2)]
     seq_workers: usize,
@@ -291,7 +295,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     let seq_on = args.seq_members > 0 && args.seq_workers > 0;
     let stores = Stores::start(
         args.sql_workers > 0,
-        args.etcd_workers > 0,
+        args.etcd_workers > 0 || (seq_on && args.seq_coordination == SeqCoordination::Etcd),
         seq_on,
         &mut ctx,
     );
@@ -399,6 +403,7 @@ impl Soak {
         let seq = if args.seq_members > 0 && args.seq_workers > 0 {
             Some(SeqGroup::start(
                 args.seq_members,
+                args.seq_coordination,
                 args.seq_workers,
                 args.seq_calls,
                 args.seq_calls as f64 / planned.as_secs_f64(),

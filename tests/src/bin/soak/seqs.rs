@@ -1,10 +1,12 @@
 //! The sequence group: `--seq-members` `vesta serve tcp --seq-cluster` members on a database of
-//! their own on the soak's PostgreSQL, each reaching it through a proxy of its own
-//! (`vesta_tests::proxy::Proxy`) that a fault turns into a blackhole, and `--seq-workers`
-//! `soak_worker seq` processes calling them (every member listed: members restart on the same
-//! fixed ports). Its faults: a member SIGKILLed (started again a second later), stopped cleanly
-//! (SIGTERM: it hands its sets off) and started again, and cut off from the database (blackhole
-//! for [`PARTITION_FOR`], then healed). At the end every call file is loaded and the history
+//! their own on the soak's PostgreSQL, coordinated there or (`--seq-coordination`) through the
+//! soak's etcd or ZooKeeper ensemble, each reaching every one of those servers through a proxy
+//! of its own (`vesta_tests::proxy::Proxy`) that a fault turns into a blackhole, and
+//! `--seq-workers` `soak_worker seq` processes calling them (every member listed: members
+//! restart on the same fixed ports). Its faults: a member SIGKILLed (started again a second
+//! later), stopped cleanly (SIGTERM: it hands its sets off) and started again, and cut off from
+//! the database and the coordination service (blackhole for [`PARTITION_FOR`], then healed);
+//! with ZooKeeper coordination the soak's own faults (the leader killed) hit the members too. At the end every call file is loaded and the history
 //! checker runs over all calls: no number twice per key, and a call that began after another
 //! ended answered above it.
 
@@ -15,6 +17,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
+use clap::ValueEnum as _;
 use vesta_tests::history::{self, RecViolation};
 use vesta_tests::proxy::Proxy;
 use vesta_tests::soak::child::Proc;
@@ -44,6 +48,41 @@ const STOP_GRACE: Duration = Duration::from_secs(60);
 /// Violations kept for the report.
 const MAX_VIOLATIONS: usize = 20;
 
+/// Where the members keep their leases and the sets' owners (`[seq] coordination`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SeqCoordination {
+    /// The sequences' own PostgreSQL database.
+    Sql,
+    /// The soak's etcd member.
+    Etcd,
+    /// The soak's ZooKeeper ensemble.
+    Zookeeper,
+}
+
+impl SeqCoordination {
+    /// What a member is cut off from in a partition, for the event log.
+    fn links(self) -> &'static str {
+        match self {
+            SeqCoordination::Sql => "PostgreSQL",
+            SeqCoordination::Etcd => "PostgreSQL and etcd",
+            SeqCoordination::Zookeeper => "PostgreSQL and ZooKeeper",
+        }
+    }
+}
+
+/// The port of `host:port` or `http://host:port`.
+fn port_of(addr: &str) -> anyhow::Result<u16> {
+    let port = addr.rsplit(':').next().unwrap_or_default();
+    port.trim_end_matches('/')
+        .parse()
+        .with_context(|| format!("no port in {addr}"))
+}
+
+/// A proxy to `127.0.0.1:port`.
+fn proxy_to(port: u16) -> Proxy {
+    Proxy::start(([127, 0, 0, 1], port).into())
+}
+
 /// One `soak_worker seq` slot and its incarnations.
 struct Worker {
     name: String,
@@ -63,7 +102,9 @@ struct Worker {
 pub struct SeqGroup {
     /// The members.
     pub members: Vec<Server>,
-    proxies: Vec<Proxy>,
+    /// Each member's proxies: to PostgreSQL first, then to the coordination service's servers.
+    proxies: Vec<Vec<Proxy>>,
+    coordination: SeqCoordination,
     workers: Vec<Worker>,
     files: Vec<PathBuf>,
     dir: PathBuf,
@@ -92,11 +133,14 @@ pub struct Checked {
 }
 
 impl SeqGroup {
-    /// Starts `members` members (through their proxies) and notes `workers` worker slots, each
-    /// to make `calls / workers` calls at `rate / workers` calls per second with `tasks` tasks.
-    /// Workers start with `tick_workers` once the members serve.
+    /// Starts `members` members (through their proxies), coordinated through `coordination`,
+    /// and notes `workers` worker slots, each to make `calls / workers` calls at `rate /
+    /// workers` calls per second with `tasks` tasks. Workers start with `tick_workers` once the
+    /// members serve.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         members: usize,
+        coordination: SeqCoordination,
         workers: usize,
         calls: u64,
         rate: f64,
@@ -107,14 +151,27 @@ impl SeqGroup {
         let dir = ctx.dir.join("seq");
         fs::create_dir_all(&dir)?;
         let ports = free_ports(members);
-        let pg: std::net::SocketAddr = format!("127.0.0.1:{}", ctx.pg_port).parse()?;
         let conf = format!(
             "[seq]\nstore_timeout_ms = {STORE_TIMEOUT_MS}\ncluster_ttl_ms = {TTL_MS}\n\
-             max_sections = {MAX_SECTIONS}\n"
+             max_sections = {MAX_SECTIONS}\ncoordination = \"{}\"\n",
+            coordination
+                .to_possible_value()
+                .map_or("sql".into(), |v| v.get_name().to_owned())
         );
+        // The coordination service's servers, each reached through a proxy per member.
+        let coord_ports = match coordination {
+            SeqCoordination::Sql => Vec::new(),
+            SeqCoordination::Etcd => vec![port_of(&ctx.etcd_url)?],
+            SeqCoordination::Zookeeper => ctx
+                .zk_connect
+                .split(',')
+                .map(port_of)
+                .collect::<anyhow::Result<_>>()?,
+        };
         let mut group = SeqGroup {
             members: Vec::new(),
             proxies: Vec::new(),
+            coordination,
             workers: Vec::new(),
             files: Vec::new(),
             servers: ports
@@ -133,17 +190,46 @@ impl SeqGroup {
             worker_runs: 0,
         };
         for (i, port) in ports.iter().enumerate() {
-            let proxy = Proxy::start(pg);
+            let proxy = proxy_to(ctx.pg_port);
             let url = ctx.seq_url.replace(
                 &format!(":{}/", ctx.pg_port),
                 &format!(":{}/", proxy.port()),
             );
             anyhow::ensure!(url != ctx.seq_url, "no port to replace in {}", ctx.seq_url);
             let name = format!("seq-{}", i + 1);
+            let coord: Vec<Proxy> = coord_ports.iter().map(|&p| proxy_to(p)).collect();
+            let through: Vec<String> = coord
+                .iter()
+                .map(|p| format!("127.0.0.1:{}", p.port()))
+                .collect();
+            let mut conf = conf.clone();
+            match coordination {
+                SeqCoordination::Sql => {}
+                SeqCoordination::Etcd => {
+                    let _ = write!(
+                        conf,
+                        "[etcd]\nendpoints = [\"http://{}\"]\nroot = \"/vesta/soak-seq\"\n\
+                         timeout_ms = {STORE_TIMEOUT_MS}\n",
+                        through[0]
+                    );
+                }
+                SeqCoordination::Zookeeper => {
+                    let _ = write!(
+                        conf,
+                        "[zookeeper]\nconnect = \"{}\"\nroot = \"/vesta/soak-seq\"\n",
+                        through.join(",")
+                    );
+                }
+            }
             ctx.event(format!(
-                "{name}: machine {}, port {port}, the database through proxy port {}",
+                "{name}: machine {}, port {port}, the database through proxy port {}{}",
                 FIRST_MACHINE + i as u64,
-                proxy.port()
+                proxy.port(),
+                if through.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {coordination:?} through {}", through.join(","))
+                }
             ));
             let args = vec![
                 "--machine".into(),
@@ -162,7 +248,9 @@ impl SeqGroup {
                 envs,
                 ctx,
             )?);
-            group.proxies.push(proxy);
+            group
+                .proxies
+                .push(std::iter::once(proxy).chain(coord).collect());
         }
         let per = calls.div_ceil(workers.max(1) as u64);
         for i in 0..workers {
@@ -195,11 +283,12 @@ impl SeqGroup {
         if let Some((i, at)) = self.partitioned
             && Instant::now() >= at
         {
-            self.proxies[i].heal();
+            self.proxies[i].iter().for_each(Proxy::heal);
             self.partitioned = None;
             ctx.event(format!(
-                "healed {}'s link to PostgreSQL",
-                self.members[i].name
+                "healed {}'s links to {}",
+                self.members[i].name,
+                self.coordination.links()
             ));
         }
     }
@@ -344,8 +433,8 @@ impl SeqGroup {
         }
     }
 
-    /// The fault: cut a random member that serves off from PostgreSQL (its proxy drops every
-    /// byte, connections stay open) for [`PARTITION_FOR`]. False while another is cut off.
+    /// The fault: cut a random member that serves off from PostgreSQL and the coordination
+    /// service (its proxies drop every byte, connections stay open) for [`PARTITION_FOR`]. False while another is cut off.
     pub fn partition(&mut self, ctx: &mut Ctx, rng: &mut Rng) -> bool {
         if self.partitioned.is_some() {
             return false;
@@ -353,11 +442,12 @@ impl SeqGroup {
         let Some(i) = self.pick_up(rng) else {
             return false;
         };
-        self.proxies[i].blackhole();
+        self.proxies[i].iter().for_each(Proxy::blackhole);
         self.partitioned = Some((i, Instant::now() + PARTITION_FOR));
         ctx.event(format!(
-            "cut {} off from PostgreSQL (blackhole) for {} s",
+            "cut {} off from {} (blackhole) for {} s",
             self.members[i].name,
+            self.coordination.links(),
             PARTITION_FOR.as_secs()
         ));
         true
@@ -401,10 +491,11 @@ impl SeqGroup {
             std::thread::sleep(Duration::from_millis(100));
         }
         if let Some((i, _)) = self.partitioned.take() {
-            self.proxies[i].heal();
+            self.proxies[i].iter().for_each(Proxy::heal);
             ctx.event(format!(
-                "healed {}'s link to PostgreSQL",
-                self.members[i].name
+                "healed {}'s links to {}",
+                self.members[i].name,
+                self.coordination.links()
             ));
         }
         for m in &mut self.members {
