@@ -41,6 +41,15 @@ pub const PARTITION_FOR: Duration = Duration::from_millis(3 * TTL_MS);
 /// The first member's machine ID (the server pool's top: the leasing servers, lowest free ID
 /// first, never get there).
 const FIRST_MACHINE: u64 = 1010;
+/// With etcd or ZooKeeper coordination a member's static machine ID is registered there too,
+/// under a lease or session of this length: a SIGKILLed member's registration outlives it by
+/// up to that long.
+const REGISTRATION_MS: u64 = 2_000;
+/// How long a SIGKILLed member stays down when its machine ID is registered in etcd or
+/// ZooKeeper: until its registration expired (an earlier start is refused in one line, "another
+/// issuer runs with this static machine ID", which the soak would count as a finding), with
+/// room for a ZooKeeper leader election, which restarts every session's timeout.
+const REGISTERED_RESTART_PAUSE: Duration = Duration::from_millis(3 * REGISTRATION_MS);
 /// A worker whose file does not grow this long is stalled (a finding).
 const STALL: Duration = Duration::from_secs(30);
 /// How long workers get to stop.
@@ -209,14 +218,15 @@ impl SeqGroup {
                     let _ = write!(
                         conf,
                         "[etcd]\nendpoints = [\"http://{}\"]\nroot = \"/vesta/soak-seq\"\n\
-                         timeout_ms = {STORE_TIMEOUT_MS}\n",
+                         timeout_ms = {STORE_TIMEOUT_MS}\nttl_ms = {REGISTRATION_MS}\n",
                         through[0]
                     );
                 }
                 SeqCoordination::Zookeeper => {
                     let _ = write!(
                         conf,
-                        "[zookeeper]\nconnect = \"{}\"\nroot = \"/vesta/soak-seq\"\n",
+                        "[zookeeper]\nconnect = \"{}\"\nroot = \"/vesta/soak-seq\"\n\
+                         session_timeout_ms = {REGISTRATION_MS}\n",
                         through.join(",")
                     );
                 }
@@ -239,15 +249,11 @@ impl SeqGroup {
                 "--seq-cluster".into(),
             ];
             let envs = vec![("VESTA_HOLD_DIR".to_owned(), ctx.dir.join("hold"))];
-            group.members.push(Server::start_with(
-                &name,
-                Kind::Tcp,
-                *port,
-                &conf,
-                args,
-                envs,
-                ctx,
-            )?);
+            let mut member = Server::start_with(&name, Kind::Tcp, *port, &conf, args, envs, ctx)?;
+            if coordination != SeqCoordination::Sql {
+                member.restart_pause = REGISTERED_RESTART_PAUSE;
+            }
+            group.members.push(member);
             group
                 .proxies
                 .push(std::iter::once(proxy).chain(coord).collect());

@@ -66,6 +66,8 @@ pub struct Server {
     envs: Vec<(String, PathBuf)>,
     incarnation: u32,
     state: State,
+    /// How long it stays down after a SIGKILL or a failed start before it is started again.
+    pub restart_pause: Duration,
 }
 
 impl Server {
@@ -107,6 +109,7 @@ impl Server {
             state: State::Down {
                 restart_at: Instant::now(),
             },
+            restart_pause: RESTART_PAUSE,
         };
         server.state = server.spawn(ctx);
         Ok(server)
@@ -145,7 +148,7 @@ impl Server {
             Err(e) => {
                 ctx.finding(format!("{label} could not be spawned: {e}"));
                 State::Down {
-                    restart_at: Instant::now() + RESTART_PAUSE,
+                    restart_at: Instant::now() + self.restart_pause,
                 }
             }
         }
@@ -155,7 +158,7 @@ impl Server {
     pub fn tick(&mut self, ctx: &mut Ctx) {
         let now = Instant::now();
         let down_for_a_while = State::Down {
-            restart_at: now + RESTART_PAUSE,
+            restart_at: now + self.restart_pause,
         };
         self.state = match std::mem::replace(&mut self.state, State::Retired) {
             State::Starting { mut proc, deadline } => {
@@ -229,7 +232,7 @@ impl Server {
         ctx.event(format!("SIGKILL {} (pid {})", proc.name(), proc.pid()));
         proc.kill();
         self.state = State::Down {
-            restart_at: Instant::now() + RESTART_PAUSE,
+            restart_at: Instant::now() + self.restart_pause,
         };
         true
     }
