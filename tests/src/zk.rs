@@ -420,9 +420,16 @@ impl ZkEnsemble {
         self.wait_serving(i);
     }
 
-    /// Waits until some running node is leader (after a leader was killed); false on timeout.
-    pub fn wait_leader(&self, timeout: Duration) -> bool {
-        wait_until(timeout, || self.leader().is_some())
+    /// The running node that is leader, waited for: after a leader was killed, and after the
+    /// start too (a loaded machine can delay an election, or a `srvr` answer, past the start's
+    /// wait for every node to serve). `None` on timeout.
+    pub fn wait_leader(&self, timeout: Duration) -> Option<usize> {
+        let mut leader = None;
+        wait_until(timeout, || {
+            leader = self.leader();
+            leader.is_some()
+        });
+        leader
     }
 
     fn wait_serving(&self, i: usize) {

@@ -111,7 +111,9 @@ fn zookeeper_stopped_past_the_session_timeout_fences_then_resumes_with_a_valid_l
 fn ensemble_leader_killed_issuing_continues() {
     let mut ensemble = ZkEnsemble::start();
     let issuer = Issuer::start(config(&ensemble.connect(), "/vesta/ensemble", 4, 6000)).unwrap();
-    let leader = ensemble.leader().expect("a leader");
+    let leader = ensemble
+        .wait_leader(Duration::from_secs(20))
+        .expect("a leader");
     let mut ids = Vec::new();
     let mut failures = 0;
     let start = Instant::now();
@@ -127,11 +129,9 @@ fn ensemble_leader_killed_issuing_continues() {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert!(
-        ensemble.wait_leader(Duration::from_secs(20)),
-        "no new leader"
-    );
-    let new_leader = ensemble.leader().unwrap();
+    let new_leader = ensemble
+        .wait_leader(Duration::from_secs(20))
+        .expect("no new leader");
     assert_ne!(new_leader, leader);
     assert_eq!(failures, 0, "issuing stopped: {:?}", issuer.status().lease);
     let status = issuer.status();
