@@ -22,14 +22,12 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use vesta_embed::lease::{EtcdClient, EtcdKv, EtcdSettings};
-use vesta_segment::seq::cluster::{
-    ClusterRows, CoordError, CoordFuture, Coordinator, Joining, MemberRow, SetRow,
-};
-use vesta_segment::seq::sets::SETS;
+use vesta_segment::seq::cluster::{ClusterRows, CoordError, CoordFuture, Coordinator, Joining};
+
+use super::records::{self, Member, Set, now_ms};
 
 /// Puts per transaction: under etcd's default `--max-txn-ops` (128).
 const PER_TXN: usize = 64;
@@ -40,21 +38,6 @@ const EXPIRY_CHECK: Duration = Duration::from_millis(500);
 /// etcd's smallest lease with default settings (1.5 election timeouts, rounded up), seconds:
 /// what is assumed until a grant says.
 const MIN_TTL_S: u64 = 2;
-
-/// A member key's value.
-#[derive(Serialize, Deserialize)]
-struct Member {
-    holder: String,
-    tcp: String,
-    rest: String,
-}
-
-/// A set key's value.
-#[derive(Serialize, Deserialize)]
-struct Set {
-    owner: Option<u64>,
-    holder: String,
-}
 
 /// The cluster's leases and sets in etcd.
 #[derive(Debug)]
@@ -73,12 +56,6 @@ fn ttl_s(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis().div_ceil(1_000))
         .unwrap_or(u64::MAX)
         .max(1)
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 impl EtcdCoordinator {
@@ -153,7 +130,7 @@ impl EtcdCoordinator {
             .client
             .range_prefix(&format!("{}/", self.prefix))
             .await?;
-        Ok(rows(&self.prefix, kvs, now_ms))
+        Ok(rows(&self.prefix, &kvs, now_ms))
     }
 
     /// Puts `value` on each `(set, generation)` still at that generation: a chunk at a time
@@ -184,60 +161,20 @@ impl EtcdCoordinator {
     }
 }
 
-/// The cluster's rows from the keys under `prefix` read at one revision, at `now_ms` (the
-/// read's clock, for display only: a member key present is live, so its row expires at
-/// `now_ms`). Every set is there: one never written is released at generation 0.
-fn rows(prefix: &str, kvs: Vec<EtcdKv>, now_ms: i64) -> ClusterRows {
+/// The cluster's rows from the keys under `prefix` read at one revision, at `now_ms`: a set
+/// key's generation is its `mod_revision`.
+fn rows(prefix: &str, kvs: &[EtcdKv], now_ms: i64) -> ClusterRows {
     let members_at = format!("{prefix}/members/");
     let sets_at = format!("{prefix}/sets/");
-    let mut members = Vec::new();
-    let mut sets: Vec<SetRow> = (0..SETS)
-        .map(|set| SetRow {
-            set,
-            owner: None,
-            holder: String::new(),
-            generation: 0,
-        })
-        .collect();
-    for kv in kvs {
-        if let Some(id) = kv.key.strip_prefix(&members_at) {
-            let (Ok(member), Ok(m)) =
-                (id.parse::<u64>(), serde_json::from_str::<Member>(&kv.value))
-            else {
-                continue;
-            };
-            members.push(MemberRow {
-                member,
-                holder: m.holder,
-                tcp: m.tcp,
-                rest: m.rest,
-                expires_ms: now_ms,
-            });
-        } else if let Some(set) = kv.key.strip_prefix(&sets_at) {
-            let Some(row) = set
-                .parse::<u32>()
-                .ok()
-                .and_then(|s| sets.get_mut(s as usize))
-            else {
-                continue;
-            };
-            // An unreadable value is owned by nobody live: taken by compare-and-set like a
-            // released set.
-            let s = serde_json::from_str::<Set>(&kv.value).unwrap_or(Set {
-                owner: None,
-                holder: String::new(),
-            });
-            row.owner = s.owner;
-            row.holder = s.holder;
-            row.generation = kv.mod_revision;
-        }
-    }
-    members.sort_by_key(|m| m.member);
-    ClusterRows {
-        now_ms,
-        members,
-        sets,
-    }
+    let sets = kvs.iter().filter_map(|kv| {
+        let set = kv.key.strip_prefix(&sets_at)?.parse::<u32>().ok()?;
+        Some((set, kv.value.as_bytes(), kv.mod_revision))
+    });
+    let members = kvs.iter().filter_map(|kv| {
+        let name = kv.key.strip_prefix(&members_at)?;
+        Some((name, kv.value.as_bytes()))
+    });
+    records::rows(sets, members, now_ms)
 }
 
 impl Coordinator for EtcdCoordinator {
@@ -347,6 +284,7 @@ impl Coordinator for EtcdCoordinator {
 mod tests {
     use super::*;
     use vesta_segment::seq::cluster::is_live;
+    use vesta_segment::seq::sets::SETS;
 
     fn kv(key: &str, value: &str, mod_revision: i64) -> EtcdKv {
         EtcdKv {
@@ -362,7 +300,7 @@ mod tests {
         let p = "/vesta/default/seq/abc";
         let rows = rows(
             p,
-            vec![
+            &[
                 kv(
                     &format!("{p}/members/951"),
                     r#"{"holder":"h:2:b.1","tcp":"127.0.0.1:2","rest":""}"#,

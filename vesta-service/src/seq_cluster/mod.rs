@@ -6,6 +6,7 @@
 //! and its [`Coordinator`] trait) and vesta-embed (the etcd and ZooKeeper clients).
 
 pub mod etcd;
+mod records;
 pub mod zookeeper;
 
 use std::sync::Arc;

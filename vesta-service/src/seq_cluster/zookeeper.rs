@@ -56,13 +56,11 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use super::records::{self, Member, Set, now_ms};
 use vesta_embed::lease::{LeaseError, ZkSettings, open_zk_session};
-use vesta_segment::seq::cluster::{
-    ClusterRows, CoordError, CoordFuture, Coordinator, Joining, MemberRow, SetRow,
-};
+use vesta_segment::seq::cluster::{ClusterRows, CoordError, CoordFuture, Coordinator, Joining};
 use vesta_segment::seq::sets::SETS;
 use zookeeper_client::{
     Acls, Client, CreateMode, Error as ZkError, MultiReadResult, MultiWriteError,
@@ -70,21 +68,6 @@ use zookeeper_client::{
 
 /// Set writes per multi: a chunk that fails is retried set by set.
 const PER_MULTI: usize = 64;
-
-/// A member znode's data.
-#[derive(Serialize, Deserialize)]
-struct Member {
-    holder: String,
-    tcp: String,
-    rest: String,
-}
-
-/// A set znode's data.
-#[derive(Serialize, Deserialize)]
-struct Set {
-    owner: Option<u64>,
-    holder: String,
-}
 
 /// What a ZooKeeper call failed with, and on which znode.
 #[derive(Debug, thiserror::Error)]
@@ -199,12 +182,6 @@ impl std::fmt::Debug for ZkCoordinator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "ZkCoordinator({})", self.describe())
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 impl ZkCoordinator {
@@ -515,7 +492,7 @@ impl ZkCoordinator {
                 }
             }
         }
-        Ok(rows(&sets, members, now_ms))
+        Ok(rows(&sets, &members, now_ms))
     }
 
     /// Writes `value` on each `(set, generation)` still at that generation, each multi fenced
@@ -599,55 +576,25 @@ impl ZkCoordinator {
 }
 
 /// The cluster's rows from the set znodes (by set: data and version, `None` when absent) and
-/// the member znodes present (name, data), at `now_ms` (for display only: a member znode
-/// present is live, so its row expires at `now_ms`).
+/// the member znodes present (name, data), at `now_ms`: a set znode's generation is its version
+/// + 1.
 fn rows(
     sets: &[Option<(Vec<u8>, i32)>],
-    members: Vec<(String, Vec<u8>)>,
+    members: &[(String, Vec<u8>)],
     now_ms: i64,
 ) -> ClusterRows {
-    let mut rows: Vec<SetRow> = (0..SETS)
-        .map(|set| SetRow {
-            set,
-            owner: None,
-            holder: String::new(),
-            generation: 0,
-        })
-        .collect();
-    for (row, read) in rows.iter_mut().zip(sets) {
-        let Some((data, version)) = read else {
-            continue;
-        };
-        // An unreadable value is owned by nobody live: taken by compare-and-set like a
-        // released set.
-        let s = serde_json::from_slice::<Set>(data).unwrap_or(Set {
-            owner: None,
-            holder: String::new(),
-        });
-        row.owner = s.owner;
-        row.holder = s.holder;
-        row.generation = generation(Some(*version));
-    }
-    let mut members: Vec<MemberRow> = members
-        .into_iter()
-        .filter_map(|(name, data)| {
-            let member = name.parse::<u64>().ok()?;
-            let m = serde_json::from_slice::<Member>(&data).ok()?;
-            Some(MemberRow {
-                member,
-                holder: m.holder,
-                tcp: m.tcp,
-                rest: m.rest,
-                expires_ms: now_ms,
-            })
-        })
-        .collect();
-    members.sort_by_key(|m| m.member);
-    ClusterRows {
-        now_ms,
-        members,
-        sets: rows,
-    }
+    let sets = sets.iter().enumerate().filter_map(|(set, read)| {
+        let (data, version) = read.as_ref()?;
+        Some((
+            u32::try_from(set).ok()?,
+            data.as_slice(),
+            generation(Some(*version)),
+        ))
+    });
+    let members = members
+        .iter()
+        .map(|(name, data)| (name.as_str(), data.as_slice()));
+    records::rows(sets, members, now_ms)
 }
 
 impl Coordinator for ZkCoordinator {
@@ -821,7 +768,7 @@ mod tests {
         sets[9] = Some((b"not json".to_vec(), 0));
         let rows = rows(
             &sets,
-            vec![
+            &[
                 (
                     "951".into(),
                     br#"{"holder":"h:2:b.1","tcp":"127.0.0.1:2","rest":""}"#.to_vec(),
