@@ -101,26 +101,72 @@ pub fn cargo(subcommand: &str, args: &[&str]) -> Command {
 /// selected packages' features and their dependencies' are unchanged.
 pub const HOST_DEPS: &str = "vesta-ci-host-deps";
 
-/// `cargo build ARGS` ([`cargo`]): asserts it succeeded; returns the executable it built (ARGS
-/// select one binary or example).
-pub fn build_executable(args: &[&str]) -> PathBuf {
-    let out = cargo(
-        "build",
-        &[args, &["--message-format=json-render-diagnostics"]].concat(),
-    )
-    .stderr(std::process::Stdio::inherit())
-    .output()
-    .expect("cargo build");
-    assert!(out.status.success(), "cargo build {args:?} failed");
-    let executables: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|m| m["reason"] == "compiler-artifact")
-        .filter_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .collect();
-    match &executables[..] {
-        [exe] => exe.clone(),
-        _ => panic!("cargo build {args:?}: not one executable: {executables:?}"),
+/// The workspace's root directory (the tests crate's parent).
+pub fn workspace_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root")
+}
+
+/// The target directory of the builds made as a user's project makes them ([`UsersCrate`] and
+/// the lean `vesta`), under the workspace's and kept between runs: not the workspace's own,
+/// whose `debug/vesta` (the full one the other tests run) a lean `vesta` would replace. With
+/// CI's host-deps package in each of them (a build dependency, or `-p` it), the proc macros and
+/// build scripts are compiled once for all of them here.
+pub fn lean_target() -> PathBuf {
+    workspace_root().join("target/lean-user")
+}
+
+/// A scratch crate outside the workspace, depending on the libraries as a user's own project
+/// does: by path, with the features it names, none of their dev-dependencies (which the
+/// workspace's builds unify into every feature set), built offline from the workspace's lock
+/// file into [`lean_target`].
+pub struct UsersCrate {
+    dir: tempfile::TempDir,
+}
+
+impl UsersCrate {
+    /// `dependencies`: the `[dependencies]` section's lines; `{root}` stands for the
+    /// workspace's root directory.
+    pub fn new(name: &str, dependencies: &str, main_rs: &str) -> Self {
+        let root = workspace_root();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("vesta-{name}-"))
+            .tempdir()
+            .expect("a scratch crate directory");
+        let manifest = format!(
+            "[package]\nname = \"{name}\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\n\
+             [dependencies]\n{}\n\n[build-dependencies]\n{HOST_DEPS} = {{ path = {:?} }}\n\n\
+             [workspace]\n",
+            dependencies.replace("{root}", root.to_str().expect("a UTF-8 path")),
+            root.join(".ci/host-deps"),
+        );
+        std::fs::write(dir.path().join("Cargo.toml"), manifest).unwrap();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/main.rs"), main_rs).unwrap();
+        // The workspace's versions, so the build needs nothing from the network.
+        std::fs::copy(root.join("Cargo.lock"), dir.path().join("Cargo.lock")).unwrap();
+        Self { dir }
+    }
+
+    /// Its `Cargo.toml`.
+    pub fn manifest(&self) -> PathBuf {
+        self.dir.path().join("Cargo.toml")
+    }
+
+    /// `cargo SUBCOMMAND --offline --manifest-path <it> ARGS...` into [`lean_target`].
+    pub fn cargo(&self, subcommand: &str, args: &[&str]) -> Command {
+        let manifest = self.manifest();
+        let mut cmd = cargo(
+            subcommand,
+            &[
+                &["--offline", "--manifest-path", manifest.to_str().unwrap()][..],
+                args,
+            ]
+            .concat(),
+        );
+        cmd.env("CARGO_TARGET_DIR", lean_target());
+        cmd
     }
 }
 

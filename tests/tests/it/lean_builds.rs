@@ -5,14 +5,12 @@
 //! the README's first command's build, `vesta` without default features: it issues IDs, leaves
 //! the servers' stack out of its tree, and says which feature a left-out command needs.
 
-use std::fs;
-use std::path::Path;
 use std::process::Command;
 
 use vesta_core::{GenMethod, IdFields};
 use vesta_tests::bin::{
-    HOST_DEPS, assert_not_in_tree, cargo, dependency_tree, fails_in_one_line, run_printing_ids,
-    state_home,
+    HOST_DEPS, UsersCrate, assert_not_in_tree, cargo, dependency_tree, fails_in_one_line,
+    lean_target, run_printing_ids, state_home,
 };
 
 /// What the scratch crate does: a static issuer from the builder (no config files, no tokio),
@@ -38,39 +36,16 @@ fn main() {
 
 #[test]
 fn vesta_embed_without_default_features_runs_in_a_users_project() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let dir = tempfile::Builder::new()
-        .prefix("vesta-lean-")
-        .tempdir()
-        .unwrap();
-    let manifest = format!(
-        "[package]\nname = \"lean-user\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\n\
-         [dependencies]\nvesta-embed = {{ path = {:?}, default-features = false }}\n\n\
-         [build-dependencies]\nvesta-ci-host-deps = {{ path = {:?} }}\n\n\
-         [workspace]\n",
-        root.join("vesta-embed"),
-        root.join(".ci/host-deps"),
+    let user = UsersCrate::new(
+        "lean-user",
+        r#"vesta-embed = { path = "{root}/vesta-embed", default-features = false }"#,
+        MAIN_RS,
     );
-    // CI's host-deps package as a build dependency (`.ci/host-deps`): the proc macros and build
-    // scripts get the features the other build here gives them, so they compile once for both;
-    // what the crate runs and depends on is unchanged.
-    fs::write(dir.path().join("Cargo.toml"), manifest).unwrap();
-    fs::create_dir(dir.path().join("src")).unwrap();
-    fs::write(dir.path().join("src/main.rs"), MAIN_RS).unwrap();
-    // The workspace's versions, so the build needs nothing from the network.
-    fs::copy(root.join("Cargo.lock"), dir.path().join("Cargo.lock")).unwrap();
-    let manifest_path = dir.path().join("Cargo.toml");
-    let manifest_arg = manifest_path.to_str().unwrap();
-    // Its own target directory under the workspace's, kept between runs.
-    let target = root.join("target/lean-user");
+    let manifest = user.manifest();
+    let manifest_arg = manifest.to_str().unwrap();
+    let target = lean_target();
 
-    let (out, ids) = run_printing_ids(
-        cargo(
-            "run",
-            &["--quiet", "--offline", "--manifest-path", manifest_arg],
-        )
-        .env("CARGO_TARGET_DIR", &target),
-    );
+    let (out, ids) = run_printing_ids(&mut user.cargo("run", &["--quiet"]));
     assert_eq!(ids.len(), 3, "{out}");
     assert!(ids.iter().all(|id| IdFields::decode(*id).machine == 3));
     assert!(
@@ -123,8 +98,7 @@ fn vesta_without_default_features_issues_ids_and_names_what_it_left_out() {
         ],
     );
 
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let target = root.join("target/lean-user");
+    let target = lean_target();
     // With CI's host-deps package beside it (`.ci/host-deps`): the proc macros and build
     // scripts are compiled with the same features as the other lean builds', so once for all of
     // them in this target directory; vesta-cli's features and its dependencies' are unchanged.

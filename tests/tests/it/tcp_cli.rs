@@ -5,13 +5,13 @@
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use vesta_core::{GenMethod, IdFields};
 use vesta_tests::bin::{
-    HOST_DEPS, ServerChild, assert_not_in_tree, build_executable, dependency_tree,
-    run_printing_ids, vesta_cmd, vesta_command, vesta_fails, vesta_ok,
+    ServerChild, UsersCrate, assert_not_in_tree, dependency_tree, lean_target, run_printing_ids,
+    vesta_cmd, vesta_command, vesta_fails, vesta_ok,
 };
 use vesta_tests::zk::ZkServer;
 
@@ -107,18 +107,26 @@ fn serve_gen_bench_and_a_clean_sigterm() {
 /// `vesta serve tcp` and explains one.
 #[test]
 fn the_client_alone_builds_without_the_server_stack_and_gets_ids() {
-    let client = [
-        "-p",
-        "vesta-server",
-        "--no-default-features",
-        "--features",
-        "tls",
-    ];
-    let crates = dependency_tree(&client, None);
+    // The example's code (`vesta-server/examples/client_alone.rs`) as a user's service builds
+    // it: its own crate, depending on the client as the example's doc says, without
+    // vesta-server's dev-dependencies (`cargo run --example` would build them, SQLite and
+    // proptest among them, and unify their features into the client's).
+    let user = UsersCrate::new(
+        "client-alone-user",
+        r#"vesta-server = { path = "{root}/vesta-server", default-features = false, features = ["tls"] }
+tokio = { version = "1", features = ["macros", "rt"] }"#,
+        include_str!("../../../vesta-server/examples/client_alone.rs"),
+    );
+    let manifest = user.manifest();
+    let crates = dependency_tree(
+        &["--offline", "--manifest-path", manifest.to_str().unwrap()],
+        Some(&lean_target()),
+    );
     assert_not_in_tree(
         &crates,
         &[
             "sqlx",
+            "sqlx-core",
             "hyper",
             "vesta-segment",
             "prometheus-client",
@@ -127,22 +135,7 @@ fn the_client_alone_builds_without_the_server_stack_and_gets_ids() {
     );
 
     let server = ServerChild::start("tcp", &[], &[]);
-    // `cargo run -p vesta-server --no-default-features --features tls --example client_alone`
-    // (the example's own command), built then run: with CI's host-deps package beside it, whose
-    // build dependencies only change which copy of the proc macros and build scripts it uses.
-    let exe = build_executable(&[
-        "-p",
-        "vesta-server",
-        "-p",
-        HOST_DEPS,
-        "--no-default-features",
-        "--features",
-        "vesta-server/tls",
-        "--quiet",
-        "--example",
-        "client_alone",
-    ]);
-    let (out, ids) = run_printing_ids(Command::new(exe).arg(&server.addr));
+    let (out, ids) = run_printing_ids(user.cargo("run", &["--quiet", "--"]).arg(&server.addr));
     assert_eq!(ids.len(), 4, "{out}");
     for id in &ids {
         let f = IdFields::decode(*id);
