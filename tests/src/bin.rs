@@ -108,19 +108,40 @@ pub fn workspace_root() -> &'static Path {
         .expect("the workspace root")
 }
 
-/// The target directory of the builds made as a user's project makes them ([`UsersCrate`] and
-/// the lean `vesta`), under the workspace's and kept between runs: not the workspace's own,
-/// whose `debug/vesta` (the full one the other tests run) a lean `vesta` would replace. With
-/// CI's host-deps package in each of them (a build dependency, or `-p` it), the proc macros and
-/// build scripts are compiled once for all of them here.
-pub fn lean_target() -> PathBuf {
-    workspace_root().join("target/lean-user")
+/// The host's target triple (`rustc -vV`), which the builds made as a user's project makes them
+/// name (`--target`): their programs then land in `target/<triple>/<profile>/`, apart from the
+/// workspace build's (whose `debug/vesta`, the full one the other tests run, a lean `vesta` would
+/// replace), while the proc macros and build scripts they compile are the workspace build's own,
+/// in the same target directory (with CI's host-deps package in each of them, a build
+/// dependency or `-p` it, their features are the workspace build's).
+pub fn host_triple() -> &'static str {
+    static TRIPLE: OnceLock<String> = OnceLock::new();
+    TRIPLE.get_or_init(|| {
+        let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+        let out = Command::new(rustc).arg("-vV").output().expect("rustc -vV");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("host: "))
+            .expect("rustc -vV names the host")
+            .to_owned()
+    })
+}
+
+/// Where a build with `--target` [`host_triple`] ([`cargo`]'s target directory and profile)
+/// puts its programs.
+pub fn host_target_profile_dir() -> PathBuf {
+    let profile_dir = profile_dir();
+    profile_dir
+        .parent()
+        .expect("the target directory")
+        .join(host_triple())
+        .join(profile_dir.file_name().expect("the profile's directory"))
 }
 
 /// A scratch crate outside the workspace, depending on the libraries as a user's own project
 /// does: by path, with the features it names, none of their dev-dependencies (which the
 /// workspace's builds unify into every feature set), built offline from the workspace's lock
-/// file into [`lean_target`].
+/// file for [`host_triple`].
 pub struct UsersCrate {
     dir: tempfile::TempDir,
 }
@@ -137,14 +158,16 @@ impl UsersCrate {
         let manifest = format!(
             "[package]\nname = \"{name}\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\n\
              [dependencies]\n{}\n\n[build-dependencies]\n{HOST_DEPS} = {{ path = {:?} }}\n\n\
-             [workspace]\n",
+             [profile.dev]\ndebug = \"line-tables-only\"\n\n[workspace]\n",
             dependencies.replace("{root}", root.to_str().expect("a UTF-8 path")),
             root.join(".ci/host-deps"),
         );
         std::fs::write(dir.path().join("Cargo.toml"), manifest).unwrap();
         std::fs::create_dir(dir.path().join("src")).unwrap();
         std::fs::write(dir.path().join("src/main.rs"), main_rs).unwrap();
-        // The workspace's versions, so the build needs nothing from the network.
+        // The workspace's dev profile (Cargo.toml) too: the proc macros and build scripts are
+        // then the workspace build's own. The workspace's versions, so the build needs nothing
+        // from the network.
         std::fs::copy(root.join("Cargo.lock"), dir.path().join("Cargo.lock")).unwrap();
         Self { dir }
     }
@@ -154,19 +177,23 @@ impl UsersCrate {
         self.dir.path().join("Cargo.toml")
     }
 
-    /// `cargo SUBCOMMAND --offline --manifest-path <it> ARGS...` into [`lean_target`].
+    /// `cargo SUBCOMMAND --offline --manifest-path <it> --target <host> ARGS...` ([`cargo`]).
     pub fn cargo(&self, subcommand: &str, args: &[&str]) -> Command {
         let manifest = self.manifest();
-        let mut cmd = cargo(
+        cargo(
             subcommand,
             &[
-                &["--offline", "--manifest-path", manifest.to_str().unwrap()][..],
+                &[
+                    "--offline",
+                    "--manifest-path",
+                    manifest.to_str().unwrap(),
+                    "--target",
+                    host_triple(),
+                ][..],
                 args,
             ]
             .concat(),
-        );
-        cmd.env("CARGO_TARGET_DIR", lean_target());
-        cmd
+        )
     }
 }
 

@@ -10,7 +10,7 @@ use std::process::Command;
 use vesta_core::{GenMethod, IdFields};
 use vesta_tests::bin::{
     HOST_DEPS, UsersCrate, assert_not_in_tree, cargo, dependency_tree, fails_in_one_line,
-    lean_target, run_printing_ids, state_home,
+    host_target_profile_dir, host_triple, run_printing_ids, state_home,
 };
 
 /// What the scratch crate does: a static issuer from the builder (no config files, no tokio),
@@ -43,7 +43,6 @@ fn vesta_embed_without_default_features_runs_in_a_users_project() {
     );
     let manifest = user.manifest();
     let manifest_arg = manifest.to_str().unwrap();
-    let target = lean_target();
 
     let (out, ids) = run_printing_ids(&mut user.cargo("run", &["--quiet"]));
     assert_eq!(ids.len(), 3, "{out}");
@@ -61,7 +60,7 @@ fn vesta_embed_without_default_features_runs_in_a_users_project() {
             "-p",
             "vesta-embed",
         ],
-        Some(&target),
+        None,
     );
     // The crate itself is not a dependency.
     let dependencies = crates.len() - 1;
@@ -76,8 +75,8 @@ fn vesta_embed_without_default_features_runs_in_a_users_project() {
 }
 
 /// `cargo run --release -p vesta-cli --no-default-features -- gen -n 5` (the README's first
-/// command), built here in debug into the scratch crate's target directory (the workspace's
-/// own `vesta` is the full one the other tests run).
+/// command), built here in debug for the host target (the workspace's own `vesta` is the full
+/// one the other tests run).
 #[test]
 fn vesta_without_default_features_issues_ids_and_names_what_it_left_out() {
     let lean = ["-p", "vesta-cli", "--no-default-features"];
@@ -98,24 +97,22 @@ fn vesta_without_default_features_issues_ids_and_names_what_it_left_out() {
         ],
     );
 
-    let target = lean_target();
-    // With CI's host-deps package beside it (`.ci/host-deps`): the proc macros and build
-    // scripts are compiled with the same features as the other lean builds', so once for all of
-    // them in this target directory; vesta-cli's features and its dependencies' are unchanged.
+    // For the host target (its program apart from the workspace build's `debug/vesta`, which
+    // the other tests run), with CI's host-deps package beside it (`.ci/host-deps`): the proc
+    // macros and build scripts are the workspace build's, in the same target directory;
+    // vesta-cli's features and its dependencies' are unchanged.
     let built = cargo(
         "build",
-        &[&lean[..], &["-p", HOST_DEPS, "--quiet"]].concat(),
+        &[
+            &lean[..],
+            &["-p", HOST_DEPS, "--quiet", "--target", host_triple()],
+        ]
+        .concat(),
     )
-    .env("CARGO_TARGET_DIR", &target)
     .status()
     .expect("cargo build");
     assert!(built.success(), "building vesta without default features");
-    let profile = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    let bin = target.join(profile).join("vesta");
+    let bin = host_target_profile_dir().join("vesta");
     let vesta = |args: &[&str]| {
         let mut cmd = Command::new(&bin);
         cmd.args(args)

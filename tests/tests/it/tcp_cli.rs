@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use vesta_core::{GenMethod, IdFields};
 use vesta_tests::bin::{
-    ServerChild, UsersCrate, assert_not_in_tree, dependency_tree, lean_target, run_printing_ids,
-    vesta_cmd, vesta_command, vesta_fails, vesta_ok,
+    ServerChild, UsersCrate, assert_not_in_tree, dependency_tree, run_printing_ids, vesta_cmd,
+    vesta_command, vesta_fails, vesta_ok,
 };
 use vesta_tests::zk::ZkServer;
 
@@ -120,7 +120,7 @@ tokio = { version = "1", features = ["macros", "rt"] }"#,
     let manifest = user.manifest();
     let crates = dependency_tree(
         &["--offline", "--manifest-path", manifest.to_str().unwrap()],
-        Some(&lean_target()),
+        None,
     );
     assert_not_in_tree(
         &crates,
