@@ -118,6 +118,9 @@ async fn the_first_number_after_a_restart_is_above_the_stored_max() {
     assert_eq!(seqs.next(&k).await.unwrap(), 2);
     // Another key of the same section starts where the section stood at its load.
     assert_eq!(seqs.next(&SeqKey::Num(8)).await.unwrap(), 1);
+    // A restart within this process: closed first, so no raise of the old handle's writes
+    // after the new one loaded (`Sequences::close`).
+    seqs.close().await;
     drop(seqs);
     let seqs = Sequences::open(&url(dir.path()), options(1000))
         .await
@@ -418,6 +421,7 @@ async fn a_peek_reads_without_writing_or_loading() {
     }
     assert_eq!(rows(&reader).await, table, "a peek wrote the table");
     assert_eq!(seqs.status(), status, "a peek loaded or raised");
+    seqs.close().await;
     drop(seqs);
 
     // After a restart: section 0 is read, not loaded; its stored maximum is what a load then
@@ -507,6 +511,10 @@ proptest! {
                         check.saw(&k, last + 1 - n, last);
                     }
                     Op::Restart => {
+                        // Within this process: closed first, or a raise ahead of need the old
+                        // handle started could write after the new one loaded, and fence it
+                        // (`Sequences::close`).
+                        seqs.close().await;
                         drop(seqs);
                         seqs = Sequences::open(&url(dir.path()), options(5)).await.unwrap();
                     }

@@ -427,6 +427,13 @@ impl Sequences {
 
     /// Closes the table's connections (bounded by `store_timeout`). Numbers handed out stay
     /// covered by the table; nothing needs writing at a stop.
+    ///
+    /// To open the same table again in this process, close first: a raise ahead of need
+    /// (started in the background) outlives a dropped handle, and one that writes after a new
+    /// `Sequences` loaded the section looks to it like a second process on the table, so the new
+    /// one fences the section (refuses its keys, naming why). Closing waits for a raise under
+    /// way (within the bound) and none starts after it, when the pool is the one this opened;
+    /// a pool the application handed in stays open, and is the application's to close.
     pub async fn close(&self) {
         self.inner.db.close().await;
     }
