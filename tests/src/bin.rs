@@ -101,13 +101,6 @@ pub fn cargo(subcommand: &str, args: &[&str]) -> Command {
 /// selected packages' features and their dependencies' are unchanged.
 pub const HOST_DEPS: &str = "vesta-ci-host-deps";
 
-/// The workspace's root directory (the tests crate's parent).
-pub fn workspace_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace root")
-}
-
 /// The host's target triple (`rustc -vV`), which the builds made as a user's project makes them
 /// name (`--target`): their programs then land in `target/<triple>/<profile>/`, apart from the
 /// workspace build's (whose `debug/vesta`, the full one the other tests run, a lean `vesta` would
@@ -150,7 +143,7 @@ impl UsersCrate {
     /// `dependencies`: the `[dependencies]` section's lines; `{root}` stands for the
     /// workspace's root directory.
     pub fn new(name: &str, dependencies: &str, main_rs: &str) -> Self {
-        let root = workspace_root();
+        let root = crate::deploy::root();
         let dir = tempfile::Builder::new()
             .prefix(&format!("vesta-{name}-"))
             .tempdir()
@@ -173,8 +166,20 @@ impl UsersCrate {
     }
 
     /// Its `Cargo.toml`.
-    pub fn manifest(&self) -> PathBuf {
+    fn manifest(&self) -> PathBuf {
         self.dir.path().join("Cargo.toml")
+    }
+
+    /// Its [`dependency_tree`] (ARGS: e.g. `-p` one of its dependencies).
+    pub fn dependency_tree(&self, args: &[&str]) -> Vec<String> {
+        let manifest = self.manifest();
+        dependency_tree(
+            &[
+                &["--offline", "--manifest-path", manifest.to_str().unwrap()][..],
+                args,
+            ]
+            .concat(),
+        )
     }
 
     /// `cargo SUBCOMMAND --offline --manifest-path <it> --target <host> ARGS...` ([`cargo`]).
@@ -260,17 +265,15 @@ pub fn run_printing_ids(cmd: &mut Command) -> (String, Vec<u64>) {
 }
 
 /// The crates in a package's normal dependency tree: `cargo tree ARGS -e normal --prefix none`
-/// (ARGS choose the package and features; `target`: another target directory), each
-/// `name vX.Y.Z` once, sorted, the package itself included.
-pub fn dependency_tree(args: &[&str], target: Option<&Path>) -> Vec<String> {
-    let mut cmd = cargo(
+/// (ARGS choose the package and features), each `name vX.Y.Z` once, sorted, the package itself
+/// included.
+pub fn dependency_tree(args: &[&str]) -> Vec<String> {
+    let tree = cargo(
         "tree",
         &[args, &["-e", "normal", "--prefix", "none"]].concat(),
-    );
-    if let Some(target) = target {
-        cmd.env("CARGO_TARGET_DIR", target);
-    }
-    let tree = cmd.output().expect("cargo tree");
+    )
+    .output()
+    .expect("cargo tree");
     assert!(
         tree.status.success(),
         "{}",

@@ -41,8 +41,6 @@ fn vesta_embed_without_default_features_runs_in_a_users_project() {
         r#"vesta-embed = { path = "{root}/vesta-embed", default-features = false }"#,
         MAIN_RS,
     );
-    let manifest = user.manifest();
-    let manifest_arg = manifest.to_str().unwrap();
 
     let (out, ids) = run_printing_ids(&mut user.cargo("run", &["--quiet"]));
     assert_eq!(ids.len(), 3, "{out}");
@@ -52,16 +50,7 @@ fn vesta_embed_without_default_features_runs_in_a_users_project() {
         "{out}"
     );
 
-    let crates = dependency_tree(
-        &[
-            "--offline",
-            "--manifest-path",
-            manifest_arg,
-            "-p",
-            "vesta-embed",
-        ],
-        None,
-    );
+    let crates = user.dependency_tree(&["-p", "vesta-embed"]);
     // The crate itself is not a dependency.
     let dependencies = crates.len() - 1;
     assert!(
@@ -80,7 +69,7 @@ fn vesta_embed_without_default_features_runs_in_a_users_project() {
 #[test]
 fn vesta_without_default_features_issues_ids_and_names_what_it_left_out() {
     let lean = ["-p", "vesta-cli", "--no-default-features"];
-    let crates = dependency_tree(&lean, None);
+    let crates = dependency_tree(&lean);
     assert_not_in_tree(
         &crates,
         &[

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use vesta_core::{GenMethod, IdFields};
 use vesta_tests::bin::{
-    ServerChild, UsersCrate, assert_not_in_tree, dependency_tree, run_printing_ids, vesta_cmd,
-    vesta_command, vesta_fails, vesta_ok,
+    ServerChild, UsersCrate, assert_not_in_tree, run_printing_ids, vesta_cmd, vesta_command,
+    vesta_fails, vesta_ok,
 };
 use vesta_tests::zk::ZkServer;
 
@@ -117,11 +117,7 @@ fn the_client_alone_builds_without_the_server_stack_and_gets_ids() {
 tokio = { version = "1", features = ["macros", "rt"] }"#,
         include_str!("../../../vesta-server/examples/client_alone.rs"),
     );
-    let manifest = user.manifest();
-    let crates = dependency_tree(
-        &["--offline", "--manifest-path", manifest.to_str().unwrap()],
-        None,
-    );
+    let crates = user.dependency_tree(&[]);
     assert_not_in_tree(
         &crates,
         &[
