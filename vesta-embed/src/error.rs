@@ -22,14 +22,13 @@ pub enum StartError {
         message: String,
     },
     /// A state file, or a static machine ID on this host, is held by another process.
-    #[error("{what} {path} is held by {holder}: {hint}")]
+    #[error("{what} is held by {holder}: {hint}")]
     Held {
-        /// What is held: `the state file`, `machine 5 (vesta max-peak, genMethod embed) on this
-        /// host:`.
+        /// What is held: `the state file /var/lib/vesta/m5.state`, `machine 5 of vesta
+        /// max-peak (node bits 0-9, ...) on this host`.
         what: String,
-        /// The lock file.
-        path: std::path::PathBuf,
-        /// Who holds it, as its lock file says (PID, host, since when).
+        /// Who holds it: its process ID, user and command line where the kernel says, else
+        /// what its lock file says.
         holder: String,
         /// Why that matters and what to do.
         hint: String,

@@ -181,6 +181,10 @@ pub struct ServiceConfig<S: ServerSection> {
     pub seq: SeqSection,
     /// Renamed keys found while loading, one line each, for the operator to fix.
     pub warnings: Vec<String>,
+    /// Hold a static machine ID on this host even without a state file (with one it is always
+    /// held): `vesta serve` always does; a library user opts in (see vesta-embed's
+    /// `IssuerConfigBuilder::hold_on_host`). Set by the program, not the file.
+    pub hold_on_host: bool,
 }
 
 impl<S: ServerSection> ServiceConfig<S> {
@@ -223,6 +227,7 @@ impl<S: ServerSection> ServiceConfig<S> {
         config.zookeeper = self.zookeeper.clone();
         config.etcd = self.etcd.clone();
         config.gen_method = S::GEN_METHOD;
+        config.hold_on_host = self.hold_on_host;
         config
     }
 

@@ -93,9 +93,20 @@ fn the_deb_installs_runs_verifies_and_removes_cleanly() {
         "/usr/share/man/man1/vesta-serve-rest.1.gz",
         "/usr/share/bash-completion/completions/vesta",
         "/usr/share/doc/vesta/prometheus/vesta.rules.yml",
+        "/usr/lib/tmpfiles.d/vesta.conf",
     ] {
         assert!(files.lines().any(|l| l == f), "{f} not in the package");
         assert!(Path::new(f).exists(), "{f} not installed");
+    }
+
+    // The host's hold records: a directory every user (and unit) writes, made at install.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata("/var/lib/vesta/holds")
+            .expect("/var/lib/vesta/holds made at install")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o1777, "{mode:o}");
     }
 
     // Remove: the program goes, the operator's configs stay; purge takes them too.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use vesta_core::{Epoch, Layout, Preset};
 use vesta_embed::IssuerConfig;
-use vesta_embed::config::{LayoutChoice, MachineSections, Registry};
+use vesta_embed::config::{ChoiceConflict, LayoutChoice, MachineSections, Registry};
 
 /// Where the layout and epoch come from: `--layout` and `--epoch`, else `--config`, else
 /// Vesta's.
@@ -65,12 +65,35 @@ pub fn apply_machine_flags(
     machine_db: Option<&str>,
     etcd: Option<&str>,
     sections: MachineSections<'_>,
-) {
+) -> anyhow::Result<()> {
     let registry = zk
         .map(|a| (Registry::ZooKeeper, a))
         .or(machine_db.map(|a| (Registry::Sql, a)))
         .or(etcd.map(|a| (Registry::Etcd, a)));
-    sections.choose(machine, registry);
+    sections
+        .choose(machine, registry)
+        .map_err(|conflict| match conflict {
+            ChoiceConflict::FixedIdWithLease { machine, registry } => {
+                let flag = registry_flag(registry);
+                anyhow::anyhow!(
+                    "the config's [machine] id = {machine} and {flag} disagree: {flag} without \
+                 --machine leases a machine ID from the pool, which would drop {machine}; give \
+                 --machine {machine} to register it there, or remove id from the config's \
+                 [machine]"
+                )
+            }
+            other => anyhow::anyhow!("{other}"),
+        })
+}
+
+/// The flag that names `registry` on the command line.
+pub fn registry_flag(registry: Registry) -> &'static str {
+    match registry {
+        Registry::ZooKeeper => "--zk",
+        Registry::Sql => "--machine-db",
+        Registry::Etcd => "--etcd",
+        _ => "a registry flag",
+    }
 }
 
 /// Library warnings to stderr as plain lines (`RUST_LOG` overrides the level), for commands

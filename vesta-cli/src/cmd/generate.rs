@@ -1,11 +1,14 @@
 //! `vesta gen`: N IDs from an in-process issuer (genMethod embed), one per line, written through
 //! a buffer in batches so the layout's cap, not the CLI, is the limit.
 //!
-//! Safe by default on one host: a static machine ID keeps its mark in a state file (the
-//! config's, else one of the user's own under `$XDG_STATE_HOME/vesta`), the file is locked and
-//! the ID held on the host for the run, and a run that finds either held waits its turn (at
-//! most [`HOLD_WAIT`]). A clean stop records exactly where it stopped, so the next run goes on
-//! at once; after a crash, or another user's run, a run waits out what the ID may have issued.
+//! Safe by default on one host: a static machine ID is held on the host for the run (in its ID
+//! space, whatever the layout is called), its mark kept in a state file (`--state-file`, the
+//! config's, else one of the user's own under `$XDG_STATE_HOME/vesta`, one per ID space and
+//! machine ID), and a run that finds either held waits its turn (at most [`HOLD_WAIT`]). A
+//! clean stop records exactly where it stopped, so the next run goes on at once; after a
+//! crash, or another user's run, a run waits out what the ID may have issued. Without a
+//! writable state directory a run goes on without a state file, saying so: still held on the
+//! host, it waits out an unknown past at each start (up to two units).
 
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
@@ -92,6 +95,10 @@ pub struct Args {
     /// hex (0x and 16 digits, sorts)
     #[arg(long, value_name = "FORM", default_value = "decimal")]
     format: Form,
+    /// Keep the static machine ID's mark in this state file [default: the config's
+    /// [machine] state_file, else $XDG_STATE_HOME/vesta/space-KEY.mN.state]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["zk", "machine_db", "etcd", "server", "grpc"])]
+    state_file: Option<PathBuf>,
     #[command(flatten)]
     layout: LayoutArgs,
 }
@@ -146,8 +153,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     let mut config = args.layout.issuer_config()?;
-    apply_overrides(&mut config, &args);
+    apply_overrides(&mut config, &args)?;
     config.hold_wait = HOLD_WAIT;
+    // Held on the host with or without a state file: a server or another run in the same ID
+    // space on this host is waited for, then refused.
+    config.hold_on_host = true;
     keep_own_state(&mut config)?;
     super::common::log_warnings();
     let issuer = Issuer::start(config).context("starting the issuer")?;
@@ -155,9 +165,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     issuer.shutdown().context("releasing the machine ID")
 }
 
-fn apply_overrides(config: &mut IssuerConfig, args: &Args) {
+fn apply_overrides(config: &mut IssuerConfig, args: &Args) -> anyhow::Result<()> {
     if let Some(t) = args.id_type {
         config.id.id_type = Some(t);
+    }
+    if let Some(path) = &args.state_file {
+        config.machine.state_file = Some(path.clone());
     }
     let zk = args.zk.as_deref();
     apply_machine_flags(
@@ -170,12 +183,13 @@ fn apply_overrides(config: &mut IssuerConfig, args: &Args) {
             zookeeper: &mut config.zookeeper,
             etcd: &mut config.etcd,
         },
-    );
+    )
 }
 
-/// A static machine ID not registered anywhere keeps its mark in a state file: the config's,
-/// else the user's own, one per layout and machine ID, in `$XDG_STATE_HOME/vesta` (default
-/// `~/.local/state/vesta`).
+/// A static machine ID not registered anywhere keeps its mark in a state file: `--state-file`,
+/// the config's, else the user's own, one per ID space and machine ID, in
+/// `$XDG_STATE_HOME/vesta` (default `~/.local/state/vesta`). Where that directory cannot be
+/// made (no `HOME`, a read-only one), the run goes on without a state file, saying so.
 fn keep_own_state(config: &mut IssuerConfig) -> anyhow::Result<()> {
     let registered = !config.registries().is_empty();
     let leased = !matches!(
@@ -185,31 +199,33 @@ fn keep_own_state(config: &mut IssuerConfig) -> anyhow::Result<()> {
     if leased || registered || config.machine.state_file.is_some() {
         return Ok(());
     }
-    let dir = state_dir()?;
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("creating the state directory {}", dir.display()))?;
-    config.machine.state_file = Some(dir.join(config.state_file_name()?));
+    let name = config.state_file_name()?;
+    match state_dir() {
+        Ok(dir) => config.machine.state_file = Some(dir.join(name)),
+        Err(why) => eprintln!(
+            "vesta gen: {why}; going on without a state file (the machine ID is still held on \
+             this host; each run waits out up to two time units): set XDG_STATE_HOME to a \
+             writable directory, or give --state-file FILE"
+        ),
+    }
     Ok(())
 }
 
-/// `$XDG_STATE_HOME/vesta`, else `$HOME/.local/state/vesta`.
-fn state_dir() -> anyhow::Result<PathBuf> {
+/// `$XDG_STATE_HOME/vesta`, else `$HOME/.local/state/vesta`, made if missing.
+fn state_dir() -> Result<PathBuf, String> {
     let var = |name| {
         std::env::var_os(name)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     };
-    if let Some(state) = var("XDG_STATE_HOME") {
-        return Ok(state.join("vesta"));
-    }
-    match var("HOME") {
-        Some(home) => Ok(home.join(".local/state/vesta")),
-        None => anyhow::bail!(
-            "vesta gen keeps the machine ID's mark in $XDG_STATE_HOME/vesta or \
-             ~/.local/state/vesta, and neither XDG_STATE_HOME nor HOME is set: set one, or \
-             give --config a file with [machine] state_file"
-        ),
-    }
+    let dir = match (var("XDG_STATE_HOME"), var("HOME")) {
+        (Some(state), _) => state.join("vesta"),
+        (None, Some(home)) => home.join(".local/state/vesta"),
+        (None, None) => return Err("neither XDG_STATE_HOME nor HOME is set".into()),
+    };
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("the state directory {} cannot be made: {e}", dir.display()))?;
+    Ok(dir)
 }
 
 /// Issues `count` IDs in per-unit batches and prints them.

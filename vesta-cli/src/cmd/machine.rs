@@ -52,8 +52,9 @@ pub struct RetireArgs {
     /// Retire this state file: it is renamed to `FILE.retired-<ms>` (kept for the record)
     #[arg(long, value_name = "FILE", conflicts_with_all = ["machine", "machine_db", "etcd", "zk", "root", "scope", "host_hold"])]
     state_file: Option<PathBuf>,
-    /// Retire this host's hold of a static machine ID (the file a refusal names, under
-    /// /dev/shm): what its last holder counted in is forgotten
+    /// Retire this host's hold record of a static machine ID (the file a refusal names, under
+    /// /var/lib/vesta/holds or /var/tmp/vesta-rs): what its last holders counted in is
+    /// forgotten (refused while a process holds the machine ID on this host)
     #[arg(long, value_name = "FILE", conflicts_with_all = ["machine", "machine_db", "etcd", "zk", "root", "scope"])]
     host_hold: Option<PathBuf>,
     #[command(flatten)]
@@ -99,11 +100,12 @@ fn retire(args: RetireArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.host_hold {
         if vesta_embed::lease::retire_host_hold(path)? {
             println!(
-                "retired the host hold {}: a start in another epoch is no longer refused by it",
+                "retired the host hold record {}: a start in another layout or epoch is no longer \
+                 refused by it",
                 path.display()
             );
         } else {
-            println!("no host hold {}: nothing to retire", path.display());
+            println!("no host hold record {}: nothing to retire", path.display());
         }
         return Ok(());
     }

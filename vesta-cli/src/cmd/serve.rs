@@ -140,7 +140,7 @@ impl ServerArgs {
                 zookeeper: &mut config.zookeeper,
                 etcd: &mut config.etcd,
             },
-        );
+        )?;
         if let Some(url) = &self.segment_db {
             config.segment.db = Some(url.clone());
         }
@@ -160,6 +160,9 @@ impl ServerArgs {
         config
             .server
             .set_tls(self.tls_cert.clone(), self.tls_key.clone());
+        // Every `vesta` process with a static machine ID holds it on its host, state file or
+        // not: a second server (or `vesta gen`) on this host in the same ID space is refused.
+        config.hold_on_host = true;
         if self.console {
             config.server.set_console();
         }

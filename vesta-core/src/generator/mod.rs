@@ -276,6 +276,18 @@ impl<C: Clock> Generator<C> {
         (self.state.0.load(Ordering::Acquire) & self.bits.node_mask) >> self.bits.node_shift
     }
 
+    /// Where issuing stands: the time and seq of the last ID issued (or of the floor, seq at
+    /// its maximum, if none was since). Unchanged between two readings exactly when nothing
+    /// was issued between them.
+    pub fn position(&self) -> Position {
+        let b = self.bits;
+        let cur = self.state.0.load(Ordering::Acquire);
+        Position {
+            time: cur >> b.time_shift,
+            seq: (cur >> b.seq_shift) & b.max_seq,
+        }
+    }
+
     /// The time value of the last issued ID, or of the floor: the high-water mark to persist.
     pub fn last_issued_time(&self) -> u64 {
         self.state.0.load(Ordering::Acquire) >> self.bits.time_shift

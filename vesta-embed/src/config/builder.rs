@@ -109,6 +109,33 @@ impl IssuerConfigBuilder {
         self
     }
 
+    /// Holds the static machine ID on this host for the issuer's life, with or without a state
+    /// file (with one it is always held): a second process on this host issuing with the same
+    /// machine ID in the same ID space — whatever it calls its layout — is refused at start in
+    /// one line naming it, and a start counted in another layout or epoch than the machine
+    /// ID's last holder on this host is refused. What it protects: processes on this host (in
+    /// its network namespace, on Linux), whoever runs them, however they are stopped; a file
+    /// tidy-up cannot undo it. What it cannot: two hosts (or containers with network namespaces
+    /// of their own) given one static machine ID — that takes a leasing source (`.zookeeper`,
+    /// an SQL table, etcd). Feature `state-file` (default).
+    ///
+    /// ```
+    /// use vesta_embed::{Issuer, IssuerConfig};
+    ///
+    /// let config = IssuerConfig::builder().machine(811).hold_on_host().build()?;
+    /// let first = Issuer::start(config.clone())?;
+    /// let err = Issuer::start(config).unwrap_err().to_string();
+    /// assert!(err.contains("machine 811 of vesta max-peak"), "{err}");
+    /// assert!(err.contains("on this host is held by"), "{err}");
+    /// first.shutdown()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "state-file")]
+    pub fn hold_on_host(mut self) -> Self {
+        self.config.hold_on_host = true;
+        self
+    }
+
     /// `[machine] server_pool_start`: the first machine ID of the server pool (default: the
     /// layout's split, 924 for a 10-bit node); embedded issuers use the IDs below it.
     pub fn server_pool_start(mut self, first: u64) -> Self {

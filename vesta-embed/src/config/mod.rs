@@ -17,7 +17,7 @@ mod tests;
 mod toml;
 
 pub use builder::IssuerConfigBuilder;
-pub use plan::{Keeper, MachinePlan, MachineSections, Registry, ordinal_machine};
+pub use plan::{ChoiceConflict, Keeper, MachinePlan, MachineSections, Registry, ordinal_machine};
 pub use sections::{
     ClockSection, EtcdSection, IdSection, LayoutChoice, MachineSection, MachineSource, RequireSync,
     SeqStartKind, ZooKeeperSection,
@@ -138,6 +138,11 @@ pub struct IssuerConfig {
     /// take turns); set by the wrapper, not the file.
     #[serde(skip)]
     pub hold_wait: Duration,
+    /// Hold a static machine ID on this host even without a state file (with one it is always
+    /// held): see [`IssuerConfigBuilder::hold_on_host`]. The `vesta` command always does; set
+    /// by the program, not the file.
+    #[serde(skip)]
+    pub hold_on_host: bool,
 }
 
 impl IssuerConfig {
@@ -178,17 +183,17 @@ impl IssuerConfig {
     }
 
     /// The name a program's own state file of this config's static machine ID takes in a
-    /// directory of its choice (`vesta gen` keeps one per user): one file per ID space (the
-    /// layout's fields and unit, its fixed values and the genMethod) and machine ID, and not
-    /// per epoch, so that an epoch changed under it is refused rather than met with a fresh
-    /// file. E.g. `vesta-max-peak.0f3c...e2.m0.state`.
+    /// directory of its choice (`vesta gen` keeps one per user): one file per ID space (where
+    /// the node field sits and the bits every ID carries, whatever the layout is called) and
+    /// machine ID, and not per epoch or name, so that an epoch changed under it, or the same
+    /// space under another name (Leaf and Twitter), meets the file's mark rather than a fresh
+    /// file. E.g. `space-0f3c...e2.m0.state`.
     #[cfg(feature = "state-file")]
     pub fn state_file_name(&self) -> Result<String, ConfigError> {
         let space = crate::lease::counted_in::IdSpace::of(&self.layout()?, self.gen_method);
         Ok(format!(
-            "{}.{}.m{}.state",
-            space.name,
-            space.key,
+            "space-{}.m{}.state",
+            space.key(),
             self.static_machine()?
         ))
     }

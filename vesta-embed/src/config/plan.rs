@@ -155,19 +155,47 @@ pub struct MachineSections<'a> {
     pub etcd: &'a mut EtcdSection,
 }
 
+/// A command line's machine choice that contradicts the config it completes: refused, never
+/// settled silently one way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChoiceConflict {
+    /// The config fixes a machine ID, and the command line gives a registry without one:
+    /// leasing from the pool would silently drop the config's ID.
+    #[error(
+        "the config's machine.id {machine} is set, and {} is given without a machine ID,          which leases one from the pool instead: register {machine} there, or remove          machine.id",
+        registry.key()
+    )]
+    FixedIdWithLease {
+        /// The config's machine ID.
+        machine: u64,
+        /// The registry the command line names.
+        registry: Registry,
+    },
+}
+
 impl MachineSections<'_> {
     /// `--machine N` and a registry from a command line: with an ID, N is static (registered
-    /// in the registry, if one is given); without, the ID is leased from the registry. A
-    /// registry keeps the mark, so an SQL or etcd registry drops the state file (a ZooKeeper
-    /// lease keeps it: the ID to prefer next time).
-    pub fn choose(self, id: Option<u64>, registry: Option<(Registry, &str)>) {
+    /// in the registry, if one is given); without, the ID is leased from the registry — unless
+    /// the config fixes one ([`ChoiceConflict`]). A registry keeps the mark, so an SQL or etcd
+    /// registry drops the state file (a ZooKeeper lease keeps it: the ID to prefer next time).
+    pub fn choose(
+        self,
+        id: Option<u64>,
+        registry: Option<(Registry, &str)>,
+    ) -> Result<(), ChoiceConflict> {
         if let Some(id) = id {
             self.machine.source = MachineSource::Static;
             self.machine.id = Some(id);
         }
         let Some((registry, address)) = registry else {
-            return;
+            return Ok(());
         };
+        if id.is_none()
+            && let Some(machine) = self.machine.id
+        {
+            return Err(ChoiceConflict::FixedIdWithLease { machine, registry });
+        }
         if id.is_none() {
             // A lease replaces the file's static machine ID, which a leased config may not keep.
             self.machine.source = registry.source();
@@ -184,6 +212,7 @@ impl MachineSections<'_> {
                 self.etcd.endpoints = address.split(',').map(|e| e.trim().to_owned()).collect();
             }
         }
+        Ok(())
     }
 }
 
@@ -266,13 +295,17 @@ impl IssuerConfig {
     }
 
     /// `--machine N` and a registry from a command line ([`MachineSections::choose`]).
-    pub fn choose_machine(&mut self, id: Option<u64>, registry: Option<(Registry, &str)>) {
+    pub fn choose_machine(
+        &mut self,
+        id: Option<u64>,
+        registry: Option<(Registry, &str)>,
+    ) -> Result<(), ChoiceConflict> {
         MachineSections {
             machine: &mut self.machine,
             zookeeper: &mut self.zookeeper,
             etcd: &mut self.etcd,
         }
-        .choose(id, registry);
+        .choose(id, registry)
     }
 
     /// The static machine ID: the configured one, else the pool's default for the genMethod

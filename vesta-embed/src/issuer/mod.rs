@@ -41,6 +41,11 @@ pub struct Issuer<C: Clock + 'static = SystemClock> {
     config: IssuerConfig,
     /// The lease thread (ZooKeeper, or a static ID's state file), if any; taken by `shutdown`.
     lease_thread: Mutex<Option<LeaseThread>>,
+    /// A static machine ID held on this host without a state file
+    /// ([`hold_on_host`](crate::config::IssuerConfigBuilder::hold_on_host)); let go by
+    /// `shutdown`.
+    #[cfg(feature = "state-file")]
+    host_hold: Mutex<Option<start::HeldOnHost>>,
 }
 
 impl Issuer<SystemClock> {
@@ -89,6 +94,16 @@ impl<C: Clock + 'static> Issuer<C> {
                 if self.leased.with_info(|info| info.state) == LeaseState::Static {
                     self.leased
                         .fence(LeaseState::Released, "the issuer was shut down");
+                }
+                #[cfg(feature = "state-file")]
+                if let Some(held) = self
+                    .host_hold
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take()
+                {
+                    held.release(&self.leased.generator)
+                        .map_err(|e| ShutdownError(e.to_string()))?;
                 }
                 Ok(())
             }

@@ -9,6 +9,8 @@ use vesta_core::{Clock, Generator};
 use super::Issuer;
 use crate::config::{IssuerConfig, Keeper, MachinePlan, RequireSync};
 use crate::error::StartError;
+#[cfg(feature = "state-file")]
+use crate::lease::hold::HostHold;
 use crate::lease::leased_generator::LeasedGenerator;
 use crate::lease::rules::guarded_floor;
 use crate::status::LeaseInfo;
@@ -85,12 +87,23 @@ fn acquiring(fixed: Option<u64>, store: &str) -> String {
     }
 }
 
-/// A fixed ID that nothing records: start after whatever an earlier run could have issued.
+/// A fixed ID that nothing records: start after whatever an earlier run could have issued,
+/// held on this host first if the config asks.
 fn unkept<C: Clock + 'static>(
     config: IssuerConfig,
     machine: u64,
     generator: Generator<C>,
 ) -> Result<Issuer<C>, StartError> {
+    #[cfg(feature = "state-file")]
+    let hold = match config.hold_on_host {
+        true => Some(HostHold::acquire(
+            generator.layout(),
+            config.gen_method,
+            machine,
+            config.hold_wait,
+        )?),
+        false => None,
+    };
     let floor = guarded_floor(
         generator.clock(),
         generator.config(),
@@ -101,11 +114,44 @@ fn unkept<C: Clock + 'static>(
     generator
         .raise_floor(floor.time)
         .map_err(|e| StartError::Lease(format!("cannot use machine {machine}: {e}")))?;
+    #[cfg(feature = "state-file")]
+    let host_hold = match hold {
+        Some(mut hold) => {
+            hold.begin()?;
+            Some(HeldOnHost {
+                hold,
+                began_at: generator.position(),
+            })
+        }
+        None => None,
+    };
     Ok(Issuer {
         leased: Arc::new(LeasedGenerator::new(generator, LeaseInfo::fixed())),
         config,
         lease_thread: Mutex::new(None),
+        #[cfg(feature = "state-file")]
+        host_hold: Mutex::new(host_hold),
     })
+}
+
+/// A static machine ID held on this host without a state file, and where issuing began.
+#[cfg(feature = "state-file")]
+#[derive(Debug)]
+pub(crate) struct HeldOnHost {
+    hold: HostHold,
+    began_at: vesta_core::Position,
+}
+
+#[cfg(feature = "state-file")]
+impl HeldOnHost {
+    /// Stops `generator` and lets the machine ID go; a run that issued nothing puts the host's
+    /// record back as it found it.
+    pub(crate) fn release<C: Clock>(mut self, generator: &Generator<C>) -> Result<(), StartError> {
+        if generator.stop() == self.began_at {
+            self.hold.unused()?;
+        }
+        Ok(())
+    }
 }
 
 /// Runs `source` on a lease thread for `generator`, which stays fenced (`reason` says why)
@@ -132,6 +178,8 @@ fn leased<C: Clock + 'static, S: crate::lease::worker::LeaseSource<C>>(
         leased,
         config,
         lease_thread: Mutex::new(Some(thread)),
+        #[cfg(feature = "state-file")]
+        host_hold: Mutex::new(None),
     })
 }
 

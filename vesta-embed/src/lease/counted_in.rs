@@ -34,11 +34,6 @@ impl CountedIn {
     /// counted in.
     pub(crate) fn of(layout: &Layout, gen_method: GenMethod) -> Self {
         let span = |s: vesta_core::FieldSpan| format!("{}-{}", s.low_bit, s.high_bit());
-        let mask = layout
-            .fields()
-            .iter()
-            .filter(|f| matches!(f.kind, FieldKind::Fixed(_) | FieldKind::Method))
-            .fold(0, |m, f| m | f.span.mask());
         CountedIn {
             layout: format!(
                 "time {}, seq {}, node {}, {} ms units",
@@ -48,7 +43,7 @@ impl CountedIn {
                 layout.unit_ms()
             ),
             epoch_ms: layout.epoch().unix_ms(),
-            fixed: Some((mask, layout.header(gen_method) & mask)),
+            fixed: Some(fixed_bits(layout, gen_method)),
         }
     }
 
@@ -153,52 +148,104 @@ fn parse_fixed(text: &str) -> Option<(u64, u64)> {
     Some((hex(m)?, hex(v)?))
 }
 
-/// The IDs an issuer can issue, but for its machine ID and epoch: its layout's fields (fixed
-/// values included), unit and genMethod. Two issuers of one machine ID in one space can
-/// collide; in two spaces they cannot (a fixed field or the genMethod differs) or their IDs
-/// mean different things (another layout).
+/// The bits every ID of `layout` issued with `gen_method` carries, `(mask, value)`: its fixed
+/// fields, its genMethod field, and the bits no field covers (0 in every ID: the sign bit of
+/// the peers' layouts).
+fn fixed_bits(layout: &Layout, gen_method: GenMethod) -> (u64, u64) {
+    let mask = layout
+        .fields()
+        .iter()
+        .filter(|f| matches!(f.kind, FieldKind::Fixed(_) | FieldKind::Method))
+        .fold(!layout.used_bits(), |m, f| m | f.span.mask());
+    (mask, layout.header(gen_method) & mask)
+}
+
+/// Which IDs one machine ID can issue in a layout, whatever the layout is called and whatever
+/// its epoch or time unit: where the node field sits and the bits every ID carries (fixed
+/// fields, the genMethod, bits no field covers). Leaf and Twitter are one space (Twitter's
+/// datacenter and worker are Leaf's worker, bit for bit); so is a custom layout with Leaf's
+/// bits, whatever its name. Two issuers of one machine ID can issue the same ID when their
+/// spaces [`meet`](Self::meets): node fields alike and no bit fixed differently in the two
+/// (Vesta's max-peak and min-granularity differ in the type bit, a TCP and a REST server in
+/// the genMethod: they never meet).
 #[cfg(feature = "state-file")]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct IdSpace {
-    /// A readable part of file names: the layout's name (`vesta-max-peak`, `leaf`).
-    pub name: String,
-    /// 16 hex digits of a stable hash of everything above.
-    pub key: String,
+    /// The node field (the machine ID's bits).
+    pub node: vesta_core::FieldSpan,
+    /// The bits every ID carries: `(mask, value)`.
+    pub fixed: (u64, u64),
 }
 
 #[cfg(feature = "state-file")]
 impl IdSpace {
+    /// The bits whose fixed values tell the host's holds apart ([`classes`](Self::classes)):
+    /// the top four, where Vesta's version, type and genMethod and every peer's sign bit lie.
+    const CLASS_SHIFT: u32 = 60;
+
     /// The space of `layout` issued with `gen_method`.
     pub(crate) fn of(layout: &Layout, gen_method: GenMethod) -> Self {
-        let mut canonical = format!("unit {};", layout.unit_ms());
-        for f in layout.fields() {
-            let value = match f.kind {
-                FieldKind::Fixed(v) => format!("={v}"),
-                FieldKind::Method => format!("={}", gen_method.code()),
-                _ => String::new(),
-            };
-            canonical.push_str(&format!(
-                " {} {}-{}{value};",
-                f.kind.name(),
-                f.span.low_bit,
-                f.span.high_bit()
-            ));
-        }
-        let name = layout
-            .full_name()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
         IdSpace {
-            name,
-            key: format!("{:016x}", fnv1a(canonical.as_bytes())),
+            node: layout.node_span(),
+            fixed: fixed_bits(layout, gen_method),
         }
+    }
+
+    /// True when an ID of one can be an ID of the other for one machine ID.
+    pub(crate) fn meets(&self, other: &IdSpace) -> bool {
+        let ((ma, va), (mb, vb)) = (self.fixed, other.fixed);
+        self.node == other.node && ma & mb & (va ^ vb) == 0
+    }
+
+    /// The values of the ID's top four bits that IDs of this space can carry: every value
+    /// agreeing with the bits fixed there (a bit not fixed there takes both). Two spaces of one
+    /// node field that share a class may meet; two that share none never do (a fixed bit there
+    /// differs). A fixed bit lower down does not split classes, so two spaces that differ only
+    /// there share a class: held as one, which is never less safe.
+    pub(crate) fn classes(&self) -> impl Iterator<Item = u64> + '_ {
+        let (mask, value) = (
+            self.fixed.0 >> Self::CLASS_SHIFT,
+            self.fixed.1 >> Self::CLASS_SHIFT,
+        );
+        (0..16u64).filter(move |c| c & mask == value & mask)
+    }
+
+    /// 16 hex digits of a stable hash of the node field and the fixed bits: names `vesta gen`'s
+    /// own state files and the host's hold records, one per space however its layout is named.
+    pub(crate) fn key(&self) -> String {
+        format!("{:016x}", fnv1a(self.canonical().as_bytes()))
+    }
+
+    /// The node field for file and claim names: `node12-21`.
+    pub(crate) fn node_name(&self) -> String {
+        format!("node{}-{}", self.node.low_bit, self.node.high_bit())
+    }
+
+    fn canonical(&self) -> String {
+        format!(
+            "node {}-{}; fixed {:#018x}/{:#018x}",
+            self.node.low_bit,
+            self.node.high_bit(),
+            self.fixed.0,
+            self.fixed.1
+        )
+    }
+
+    /// For people: `node bits 12-21, fixed bits 0x8000000000000000 = 0x0000000000000000`.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "node bits {}-{}, fixed bits {:#018x} = {:#018x}",
+            self.node.low_bit,
+            self.node.high_bit(),
+            self.fixed.0,
+            self.fixed.1
+        )
     }
 }
 
 /// FNV-1a, 64 bits: stable across builds and platforms (file names depend on it).
 #[cfg(feature = "state-file")]
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
     })
@@ -269,29 +316,64 @@ mod tests {
     }
 
     #[test]
-    fn spaces_differ_by_fixed_fields_and_gen_method_but_not_by_epoch() {
+    fn one_space_whatever_the_layout_is_called_its_epoch_or_unit() {
         let vesta = IdType::MaxPeak.layout();
         let a = IdSpace::of(vesta, GenMethod::Embed);
-        assert_eq!(a.name, "vesta-max-peak");
-        assert_eq!(a.key.len(), 16);
+        assert_eq!(a.key().len(), 16);
+        let moved = IdSpace::of(
+            &vesta.with_epoch(Epoch::from_unix_ms(1_000)),
+            GenMethod::Embed,
+        );
+        assert_eq!(a, moved);
+        // Vesta's type bit and genMethod: spaces that never meet, in classes of their own.
+        let rest = IdSpace::of(vesta, GenMethod::Rest);
+        let millis = IdSpace::of(IdType::MinGranularity.layout(), GenMethod::Embed);
+        let version1 = IdSpace::of(&vesta.with_fixed("version", 1).unwrap(), GenMethod::Embed);
+        for other in [&rest, &millis, &version1] {
+            assert_ne!(a.key(), other.key());
+            assert!(!a.meets(other), "{other:?}");
+            assert!(a.classes().all(|c| !other.classes().any(|o| o == c)));
+        }
+        assert_eq!(a.classes().collect::<Vec<_>>(), vec![0]);
+        // Leaf and Twitter: one space (one key), whatever the names; the genMethod does not
+        // exist in either, so a server and `vesta gen` are one space too.
+        let leaf = IdSpace::of(&Preset::Leaf.layout(), GenMethod::Embed);
+        let twitter = IdSpace::of(&Preset::Twitter.layout(), GenMethod::Rest);
+        assert_eq!(leaf, twitter);
+        assert_eq!(leaf.key(), twitter.key());
+        assert_eq!(leaf.node_name(), "node12-21");
         assert_eq!(
-            a,
-            IdSpace::of(
-                &vesta.with_epoch(Epoch::from_unix_ms(1_000)),
-                GenMethod::Embed
-            )
+            leaf.classes().collect::<Vec<_>>(),
+            (0..8).collect::<Vec<_>>()
         );
-        assert_ne!(a, IdSpace::of(vesta, GenMethod::Rest));
-        assert_ne!(
-            a,
-            IdSpace::of(&vesta.with_fixed("version", 1).unwrap(), GenMethod::Embed)
-        );
-        assert_ne!(
-            a,
-            IdSpace::of(IdType::MinGranularity.layout(), GenMethod::Embed)
-        );
-        assert_ne!(a, IdSpace::of(&Preset::Leaf.layout(), GenMethod::Embed));
+        // Sonyflake v1 and v2: one space (epochs differ); UidGenerator's node sits elsewhere.
+        let sony = IdSpace::of(&Preset::Sonyflake.layout(), GenMethod::Embed);
+        let sony2 = IdSpace::of(&Preset::SonyflakeV2.layout(), GenMethod::Embed);
+        assert_eq!(sony, sony2);
+        let uid = IdSpace::of(&Preset::UidGenerator.layout(), GenMethod::Embed);
+        assert!(!uid.meets(&leaf) && !sony.meets(&leaf));
+        // A layout with no bit fixed (time up to bit 63) meets Leaf where Leaf's sign bit is 0:
+        // another key, but classes in common, so the host holds one of them at a time.
+        let spec = vesta_core::LayoutSpec {
+            name: "unsigned".into(),
+            unit_ms: 1,
+            epoch: Epoch::from_unix_ms(1_288_834_974_657),
+            signed: false,
+            fields: vec![
+                vesta_core::FieldSpec::new("time", FieldKind::Time, 42),
+                vesta_core::FieldSpec::new("worker", FieldKind::Node, 10),
+                vesta_core::FieldSpec::new("seq", FieldKind::Seq, 12),
+            ],
+        };
+        let unsigned = IdSpace::of(&spec.build().unwrap(), GenMethod::Embed);
+        assert_ne!(unsigned.key(), leaf.key());
+        assert!(unsigned.meets(&leaf));
+        assert_eq!(unsigned.classes().count(), 16);
         // Stable across builds: file names depend on it.
         assert_eq!(fnv1a(b"vesta"), 0xee64_50b7_3492_5b16);
+        assert_eq!(
+            leaf.key(),
+            IdSpace::of(&Preset::Leaf.layout(), GenMethod::Server).key()
+        );
     }
 }

@@ -76,7 +76,9 @@ proptest! {
             Left::Ahead(ms) => true_mark + ms,
         };
         let clock = Arc::new(ManualClock::new(now));
-        let max_wait = Duration::from_secs(5);
+        // Above every mark drawn: a promise up to 4 s ahead of a last unit that ends up to the
+        // tolerance plus a unit after now (6 s in max-peak).
+        let max_wait = Duration::from_secs(10);
         let floor = guarded_floor(&*clock, &config, 5, mark, max_wait)
             .expect("every mark here is within the guard's wait");
         let generator = Generator::new(

@@ -24,6 +24,9 @@ struct LeaseRecord {
     /// Why issuing stops when the generator's deadline passes before the lease thread notices:
     /// the same words the lease thread fences with, so a caller sees one message either way.
     on_expiry: String,
+    /// The reason of the fence the last renewal lifted: what a call refused just before the
+    /// lift reads, once the reason itself is gone.
+    lifted: Option<String>,
 }
 
 impl<C: Clock> LeasedGenerator<C> {
@@ -34,6 +37,7 @@ impl<C: Clock> LeasedGenerator<C> {
             lease: Mutex::new(LeaseRecord {
                 info,
                 on_expiry: String::new(),
+                lifted: None,
             }),
         }
     }
@@ -47,15 +51,17 @@ impl<C: Clock> LeasedGenerator<C> {
         f(&mut self.record().info)
     }
 
-    /// Stops issuing at once and records why (lease lost, start guard pending, shut down).
+    /// Stops issuing at once and records why (lease lost, start guard pending, shut down): the
+    /// reason first, then the fence, both under the lock a refused call reads the reason with,
+    /// so no call is refused before its reason is there to read.
     pub(crate) fn fence(&self, state: LeaseState, reason: impl Into<String>) {
-        self.generator.fence();
         let mut lease = self.record();
         if state == LeaseState::Fenced && lease.info.state != LeaseState::Fenced {
             lease.info.fence_events += 1;
         }
         lease.info.state = state;
         lease.info.reason = Some(reason.into());
+        self.generator.fence();
     }
 
     /// A renewal was written: issuing may go on until the clock reads `deadline_ms`
@@ -63,11 +69,10 @@ impl<C: Clock> LeasedGenerator<C> {
     #[cfg(feature = "tokio")]
     pub(crate) fn resume(&self, state: LeaseState, deadline_ms: u64, on_expiry: String) {
         let mut lease = self.record();
-        lease.info.state = state;
-        lease.info.reason = None;
-        lease.on_expiry = on_expiry;
-        drop(lease);
         self.generator.set_deadline_ms(deadline_ms);
+        lease.info.state = state;
+        lease.lifted = lease.info.reason.take();
+        lease.on_expiry = on_expiry;
     }
 
     /// The watchdog found the term over: fence with the reason promised for it.
@@ -81,9 +86,16 @@ impl<C: Clock> LeasedGenerator<C> {
     /// lease thread noticed — the reason the lease thread will record.
     pub(crate) fn refusal_reason(&self) -> String {
         let lease = self.record();
-        match &lease.info.reason {
-            Some(reason) => reason.clone(),
-            None => Self::expiry_reason(&lease),
+        match (&lease.info.reason, &lease.lifted) {
+            (Some(reason), _) => reason.clone(),
+            // The term has not run out: the call was refused by the fence a renewal has lifted
+            // since.
+            (None, Some(lifted))
+                if self.generator.clock().now_ms() < self.generator.deadline_ms() =>
+            {
+                lifted.clone()
+            }
+            (None, _) => Self::expiry_reason(&lease),
         }
     }
 
@@ -156,6 +168,44 @@ mod tests {
             (LeaseState::Fenced, Some(reason), 1)
         );
         assert!(!reason.contains("waiting"));
+    }
+
+    /// Calls racing fences and renewals are refused only with a reason the lease gave, never
+    /// with a made-up one (the static lease's "the machine-ID lease is static").
+    #[test]
+    fn a_call_racing_a_fence_or_a_renewal_reads_a_reason_the_lease_gave() {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+        let g = Arc::new(leased(Arc::new(ManualClock::new(T0))));
+        let stop = Arc::new(AtomicBool::new(false));
+        let refused = Arc::new(AtomicU64::new(0));
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let (g, stop, refused) = (g.clone(), stop.clone(), refused.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Relaxed) {
+                        if g.generator.try_next_id().is_err() {
+                            let reason = g.refusal_reason();
+                            // Never the term's words: no term runs out here.
+                            assert!(reason.starts_with("lease lost "), "refused with {reason:?}");
+                            refused.fetch_add(1, Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        // Until the calls have met a few hundred fences (a bound on the rounds, far above what
+        // that takes, keeps it finite).
+        let mut round = 0u64;
+        while refused.load(Relaxed) < 300 && round < 50_000_000 {
+            g.fence(LeaseState::Fenced, format!("lease lost {round}"));
+            g.resume(LeaseState::Static, u64::MAX, "term over".into());
+            round += 1;
+        }
+        stop.store(true, Relaxed);
+        for caller in callers {
+            caller.join().unwrap();
+        }
+        assert!(refused.load(Relaxed) >= 300, "{round} rounds");
     }
 
     #[test]

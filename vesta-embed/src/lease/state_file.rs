@@ -2,7 +2,8 @@
 //! restart prefers the same ID and never issues below what it issued before.
 //!
 //! Written atomically (temp file, fsync, rename, fsync of the directory): a crash at any point
-//! leaves either the previous record or the new one, never a torn file.
+//! leaves either the previous record or the new one, never a torn file. A path that is a
+//! symlink is written at its target, so it stays a symlink.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -54,6 +55,10 @@ pub struct StateRecord {
     /// no one issued with the ID since this record (see `hold`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clean_stop: Option<String>,
+    /// The file's identity, made with it and kept across rewrites: a process on a copy of a
+    /// file in use is refused by it (see `hold`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_id: Option<String>,
 }
 
 impl StateRecord {
@@ -77,6 +82,28 @@ impl StateRecord {
             epoch_ms: Some(counted_in.epoch_ms),
             fixed: counted_in.fixed_text(),
             clean_stop: None,
+            file_id: None,
+        }
+    }
+
+    /// The record of a file whose holder issued nothing: no mark, counted in nothing, so the
+    /// next start (in any layout or epoch) is neither held back nor refused by it.
+    pub(crate) fn unused(machine: u64, source: &str, file_id: &str) -> StateRecord {
+        StateRecord {
+            machine,
+            source: source.to_owned(),
+            mark_ms: 0,
+            last_time: 0,
+            last_seq: None,
+            clean: false,
+            written_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            layout: None,
+            epoch_ms: None,
+            fixed: None,
+            clean_stop: None,
+            file_id: Some(file_id.to_owned()),
         }
     }
 
@@ -120,7 +147,8 @@ pub fn read(path: &Path) -> Result<Option<StateRecord>, StartError> {
 /// next start finds no mark and begins after whatever could have been issued. Returns the new
 /// name, or `None` when there was no file.
 pub fn retire(path: &Path) -> Result<Option<PathBuf>, StartError> {
-    let _lock = super::hold::lock_state_file(path, std::time::Duration::ZERO)?;
+    let lock = super::hold::lock_state_file(path, std::time::Duration::ZERO)?;
+    let path = lock.real_path();
     if !path.exists() {
         return Ok(None);
     }
@@ -137,6 +165,7 @@ pub fn retire(path: &Path) -> Result<Option<PathBuf>, StartError> {
 /// Writes `record` atomically: a temp file beside `path`, fsync, rename over `path`, fsync of
 /// the directory so the rename itself survives a power cut.
 pub fn write(path: &Path, record: &StateRecord) -> Result<(), StartError> {
+    let path = &super::hold::resolve(path)?;
     let text = toml::to_string(record)
         .map_err(|e| state_error(path, format!("cannot encode the record: {e}")))?;
     let text = format!(
@@ -195,6 +224,7 @@ mod tests {
             epoch_ms: Some(1_420_041_600_000),
             fixed: Some("0xf000000000000000/0x0000000000000000".into()),
             clean_stop: Some("0123456789abcdef0123456789abcdef".into()),
+            file_id: Some("fedcba9876543210fedcba9876543210".into()),
         }
     }
 
@@ -232,6 +262,23 @@ mod tests {
         // No temp file is left behind.
         let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_stays_a_symlink_and_its_target_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("real.state");
+        let link = dir.path().join("link.state");
+        std::os::unix::fs::symlink("real.state", &link).unwrap();
+        write(&link, &record()).unwrap();
+        assert!(
+            fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(read(&target).unwrap(), Some(record()));
     }
 
     #[test]

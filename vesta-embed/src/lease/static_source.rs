@@ -14,10 +14,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use vesta_core::{Clock, Epoch, GenMethod, Layout};
+use vesta_core::{Clock, Epoch, GenMethod, Layout, Position};
 
-use super::counted_in::{CountedIn, IdSpace};
-use super::hold::{self, HostHold, Locked};
+use super::counted_in::CountedIn;
+use super::hold::{self, HostHold, StateLock};
 use super::rules::{self, Promise, STATE_FILE_INTERVALS_AHEAD};
 use super::state_file::{self, StateRecord};
 use super::worker::{Lease, LeaseSource};
@@ -36,10 +36,17 @@ pub(crate) struct StaticSource {
     counted_in: CountedIn,
     /// The record of this machine ID found at start (read under the lock).
     found: Option<StateRecord>,
+    /// The file as found (whatever machine ID it was of), put back if this run issues nothing.
+    found_file: Option<StateRecord>,
+    /// The file's identity, kept across rewrites (a copy carries it too).
+    file_id: String,
     /// The state file's lock, held for the life of the source.
-    _lock: Locked,
+    _lock: StateLock,
     /// The machine ID's hold on this host, held for the life of the source.
     hold: HostHold,
+    /// Where issuing began (the floor, or the stop continued): the same at the stop means
+    /// this run issued nothing.
+    began_at: Option<Position>,
 }
 
 /// What a static source is started with.
@@ -71,10 +78,17 @@ impl StaticSource {
             max_wait,
             hold_wait,
         } = start;
-        let lock = hold::lock_state_file(&path, hold_wait)?;
+        let mut lock = hold::lock_state_file(&path, hold_wait)?;
         let counted_in = CountedIn::of(layout, gen_method);
+        let found_file = state_file::read(lock.real_path())?;
+        // The file's identity: a copy of a file in use is refused.
+        let file_id = found_file
+            .as_ref()
+            .and_then(|r| r.file_id.clone())
+            .unwrap_or_else(hold::new_file_id);
+        lock.claim_identity(&file_id, &path, hold_wait)?;
         // A record of another machine ID is not about this one.
-        let found = state_file::read(&path)?.filter(|r| r.machine == machine);
+        let found = found_file.clone().filter(|r| r.machine == machine);
         if let Some(record) = &found {
             counted_in.check(
                 record.counted_in().as_ref(),
@@ -84,16 +98,18 @@ impl StaticSource {
             )?;
         }
         // Then the host's hold: another user's state file of this machine ID, and its epoch.
-        let space = IdSpace::of(layout, gen_method);
-        let hold = HostHold::acquire(&space, machine, &counted_in, hold_wait)?;
+        let hold = HostHold::acquire(layout, gen_method, machine, hold_wait)?;
         Ok(StaticSource {
             path,
             machine,
             max_wait,
             counted_in,
             found,
+            found_file,
+            file_id,
             _lock: lock,
             hold,
+            began_at: None,
         })
     }
 
@@ -103,7 +119,10 @@ impl StaticSource {
     }
 
     fn record(&self, promise: &Promise) -> StateRecord {
-        StateRecord::of(self.machine, SOURCE, promise, &self.counted_in)
+        StateRecord {
+            file_id: Some(self.file_id.clone()),
+            ..StateRecord::of(self.machine, SOURCE, promise, &self.counted_in)
+        }
     }
 
     /// The exact position to continue from: the found record is a clean stop whose token the
@@ -173,6 +192,9 @@ impl<C: Clock + 'static> LeaseSource<C> for StaticSource {
                 .raise_floor(floor.time)
                 .map_err(cannot)?;
         }
+        // Recorded on the host before anything is issued.
+        self.began_at = Some(lease.leased.generator.position());
+        self.hold.begin()?;
         self.renew(lease)
     }
 
@@ -197,14 +219,24 @@ impl<C: Clock + 'static> LeaseSource<C> for StaticSource {
     fn on_lost(&mut self, _lease: &mut Lease<C>, _reason: String) {}
 
     /// The clean record with its exact position and a fresh token, then the token in the host
-    /// hold: in this order, so a crash between the two leaves a record nothing vouches for.
+    /// hold: in this order, so a crash between the two leaves a record nothing vouches for. A
+    /// run that issued nothing puts the file and the host's record back as it found them
+    /// instead, so it leaves nothing to retire (a start whose layout was already full, say).
     async fn finish(&mut self, _lease: &mut Lease<C>, last: Promise) -> Result<(), String> {
+        if last.stopped_at.is_some() && last.stopped_at == self.began_at {
+            let restored = match &self.found_file {
+                Some(record) => record.clone(),
+                None => StateRecord::unused(self.machine, SOURCE, &self.file_id),
+            };
+            state_file::write(&self.path, &restored).map_err(|e| e.to_string())?;
+            return self.hold.unused().map_err(|e| e.to_string());
+        }
         let token = hold::clean_stop_token();
         let record = StateRecord {
             clean_stop: Some(token.clone()),
             ..self.record(&last)
         };
         state_file::write(&self.path, &record).map_err(|e| e.to_string())?;
-        self.hold.record(Some(&token)).map_err(|e| e.to_string())
+        self.hold.stopped(&token).map_err(|e| e.to_string())
     }
 }

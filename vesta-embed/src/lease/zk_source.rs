@@ -14,7 +14,7 @@ use zookeeper_client::SessionState;
 
 use super::ZkSettings;
 use super::counted_in::CountedIn;
-use super::hold::{self, Locked};
+use super::hold::{self, StateLock};
 use super::rules::{Floor, Promise, beat_interval, fence_window};
 use super::state_file::{self, StateRecord};
 use super::worker::{Lease, LeaseSource};
@@ -74,7 +74,7 @@ pub(crate) struct ZkSource {
     /// What this issuer's marks are counted in.
     counted_in: CountedIn,
     /// The state file's lock, held for the life of the source.
-    _lock: Option<Locked>,
+    _lock: Option<StateLock>,
 }
 
 impl ZkSource {
