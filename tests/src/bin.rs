@@ -337,13 +337,44 @@ pub fn vesta_fails<S: AsRef<std::ffi::OsStr>>(args: &[S], needles: &[&str]) -> S
 /// Runs `cmd` (a `vesta` command with its environment); asserts failure with exactly one
 /// stderr line, no panic, containing every needle; returns that line.
 pub fn fails_in_one_line(cmd: &mut Command, needles: &[&str]) -> String {
-    let out = cmd
+    use std::io::Read;
+    let shown: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut child = cmd
         .stdin(std::process::Stdio::null())
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("running vesta");
-    let shown: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy()).collect();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "vesta {shown:?} succeeded");
+    // Read both pipes as it runs (a run that wrongly succeeds may print a lot), and bound the
+    // wait: a command that should fail but serves on would otherwise hang the test.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut text);
+            }
+            text
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    let _ = stdout.join();
+    let err = String::from_utf8_lossy(&stderr.join().unwrap_or_default()).into_owned();
+    assert!(!status.success(), "vesta {shown:?} succeeded");
     assert_eq!(
         err.lines().count(),
         1,
@@ -395,6 +426,8 @@ pub struct ServerChild {
     pub before_startup: Vec<String>,
     /// What it printed after the startup line.
     pub stderr: std::sync::mpsc::Receiver<String>,
+    /// The host of its own it runs on, unless the test named one (`VESTA_HOLD_DIR`).
+    _host: Option<tempfile::TempDir>,
 }
 
 impl ServerChild {
@@ -416,7 +449,16 @@ impl ServerChild {
         } else {
             &["--type", "min-granularity"]
         };
-        let mut child = vesta_command()
+        // Every `vesta serve` holds its static machine ID on its host: a server on a host of
+        // its own (a hold directory, and so a namespace of holds), as if each test server ran
+        // on a machine of its own, unless the test says which host.
+        let host = (!envs.iter().any(|(k, _)| *k == "VESTA_HOLD_DIR"))
+            .then(|| tempfile::tempdir().expect("a host-hold directory"));
+        let mut command = vesta_command();
+        if let Some(host) = &host {
+            command.env("VESTA_HOLD_DIR", host.path());
+        }
+        let mut child = command
             .args(["serve", kind, "--listen", "127.0.0.1:0"])
             .args(layout)
             .args(args)
@@ -461,6 +503,7 @@ impl ServerChild {
             startup: line,
             before_startup,
             stderr: rx,
+            _host: host,
         }
     }
 

@@ -198,7 +198,9 @@ fn another_epoch_or_layout_under_one_state_file_is_refused_naming_both() {
     let path = dir.path().join("v.state");
     let c = config(15, &path, IdType::MaxPeak);
     let clock = Arc::new(ManualClock::new(T0));
-    drop(Issuer::start_with_clock(c.clone(), clock.clone()).unwrap());
+    let first = Issuer::start_with_clock(c.clone(), clock.clone()).unwrap();
+    issue(&first, 1);
+    drop(first);
     let mut moved = c.clone();
     moved.id.epoch = Some(Epoch::from_unix_ms(1_420_070_400_000));
     let err = Issuer::start_with_clock(moved, clock.clone())
@@ -287,4 +289,65 @@ fn a_layout_of_minutes_or_hours_starts_and_continues() {
         assert_eq!(clock.waits(), waits, "{unit_ms}: a clean restart waited");
         assert!(issue(&b, 1)[0] > first[1]);
     }
+}
+
+/// A start that issued nothing (a layout already full, a run stopped at once) leaves the state
+/// file and the host's record as it found them: a start in another epoch is not refused by
+/// it, and a clean stop found before is still continued.
+#[test]
+fn a_run_that_issued_nothing_leaves_nothing_to_retire() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v.state");
+    let c = config(22, &path, IdType::MaxPeak);
+    let clock = Arc::new(ManualClock::new(T0));
+    drop(Issuer::start_with_clock(c.clone(), clock.clone()).unwrap());
+    let mut moved = c.clone();
+    moved.id.epoch = Some(Epoch::from_unix_ms(1_420_070_400_000));
+    let b = Issuer::start_with_clock(moved.clone(), clock.clone()).unwrap();
+    let last = issue(&b, 3)[2];
+    drop(b);
+    // Issued nothing after a clean stop: the clean stop is still the last word.
+    drop(Issuer::start_with_clock(moved.clone(), clock.clone()).unwrap());
+    let d = Issuer::start_with_clock(moved, clock.clone()).unwrap();
+    let next = issue(&d, 1)[0];
+    assert_eq!(
+        next,
+        last + (1 << 10),
+        "continued right after the last ID, in the same second"
+    );
+}
+
+/// The state file reached through a symlink or as a copy taken while it is in use: refused;
+/// the symlink stays a symlink.
+#[cfg(unix)]
+#[test]
+fn a_state_file_through_a_link_or_copied_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v.state");
+    let link = dir.path().join("link.state");
+    std::os::unix::fs::symlink("v.state", &link).unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    // Started through the link: the file is written at its target.
+    let a =
+        Issuer::start_with_clock(config(23, &link, IdType::MinGranularity), clock.clone()).unwrap();
+    issue(&a, 1);
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(path.is_file());
+    let copy = dir.path().join("copy.state");
+    std::fs::copy(&path, &copy).unwrap();
+    // Another machine ID, so only the file can refuse it.
+    for (other, needle) in [(&path, "v.state"), (&copy, "or a copy of it")] {
+        let err =
+            Issuer::start_with_clock(config(24, other, IdType::MinGranularity), clock.clone())
+                .expect_err("a second process on one state file")
+                .to_string();
+        assert!(err.contains(needle), "{err}");
+        assert!(err.contains("its own state file"), "{err}");
+    }
+    drop(a);
 }

@@ -375,14 +375,21 @@ mod tests {
     fn no_flags_means_the_shipped_conf_file() {
         let conf = concat!(env!("CARGO_MANIFEST_DIR"), "/../conf/");
         let tcp = format!("{conf}server.toml");
+        // But for the host hold, which every `vesta serve` takes (the library's default is off).
+        let held = |mut c: TcpConfig| {
+            c.hold_on_host = true;
+            c
+        };
         assert_eq!(
             config::<vesta_server::TcpSection>(&[]).unwrap(),
-            TcpConfig::default()
+            held(TcpConfig::default())
         );
         let rest = format!("{conf}rest.toml");
+        let mut rest_default = RestConfig::default();
+        rest_default.hold_on_host = true;
         assert_eq!(
             config::<vesta_rest::RestSection>(&[]).unwrap(),
-            RestConfig::default()
+            rest_default
         );
         // The shipped files equal the defaults but choose no machine ID: with a file, one must
         // be chosen (a copied file would issue the same IDs on every host).
@@ -396,13 +403,14 @@ mod tests {
                 "{err}"
             );
         }
-        let mut chosen = TcpConfig::default();
+        let mut chosen = held(TcpConfig::default());
         chosen.machine.id = Some(930);
         assert_eq!(
             config(&["--config", &tcp, "--machine", "930"]).unwrap(),
             chosen
         );
         let mut chosen = RestConfig::default();
+        chosen.hold_on_host = true;
         chosen.machine.id = Some(931);
         assert_eq!(
             config(&["--config", &rest, "--machine", "931"]).unwrap(),

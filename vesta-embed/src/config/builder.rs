@@ -117,19 +117,8 @@ impl IssuerConfigBuilder {
     /// its network namespace, on Linux), whoever runs them, however they are stopped; a file
     /// tidy-up cannot undo it. What it cannot: two hosts (or containers with network namespaces
     /// of their own) given one static machine ID — that takes a leasing source (`.zookeeper`,
-    /// an SQL table, etcd). Feature `state-file` (default).
-    ///
-    /// ```
-    /// use vesta_embed::{Issuer, IssuerConfig};
-    ///
-    /// let config = IssuerConfig::builder().machine(811).hold_on_host().build()?;
-    /// let first = Issuer::start(config.clone())?;
-    /// let err = Issuer::start(config).unwrap_err().to_string();
-    /// assert!(err.contains("machine 811 of vesta max-peak"), "{err}");
-    /// assert!(err.contains("on this host is held by"), "{err}");
-    /// first.shutdown()?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
+    /// an SQL table, etcd). Feature `state-file` (default). docs/machine-ids.md has the
+    /// details; the crate's docs an example.
     #[cfg(feature = "state-file")]
     pub fn hold_on_host(mut self) -> Self {
         self.config.hold_on_host = true;

@@ -331,3 +331,36 @@ id = 3000
         "{err}"
     );
 }
+
+/// A command line's registry without `--machine` over a config that fixes `machine.id`: a
+/// lease would silently drop the config's ID, so it is refused naming both; with the ID given
+/// again it registers it; with no fixed ID it leases.
+#[test]
+fn a_lease_flag_over_a_fixed_config_id_is_refused_naming_both() {
+    use super::{ChoiceConflict, Registry};
+    let mut c = IssuerConfig::from_toml_str("[machine]\nid = 388\n").unwrap();
+    let err = c
+        .clone()
+        .choose_machine(None, Some((Registry::Sql, "sqlite://m.db")))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        ChoiceConflict::FixedIdWithLease {
+            machine: 388,
+            registry: Registry::Sql
+        }
+    );
+    assert!(err.to_string().contains("machine.id 388"), "{err}");
+    assert!(err.to_string().contains("machine.db"), "{err}");
+    c.choose_machine(Some(388), Some((Registry::Sql, "sqlite://m.db")))
+        .unwrap();
+    assert_eq!(
+        (c.machine.id, c.machine.db.as_deref()),
+        (Some(388), Some("sqlite://m.db"))
+    );
+    let mut leased = IssuerConfig::default();
+    leased
+        .choose_machine(None, Some((Registry::Etcd, "http://127.0.0.1:2379")))
+        .unwrap();
+    assert_eq!(leased.machine.source, MachineSource::Etcd);
+}
