@@ -385,8 +385,10 @@ mod tests {
             held(TcpConfig::default())
         );
         let rest = format!("{conf}rest.toml");
-        let mut rest_default = RestConfig::default();
-        rest_default.hold_on_host = true;
+        let rest_default = RestConfig {
+            hold_on_host: true,
+            ..RestConfig::default()
+        };
         assert_eq!(
             config::<vesta_rest::RestSection>(&[]).unwrap(),
             rest_default
@@ -409,8 +411,7 @@ mod tests {
             config(&["--config", &tcp, "--machine", "930"]).unwrap(),
             chosen
         );
-        let mut chosen = RestConfig::default();
-        chosen.hold_on_host = true;
+        let mut chosen = rest_default;
         chosen.machine.id = Some(931);
         assert_eq!(
             config(&["--config", &rest, "--machine", "931"]).unwrap(),
