@@ -68,7 +68,7 @@ static SEQ_DIRS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::ne
 
 /// Per-key sequences whose table can no longer be reached (their pool closed): a call that
 /// needs a section's load or raise is a 503.
-async fn closed_seq(dir: &std::path::Path) -> vesta_segment::Sequences {
+async fn closed_seq(dir: &std::path::Path) -> vesta_seq::Sequences {
     std::fs::create_dir_all(dir).unwrap();
     let seq = seq_db(dir).await;
     seq.close().await;
@@ -82,10 +82,10 @@ async fn clustered(
     limits: RestSection,
 ) -> (
     TestServer<vesta_embed::SystemClock>,
-    Vec<vesta_segment::seq::cluster::Cluster>,
+    Vec<vesta_seq::cluster::Cluster>,
     String,
 ) {
-    use vesta_segment::seq::cluster::{Cluster, ClusterOptions, Route};
+    use vesta_seq::cluster::{Cluster, ClusterOptions, Route};
     let dir = dir.join("cluster");
     std::fs::create_dir_all(&dir).unwrap();
     let mut members = Vec::new();

@@ -34,10 +34,6 @@ macro_rules! on_pool {
     };
 }
 
-// After `on_pool!`, which it uses.
-pub(crate) mod seq;
-pub(crate) mod seq_cluster;
-
 /// How the step of a fetch is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StepRequest {
@@ -157,8 +153,9 @@ impl Database {
         Self::open(url, timeout, true, FETCH_TIMEOUT_KEY).await
     }
 
-    /// Opens a pool on `url`; `key` is the setting `timeout` comes from, for errors.
-    pub(crate) async fn open(
+    /// Opens a pool on `url` (`create`: a missing SQLite file is created); `key` is the setting
+    /// `timeout` comes from, named when a round trip runs out of it (vesta-seq names its own).
+    pub async fn open(
         url: &DbUrl,
         timeout: Duration,
         create: bool,
@@ -214,12 +211,19 @@ impl Database {
         &self.url
     }
 
+    /// The pool, for statements of tables other than `leaf_alloc` on the same database (the
+    /// per-key sequences' in vesta-seq), each run through [`Database::bounded`].
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
     fn dialect(&self) -> &'static Dialect {
         dialect(self.url.kind())
     }
 
-    /// Runs `op` within the timeout, mapping its errors to [`SegmentError`] naming `action`.
-    async fn bounded<T>(
+    /// Runs `op` within the timeout, mapping its errors to [`SegmentError`] naming `action`
+    /// (and the timeout's setting): the one round trip every table on this pool goes through.
+    pub async fn bounded<T>(
         &self,
         action: impl FnOnce() -> String,
         op: impl Future<Output = Result<T, sqlx::Error>>,

@@ -124,9 +124,9 @@ pub async fn spawn_with_segments<C: Clock + 'static>(
 }
 
 /// Per-key sequences on a fresh SQLite file in `dir` (default options).
-pub async fn seq_db(dir: &std::path::Path) -> vesta_segment::Sequences {
+pub async fn seq_db(dir: &std::path::Path) -> vesta_seq::Sequences {
     let url = vesta_segment::DbUrl::parse(&format!("sqlite://{}/seq.db", dir.display())).unwrap();
-    vesta_segment::Sequences::open(&url, vesta_segment::SeqOptions::default())
+    vesta_seq::Sequences::open(&url, vesta_seq::SeqOptions::default())
         .await
         .unwrap()
 }
@@ -136,7 +136,7 @@ pub async fn spawn_with_stores<C: Clock + 'static>(
     issuer: Issuer<C>,
     rest: RestSection,
     segments: Option<Arc<Segments>>,
-    seq: Option<vesta_segment::Sequences>,
+    seq: Option<vesta_seq::Sequences>,
 ) -> TestServer<C> {
     let server = RestServer::with_issuer_and_stores(Arc::new(issuer), rest, segments, seq)
         .await

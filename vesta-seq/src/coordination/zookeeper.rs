@@ -4,7 +4,7 @@
 //! deployment whose machine IDs are leased from ZooKeeper keeps the cluster's leases there too.
 //!
 //! Znodes, under `<zookeeper.root>/seq/<store>` (`<store>`: the sequences database's own name,
-//! [`store_id`](vesta_segment::seq::cluster::store_id), so servers on one database form one
+//! [`store_id`](crate::cluster::store_id), so servers on one database form one
 //! cluster and servers on two never meet):
 //!
 //! - `members/<member>`: EPHEMERAL, `{"holder", "tcp", "rest"}`, created by a join only when
@@ -59,9 +59,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::records::{self, Member, Set, now_ms};
+use crate::cluster::{ClusterRows, CoordError, CoordFuture, Coordinator, Joining};
+use crate::sets::SETS;
 use vesta_embed::lease::{LeaseError, ZkSettings, open_zk_session};
-use vesta_segment::seq::cluster::{ClusterRows, CoordError, CoordFuture, Coordinator, Joining};
-use vesta_segment::seq::sets::SETS;
 use zookeeper_client::{
     Acls, Client, CreateMode, Error as ZkError, MultiReadResult, MultiWriteError,
 };
@@ -735,7 +735,7 @@ impl Coordinator for ZkCoordinator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vesta_segment::seq::cluster::is_live;
+    use crate::cluster::is_live;
 
     fn coordinator() -> ZkCoordinator {
         let mut section = vesta_embed::config::ZooKeeperSection::default();

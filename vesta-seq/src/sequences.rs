@@ -22,12 +22,7 @@
 //! (their maximum is in the table, so a reload only costs a raise); `max_sections` and
 //! `max_string_keys` bound the rest, and a call that would pass them is refused, saying which.
 
-pub mod cluster;
-mod config;
-mod key;
 mod peek;
-mod section;
-pub mod sets;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault};
@@ -36,18 +31,17 @@ use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use vesta_segment::{AnyPool, DbUrl, SegmentError};
 
-pub use self::config::{Coordination, DEFAULT_SEQ_DB, SeqSection};
-pub use self::key::{KeyError, MAX_KEY_BYTES, SECTION_KEYS, STRING_BUCKETS, SeqKey};
 pub use self::peek::SeqPeek;
 
-use self::key::Place;
-use self::section::{Dense, Section, Slots, Sparse, Take, raise_target};
+use crate::cluster;
+use crate::config;
 use crate::db::Database;
 use crate::db::seq::{Cas, META};
-use crate::error::SegmentError;
-use crate::pool::AnyPool;
-use crate::url::DbUrl;
+use crate::key::{KeyError, Place, SECTION_KEYS, STRING_BUCKETS, SeqKey};
+use crate::section::{Dense, Section, Slots, Sparse, Take, raise_target};
+use crate::sets;
 
 /// `kind` of numeric sections' rows.
 const NUMERIC: i16 = 0;
@@ -200,7 +194,7 @@ pub enum SeqError {
     Store(#[from] SegmentError),
     /// An option out of range.
     #[error(transparent)]
-    Config(#[from] crate::error::ConfigError),
+    Config(#[from] vesta_segment::ConfigError),
 }
 
 /// What the sequences are doing, for `/healthz` and metrics.
@@ -255,7 +249,7 @@ impl std::hash::Hasher for SectionHasher {
 /// Per-key sequences on one table. Cheap to clone; every clone is the same sequences.
 #[derive(Clone)]
 pub struct Sequences {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Sequences {
@@ -264,11 +258,11 @@ impl std::fmt::Debug for Sequences {
     }
 }
 
-struct Inner {
-    db: Database,
-    options: SeqOptions,
+pub(crate) struct Inner {
+    pub(crate) db: Database,
+    pub(crate) options: SeqOptions,
     /// This process's mark on the rows it raises (random, never 0).
-    token: i64,
+    pub(crate) token: i64,
     numeric: Map<u64, Dense>,
     strings: Map<u32, Sparse>,
     /// One load at a time (a load is rare; two of one section would be one wasted).
@@ -281,7 +275,7 @@ struct Inner {
     evictions: AtomicU64,
     fenced: AtomicU64,
     /// Set when the sequences join a cluster: which sets are served here.
-    gate: OnceLock<Arc<cluster::Gate>>,
+    pub(crate) gate: OnceLock<Arc<cluster::Gate>>,
 }
 
 impl Sequences {
@@ -294,7 +288,7 @@ impl Sequences {
 
     /// On a pool the application already has (it stays the application's to close).
     pub async fn from_pool(pool: AnyPool, options: SeqOptions) -> Result<Sequences, SeqError> {
-        let db = Database::from_pool(pool, options.store_timeout).timeout_from(TIMEOUT_KEY);
+        let db = Database::from_pool(pool, options.store_timeout, TIMEOUT_KEY)?;
         Self::start(db, options).await
     }
 
