@@ -1,4 +1,4 @@
-//! Per-key sequences in process, warm key: the cost of one `try_next_n` from `vesta-segment`'s
+//! Per-key sequences in process, warm key: the cost of one `try_next_n` from `vesta-seq`'s
 //! [`Sequences`] on one thread, numeric and string keys, next to the same run's peers. Run:
 //! `cargo bench -p vesta-bench --bench seq`.
 //!
