@@ -391,6 +391,35 @@ impl H2Conn {
         (bytes, trailers["grpc-status"].to_str().unwrap().to_owned())
     }
 
+    /// A gRPC call whose body is `raw` as given (no framing added: a message cut short, no
+    /// message, bytes that are no message); returns the `grpc-status` and `grpc-message`
+    /// (percent-decoded) of its trailers-only answer, or of its trailers.
+    pub async fn grpc_raw(&self, path: &str, raw: &[u8]) -> (String, String) {
+        let req = Request::post(format!("http://{}{path}", self.addr))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers");
+        let mut send = self.send.clone().ready().await.expect("a stream opens");
+        let (resp, mut stream) = send.send_request(req.body(()).unwrap(), false).unwrap();
+        stream.send_data(Bytes::copy_from_slice(raw), true).unwrap();
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let status = |h: &HeaderMap| {
+            let text = |name: &str| h.get(name).map_or("", |v| v.to_str().unwrap()).to_owned();
+            let message = percent_encoding::percent_decode_str(&text("grpc-message"))
+                .decode_utf8_lossy()
+                .into_owned();
+            (text("grpc-status"), message)
+        };
+        if resp.headers().contains_key("grpc-status") {
+            return status(resp.headers());
+        }
+        let mut body = resp.into_body();
+        while let Some(data) = body.data().await {
+            let _ = body.flow_control().release_capacity(data.unwrap().len());
+        }
+        status(&body.trailers().await.unwrap().expect("trailers"))
+    }
+
     /// PINGs every `every` until the server closes the connection (at most `limit`); returns
     /// the PONGs received and how the connection ended.
     pub async fn ping_until_closed(
