@@ -13,4 +13,5 @@ mod leaf;
 mod lifecycle;
 mod openapi;
 mod segment;
+mod seq;
 mod zk;

@@ -479,6 +479,7 @@ const CASES: &[(&str, u16, Setup, &str, &str)] = &[
     ),
     ("/seq/{key}", 400, Setup::Normal, "GET", "/seq/"),
     ("/seq/{key}", 400, Setup::Normal, "GET", "/seq/42?count=0"),
+    ("/seq/{key}", 400, Setup::Normal, "GET", "/seq/%zz"),
     ("/seq/{key}", 404, Setup::Off, "GET", "/seq/42"),
     ("/seq/{key}", 405, Setup::Normal, "POST", "/seq/42"),
     ("/seq/{key}", 414, Setup::Normal, "GET", "/seq/42?LONG"),
@@ -517,6 +518,13 @@ const CASES: &[(&str, u16, Setup, &str, &str)] = &[
         Setup::Normal,
         "GET",
         "/seq/%FF/current",
+    ),
+    (
+        "/seq/{key}/current",
+        400,
+        Setup::Normal,
+        "GET",
+        "/seq/%4/current",
     ),
     (
         "/seq/{key}/current",
