@@ -8,6 +8,7 @@ mod common;
 
 mod api;
 mod grpc;
+mod grpc_undecodable;
 mod hostile;
 mod leaf;
 mod lifecycle;
