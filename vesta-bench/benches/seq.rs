@@ -1,4 +1,4 @@
-//! Per-key sequences in process, warm key: the cost of one `try_next_n` from `vesta-segment`'s
+//! Per-key sequences in process, warm key: the cost of one `try_next_n` from `vesta-seq`'s
 //! [`Sequences`] on one thread, numeric and string keys, next to the same run's peers. Run:
 //! `cargo bench -p vesta-bench --bench seq`.
 //!
@@ -22,8 +22,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use vesta_segment::seq::cluster::{Cluster, ClusterOptions};
-use vesta_segment::{DbUrl, SeqKey, SeqNext, SeqOptions, Sequences};
+use vesta_seq::cluster::{Cluster, ClusterOptions};
+use vesta_seq::{DbUrl, SeqKey, SeqNext, SeqOptions, Sequences};
 
 /// The sequences on a fresh SQLite file and their runtime (kept alive for the prefetch).
 struct Warm {

@@ -69,11 +69,11 @@ enum Command {
     #[cfg(not(feature = "segment"))]
     Segment(cmd::absent::Absent),
     /// Per-key sequences (WeChat seqsvr's model): a number per key that only goes up.
-    #[cfg(feature = "segment")]
+    #[cfg(feature = "seq")]
     #[command(subcommand)]
     Seq(cmd::seq::Args),
-    /// Per-key sequences (not in this build: needs the `segment` feature).
-    #[cfg(not(feature = "segment"))]
+    /// Per-key sequences (not in this build: needs the `seq` feature).
+    #[cfg(not(feature = "seq"))]
     Seq(cmd::absent::Absent),
     /// Load-test a running server.
     #[cfg(feature = "bench")]
@@ -122,10 +122,10 @@ fn main() -> ExitCode {
         Command::Segment(args) => cmd::segment::run(args),
         #[cfg(not(feature = "segment"))]
         Command::Segment(_) => Err(cmd::absent::refused("vesta segment", "segment")),
-        #[cfg(feature = "segment")]
+        #[cfg(feature = "seq")]
         Command::Seq(args) => cmd::seq::run(args),
-        #[cfg(not(feature = "segment"))]
-        Command::Seq(_) => Err(cmd::absent::refused("vesta seq", "segment")),
+        #[cfg(not(feature = "seq"))]
+        Command::Seq(_) => Err(cmd::absent::refused("vesta seq", "seq")),
         #[cfg(feature = "bench")]
         Command::Bench(args) => cmd::bench::run(args),
         #[cfg(not(feature = "bench"))]

@@ -66,6 +66,7 @@ fn features() -> String {
         ("client", cfg!(feature = "client")),
         ("leases", cfg!(feature = "leases")),
         ("segment", cfg!(feature = "segment")),
+        ("seq", cfg!(feature = "seq")),
         ("serve", cfg!(feature = "serve")),
         ("bench", cfg!(feature = "bench")),
     ];
@@ -99,7 +100,7 @@ mod tests {
             "{long}"
         );
         let features = if cfg!(feature = "serve") {
-            "features client, leases, segment, serve"
+            "features client, leases, segment, seq, serve"
         } else {
             "features "
         };

@@ -1,5 +1,5 @@
 //! Where a per-key sequence's key lives, from its bytes alone: the one placement rule that
-//! vesta-segment's sections (docs/seq.md) and a client routing a key to the member of a cluster
+//! vesta-seq's sections (docs/seq.md) and a client routing a key to the member of a cluster
 //! that serves it (docs/seq-cluster.md) must agree on. Pure, no I/O.
 //!
 //! A key that is a `u64` in canonical decimal (no sign, no leading zero) is that number, in

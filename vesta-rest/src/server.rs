@@ -16,7 +16,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use vesta_core::Clock;
 use vesta_embed::{Issuer, SystemClock};
-use vesta_segment::Sequences;
+use vesta_seq::Sequences;
 use vesta_service::lifecycle::{self, Started};
 use vesta_service::shutdown::Trigger;
 use vesta_service::{Segments, ServeError, ServeReport};

@@ -153,12 +153,9 @@ impl SegmentSection {
     }
 }
 
-/// `value` of the setting `key` within `min..=max`, or the error naming both.
-pub(crate) fn check(
-    key: &'static str,
-    value: u64,
-    (min, max): (u64, u64),
-) -> Result<(), ConfigError> {
+/// `value` of the setting `key` within `min..=max`, or the error naming both (shared with the
+/// `[seq]` section's checks in vesta-seq).
+pub fn check(key: &'static str, value: u64, (min, max): (u64, u64)) -> Result<(), ConfigError> {
     if (min..=max).contains(&value) {
         Ok(())
     } else {

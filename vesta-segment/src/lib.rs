@@ -6,8 +6,9 @@
 //!   a URL ([`Store::open`]) or on the application's pool ([`Store::from_pool`], [`AnyPool`]).
 //! - [`Database`]: the admin operations on `leaf_alloc` (init, create, list, raise).
 //! - [`SegmentSection`]: the `[segment]` config section, checked with named errors.
-//! - [`Sequences`]: per-key sequences (WeChat seqsvr's model) on the same databases, table
-//!   `vesta_seq`: a number per [`SeqKey`] that only goes up.
+//! - The database plumbing other modes share (the SQL machine-ID lease in vesta-embed, the
+//!   per-key sequences in vesta-seq): [`DbUrl`] (the URL rules), [`pool`] ([`AnyPool`]) and
+//!   [`Database::bounded`] (a round trip within its timeout, its errors named).
 //! - Errors: [`SegmentError`] (with [`ConfigError`], [`UrlError`]).
 
 #[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")))]
@@ -22,7 +23,6 @@ mod fetcher;
 mod floors;
 pub mod pool;
 mod segment;
-pub mod seq;
 pub mod status;
 pub mod step;
 mod store;
@@ -33,10 +33,6 @@ pub use config::{DEFAULT_CLI_DB, SegmentSection};
 pub use db::{Database, Raise, Raised, TagRow};
 pub use error::{ConfigError, SegmentError, UrlError};
 pub use pool::AnyPool;
-pub use seq::{
-    Coordination, DEFAULT_SEQ_DB, PendingNext, SeqError, SeqKey, SeqNext, SeqOptions, SeqPeek,
-    SeqSection, SeqStatus, Sequences,
-};
 pub use status::{Health, SegmentStatus, StoreStatus, TagState, TagStatus};
 pub use store::{GiveBack, GiveBackOutcome, MAX_BATCH, Store, Tag};
 pub use url::{DbKind, DbUrl, TlsMode};

@@ -3,7 +3,7 @@
 //! both servers share by name and unit (`listen`, `max_connections`, `max_batch`, `max_wait_ms`,
 //! `shutdown_grace_ms`) beside their own, and `[segment]` (segment mode, on when its `db` is
 //! set: `vesta_segment::SegmentSection`), `[seq]` (per-key sequences, on when its `db` is set:
-//! `vesta_segment::SeqSection`). Unknown keys are errors naming the key; every value,
+//! `vesta_seq::SeqSection`). Unknown keys are errors naming the key; every value,
 //! and that a static machine ID lies in the server pool, is checked at load, before anything
 //! binds or leases. Renamed keys still load, with a warning for the operator.
 
@@ -20,7 +20,8 @@ use vesta_embed::IssuerConfig;
 use vesta_embed::config::{
     ClockSection, EtcdSection, IdSection, MachineSection, ZooKeeperSection, load_toml, parse_toml,
 };
-use vesta_segment::{SegmentSection, SeqSection};
+use vesta_segment::SegmentSection;
+use vesta_seq::SeqSection;
 
 use crate::error::ConfigError;
 use crate::tls::{ServerTls, TlsFiles};
@@ -232,8 +233,8 @@ impl<S: ServerSection> ServiceConfig<S> {
     }
 
     /// The sections a sequences cluster coordinated outside its database is reached through.
-    pub fn reach(&self) -> crate::seq_cluster::Reach<'_> {
-        crate::seq_cluster::Reach {
+    pub fn reach(&self) -> vesta_seq::coordination::Reach<'_> {
+        vesta_seq::coordination::Reach {
             etcd: &self.etcd,
             zookeeper: &self.zookeeper,
         }
@@ -254,7 +255,7 @@ impl<S: ServerSection> ServiceConfig<S> {
         self.segment.validate()?;
         self.seq.validate()?;
         if self.seq.db.is_some() {
-            crate::seq_cluster::check(self.seq.coordination, self.reach())?;
+            vesta_seq::coordination::check(self.seq.coordination, self.reach())?;
         }
         Ok(())
     }

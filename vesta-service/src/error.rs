@@ -60,7 +60,7 @@ pub enum ServeError {
     /// Per-key sequences could not start: the database unreachable or refusing, the table not
     /// creatable, or a table grouping keys otherwise.
     #[error("seq: {0}")]
-    Seq(vesta_segment::SeqError),
+    Seq(vesta_seq::SeqError),
     /// The machine ID was not released cleanly at shutdown (a leased ID then expires with its
     /// ZooKeeper session; no duplicate can result).
     #[error("releasing the machine ID: {0}")]
@@ -74,6 +74,17 @@ pub enum ServeError {
 impl From<vesta_embed::StartError> for ServeError {
     fn from(e: vesta_embed::StartError) -> Self {
         ServeError::Issuer(e)
+    }
+}
+
+impl ServeError {
+    /// A sequences cluster's coordination refused or failed: a configuration it refuses is
+    /// [`ServeError::Config`] (as the config's own check says it), the rest [`ServeError::Seq`].
+    pub fn from_coordination(e: vesta_seq::SeqError) -> Self {
+        match e {
+            vesta_seq::SeqError::Config(e) => ServeError::Config(e.into()),
+            e => ServeError::Seq(e),
+        }
     }
 }
 

@@ -79,7 +79,7 @@ impl Health {
     /// Adds the per-key sequences' state (`seq` key) to a healthy answer; `status` becomes
     /// `degraded` while a section is fenced (another process on the table), or while a member
     /// of a cluster serves no set within its term (`seq.cluster`).
-    pub fn with_seq(self, seq: Option<&vesta_segment::Sequences>) -> Health {
+    pub fn with_seq(self, seq: Option<&vesta_seq::Sequences>) -> Health {
         match (self, seq) {
             (Health::Issuing(mut body), Some(seq)) => {
                 let status = seq.status();

@@ -50,8 +50,6 @@ pub mod query;
 #[cfg(feature = "server")]
 pub mod segments;
 #[cfg(feature = "server")]
-pub mod seq_cluster;
-#[cfg(feature = "server")]
 pub mod shutdown;
 pub mod tls;
 

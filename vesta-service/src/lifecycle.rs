@@ -28,14 +28,15 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::{JoinHandle, JoinSet};
 use vesta_core::{Clock, GenMethod};
 use vesta_embed::{AsyncIssuer, Issuer, SystemClock};
-use vesta_segment::seq::cluster::{Cluster, ClusterOptions};
-use vesta_segment::{GiveBack, SeqSection, Sequences};
+use vesta_segment::GiveBack;
+use vesta_seq::cluster::{Cluster, ClusterOptions};
+use vesta_seq::coordination::Reach;
+use vesta_seq::{SeqSection, Sequences};
 
 use crate::config::{CommonLimits, ServerSection, ServiceConfig, server_tls, validate_section};
 use crate::error::{ConfigError, ServeError};
 use crate::ops::{Limits, Service};
 use crate::segments::Segments;
-use crate::seq_cluster::Reach;
 use crate::shutdown::Trigger;
 use crate::tls::{ServerTls, watch_sighup};
 
@@ -122,7 +123,7 @@ async fn open_seq(section: &SeqSection, reach: Reach<'_>) -> Result<Option<Seque
         .await
         .map_err(ServeError::Seq)?;
     if !section.cluster
-        && let Err(e) = crate::seq_cluster::refuse_if_clustered(
+        && let Err(e) = vesta_seq::coordination::refuse_if_clustered(
             section.coordination,
             reach,
             &seqs,
@@ -132,7 +133,7 @@ async fn open_seq(section: &SeqSection, reach: Reach<'_>) -> Result<Option<Seque
         .await
     {
         seqs.close().await;
-        return Err(e);
+        return Err(ServeError::from_coordination(e));
     }
     Ok(Some(seqs))
 }
@@ -169,7 +170,9 @@ async fn join_cluster<C: Clock + 'static, S: ServerSection>(
         rest,
         ttl: Duration::from_millis(section.cluster_ttl_ms),
     };
-    let coord = crate::seq_cluster::coordinator(section.coordination, config.reach(), seqs).await?;
+    let coord = vesta_seq::coordination::coordinator(section.coordination, config.reach(), seqs)
+        .await
+        .map_err(ServeError::from_coordination)?;
     Cluster::join_with(seqs, options, coord)
         .await
         .map_err(ServeError::Seq)

@@ -21,7 +21,8 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use vesta_core::Clock;
 use vesta_embed::{AsyncIssuer, Issuer, LeaseState};
-use vesta_segment::{Sequences, TagState, TagStatus};
+use vesta_segment::{TagState, TagStatus};
+use vesta_seq::Sequences;
 
 use crate::segments::Segments;
 
@@ -371,7 +372,7 @@ impl Collector for SeqCollector {
 /// A member's `vesta_seq_cluster_*` metrics (`[seq] cluster`).
 fn encode_cluster(
     encoder: &mut DescriptorEncoder,
-    c: &vesta_segment::seq::cluster::ClusterStatus,
+    c: &vesta_seq::cluster::ClusterStatus,
 ) -> Result<(), fmt::Error> {
     let gauges = [
         (

@@ -3,7 +3,8 @@
 //! `vesta-embed = { default-features = false }` is built offline from the workspace's lock file,
 //! run, and its dependency tree counted against the README's promise (under 25 crates); and
 //! the README's first command's build, `vesta` without default features: it issues IDs, leaves
-//! the servers' stack out of its tree, and says which feature a left-out command needs.
+//! the servers' stack out of its tree, and says which feature a left-out command needs; and
+//! vesta-seq with one database, whose tree has that driver alone.
 
 use std::process::Command;
 
@@ -63,6 +64,37 @@ fn vesta_embed_without_default_features_runs_in_a_users_project() {
     );
 }
 
+/// vesta-seq with one database, as a user who names it depends on it: only that database's
+/// driver, and no server stack (the coordinators outside the database are features).
+#[test]
+fn vesta_seq_with_one_database_pulls_only_its_driver() {
+    let crates = dependency_tree(&[
+        "-p",
+        "vesta-seq",
+        "--no-default-features",
+        "--features",
+        "vesta-seq/sqlite",
+    ]);
+    assert!(
+        crates.iter().any(|c| c.starts_with("sqlx-sqlite ")),
+        "{crates:#?}"
+    );
+    assert_not_in_tree(
+        &crates,
+        &[
+            "sqlx-postgres",
+            "sqlx-mysql",
+            "hyper",
+            "zookeeper-client",
+            "rustls",
+            "tonic",
+            "prometheus-client",
+            "vesta-service",
+            "vesta-server",
+        ],
+    );
+}
+
 /// `cargo run --release -p vesta-cli --no-default-features -- gen -n 5` (the README's first
 /// command), built here in debug for the host target (the workspace's own `vesta` is the full
 /// one the other tests run).
@@ -82,6 +114,7 @@ fn vesta_without_default_features_issues_ids_and_names_what_it_left_out() {
             "vesta-server",
             "vesta-service",
             "vesta-segment",
+            "vesta-seq",
             "vesta-bench",
         ],
     );
@@ -133,6 +166,7 @@ fn vesta_without_default_features_issues_ids_and_names_what_it_left_out() {
         (&["gen", "--server", "127.0.0.1:1"], "`client`"),
         (&["machine", "ls"], "`leases`"),
         (&["segment", "ls", "--db", "sqlite://x.db"], "`segment`"),
+        (&["seq", "next", "42", "--db", "sqlite://x.db"], "`seq`"),
         (&["bench", "tcp"], "`bench`"),
     ] {
         fails_in_one_line(&mut vesta(args), &["not in this build", feature]);

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
-use vesta_segment::SeqKey;
-use vesta_segment::seq::sets::SETS;
+use vesta_seq::SeqKey;
+use vesta_seq::sets::SETS;
 use vesta_server::proto::{ErrorCode, Request, Response};
 
 use super::conn::Conn;

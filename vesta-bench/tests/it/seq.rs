@@ -322,7 +322,7 @@ async fn sets_served(addr: SocketAddr, sets: u64) -> Vec<u64> {
 }
 
 /// Keys per section (`vesta_segment::SECTION_KEYS`): section `s` is in set `s % 256`.
-const SECTION: u64 = vesta_segment::seq::SECTION_KEYS;
+const SECTION: u64 = vesta_seq::SECTION_KEYS;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seq_run_on_two_cluster_members_sends_each_key_to_its_owner() {

@@ -26,7 +26,7 @@ pub mod machine_store;
 pub mod make;
 #[cfg(feature = "segment")]
 pub mod segment;
-#[cfg(feature = "segment")]
+#[cfg(feature = "seq")]
 pub mod seq;
 #[cfg(feature = "serve")]
 pub mod serve;
@@ -34,3 +34,15 @@ pub mod serve;
 pub mod serve_log;
 #[cfg(feature = "leases")]
 pub mod zk;
+
+/// The runtime of the database commands (`vesta segment`, `vesta seq`): two workers, one
+/// for the store's background fetch or raise.
+#[cfg(any(feature = "segment", feature = "seq"))]
+pub fn db_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}

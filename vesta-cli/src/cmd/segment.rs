@@ -134,7 +134,7 @@ pub struct RaiseArgs {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    runtime()?.block_on(async {
+    super::db_runtime()?.block_on(async {
         match args {
             Args::Init(a) => init(a).await,
             Args::Create(a) => create(a).await,
@@ -143,16 +143,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Args::Raise(a) => raise(a).await,
         }
     })
-}
-
-/// The runtime of the database commands (`vesta segment`, `vesta seq`): two workers, one
-/// for the store's background fetch or raise.
-pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
 }
 
 /// A config file: its `[segment]` section, other sections ignored (so a server's file works).

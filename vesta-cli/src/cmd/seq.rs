@@ -16,8 +16,8 @@ use serde::de::IgnoredAny;
 use std::sync::Arc;
 
 use vesta_embed::config::{EtcdSection, ZooKeeperSection};
-use vesta_segment::seq::cluster::{Coordinator, SqlCoordinator, refuse_if_clustered};
-use vesta_segment::{Coordination, DEFAULT_SEQ_DB, DbUrl, SeqKey, SeqSection, Sequences};
+use vesta_seq::cluster::Coordinator;
+use vesta_seq::{DEFAULT_SEQ_DB, DbUrl, SeqError, SeqKey, SeqSection, Sequences};
 
 /// Arguments of `vesta seq`.
 #[derive(clap::Subcommand, Debug)]
@@ -92,7 +92,7 @@ pub struct ShowArgs {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    super::segment::runtime()?.block_on(async {
+    super::db_runtime()?.block_on(async {
         match args {
             Args::Next(a) => next(a).await,
             Args::Show(a) => show(a).await,
@@ -138,6 +138,15 @@ struct Reach {
     zookeeper: ZooKeeperSection,
 }
 
+impl Reach {
+    fn sections(&self) -> vesta_seq::coordination::Reach<'_> {
+        vesta_seq::coordination::Reach {
+            etcd: &self.etcd,
+            zookeeper: &self.zookeeper,
+        }
+    }
+}
+
 impl DbArgs {
     /// Opens the sequences the flags and config name; the `[seq]`, `[etcd]` and `[zookeeper]`
     /// sections read.
@@ -170,55 +179,44 @@ impl DbArgs {
     async fn open_unserved(&self) -> anyhow::Result<Sequences> {
         let (seqs, section, reach) = self.open_with().await?;
         let how = "ask the servers with --server ADDRS instead";
-        let refused = async {
-            let sql = SqlCoordinator::new(&seqs);
-            refuse_if_clustered(&seqs, &sql, how).await?;
-            if section.coordination != Coordination::Sql {
-                let coord = coordinator(&section, &reach, &seqs).await?;
-                refuse_if_clustered(&seqs, coord.as_ref(), how).await?;
-            }
-            anyhow::Ok(())
-        };
-        if let Err(e) = refused.await {
+        let refused = vesta_seq::coordination::refuse_if_clustered(
+            section.coordination,
+            reach.sections(),
+            &seqs,
+            how,
+        )
+        .await;
+        if let Err(e) = refused {
             seqs.close().await;
-            return Err(e);
+            return Err(coordination_error(e));
         }
         Ok(seqs)
     }
 }
 
 /// The coordinator of the cluster on `seqs`' table that `[seq] coordination` names: the
-/// database itself, or (in a build with the servers) etcd through `[etcd]` or ZooKeeper
-/// through `[zookeeper]`.
+/// database itself, etcd through `[etcd]` or ZooKeeper through `[zookeeper]`.
 async fn coordinator(
     section: &SeqSection,
     reach: &Reach,
     seqs: &Sequences,
 ) -> anyhow::Result<Arc<dyn Coordinator>> {
-    match section.coordination {
-        Coordination::Sql => Ok(Arc::new(SqlCoordinator::new(seqs))),
-        #[cfg(feature = "serve")]
-        other => {
-            let reach = vesta_service::seq_cluster::Reach {
-                etcd: &reach.etcd,
-                zookeeper: &reach.zookeeper,
-            };
-            Ok(vesta_service::seq_cluster::coordinator(other, reach, seqs).await?)
-        }
-        #[cfg(not(feature = "serve"))]
-        other => {
-            let _ = (&reach.etcd, &reach.zookeeper);
-            Err(super::absent::refused(
-                &format!("seq.coordination = \"{other}\""),
-                "serve",
-            ))
-        }
+    vesta_seq::coordination::coordinator(section.coordination, reach.sections(), seqs)
+        .await
+        .map_err(coordination_error)
+}
+
+/// A coordination's error as one line: a config it refuses says so, as a server's does.
+fn coordination_error(e: SeqError) -> anyhow::Error {
+    match e {
+        SeqError::Config(e) => anyhow::anyhow!("invalid config: {e}"),
+        e => e.into(),
     }
 }
 
 /// `vesta seq ls`: the members, then the sets as runs of one owner.
 async fn ls(seqs: &Sequences, coord: &dyn Coordinator) -> anyhow::Result<()> {
-    use vesta_segment::seq::cluster::{is_live, read_rows};
+    use vesta_seq::cluster::{is_live, read_rows};
     let rows = read_rows(coord).await;
     seqs.close().await;
     let rows = rows?;

@@ -155,7 +155,7 @@ impl ServerArgs {
         }
         if let Some(store) = &self.seq_coordination {
             config.seq.coordination =
-                vesta_segment::Coordination::parse(store).context("--seq-coordination")?;
+                vesta_seq::Coordination::parse(store).context("--seq-coordination")?;
         }
         config
             .server

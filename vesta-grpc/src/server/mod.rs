@@ -95,7 +95,8 @@ impl<C: Clock + 'static> Grpc<C> {
 
     /// Answers one gRPC request that arrived on a connection whose share of the issuer is
     /// `flow`. Every failure is a gRPC status in the answer (an unknown service or method is
-    /// `UNIMPLEMENTED`, a missing token `UNAUTHENTICATED`); the future never fails.
+    /// `UNIMPLEMENTED`, a missing token `UNAUTHENTICATED`, a message that does not decode
+    /// `INVALID_ARGUMENT`); the future never fails.
     pub fn call<B>(&self, flow: &Flow<C>, req: Request<B>) -> Answer
     where
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
@@ -105,7 +106,7 @@ impl<C: Clock + 'static> Grpc<C> {
         let answer = self.route(flow, req);
         let calls = Arc::clone(&self.calls);
         Box::pin(async move {
-            let resp = answer.await?;
+            let resp = status::undecodable(answer.await?);
             // A trailers-only answer (a refusal) carries its status in its headers.
             let code = resp
                 .headers()

@@ -3,11 +3,12 @@
 //! (`{"key":"…","first":"…","last":"…"}`, numbers as strings like `/genids`), and
 //! `GET /seq/{key}/current` (the current number, not moved). The key is the path segment,
 //! percent-decoded: a decimal `u64`, or UTF-8 text of 1-128 bytes (a `/` in a key is sent as
-//! `%2F`). From the service's seq ops.
+//! `%2F`, a `%` as `%25`; a `%` without two hex digits is refused). From the service's seq
+//! ops.
 //!
 //! A key whose section is in memory and covers the call answers at once; otherwise the request
 //! waits for the table (never on a worker), at most `seq.store_timeout_ms`. Errors: no
-//! `[seq] db` → 404, bad key or count → 400, the table down or slow → 503 with `Retry-After`.
+//! `[seq] db` → 404, bad key (or escape) or count → 400, the table down or slow → 503 with `Retry-After`.
 //! In a sequences cluster (`[seq] cluster`), a key another member serves → 307 with
 //! `Location: //HOST:PORT/seq/...` (that member, same scheme, same query); a key between
 //! members → 503 with `Retry-After`.
@@ -38,7 +39,7 @@ pub fn next<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
             None => 1,
         };
         let json = json(&q)?;
-        Ok::<_, ApiError>((decode(raw), count, json))
+        Ok::<_, ApiError>((decode(raw)?, count, json))
     })();
     let (key, count, json) = match checked {
         Ok(c) => c,
@@ -61,7 +62,7 @@ pub fn current<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
     let checked = (|| {
         cx.service().seq_on()?;
         let q = Query::parse(cx.query, cx.documented_path(), &["format"])?;
-        Ok::<_, ApiError>((decode(raw), json(&q)?))
+        Ok::<_, ApiError>((decode(raw)?, json(&q)?))
     })();
     let (key, json) = match checked {
         Ok(c) => c,
@@ -139,7 +140,56 @@ fn write(n: Result<SeqNumbers, ApiError>, key: Option<&str>) -> Result<Response<
 }
 
 /// The key as written in the path, percent-decoded to bytes (the sequences check the key
-/// rule, UTF-8 included: a key that is not is refused, never replaced).
-fn decode(raw: &str) -> Cow<'_, [u8]> {
-    percent_encoding::percent_decode_str(raw).into()
+/// rule, UTF-8 included: a key that is not is refused, never replaced). A `%` not followed by
+/// two hex digits is refused naming it, never kept as text: `/seq/%zz` is a broken escape,
+/// not the key `%zz` (which is sent as `%25zz`).
+fn decode(raw: &str) -> Result<Cow<'_, [u8]>, ApiError> {
+    let bytes = raw.as_bytes();
+    for (at, _) in raw.match_indices('%') {
+        let escape = bytes.get(at + 1..at + 3);
+        if !escape.is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit)) {
+            let shown: String = raw[at..].chars().take(3).collect();
+            return Err(ApiError::invalid_param(
+                "key",
+                format_args!(
+                    "`{shown}` (byte {at} of the key as sent) is not a percent-escape: a `%` \
+                     takes two hex digits; a `%` in a key is sent as `%25`"
+                ),
+            ));
+        }
+    }
+    Ok(percent_encoding::percent_decode_str(raw).into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_percent_decoded_and_a_broken_escape_is_refused_naming_it() {
+        assert_eq!(&*decode("chat%3A7").unwrap(), b"chat:7");
+        assert_eq!(&*decode("100%25").unwrap(), b"100%");
+        assert_eq!(
+            &*decode("%FF").unwrap(),
+            [0xff],
+            "the key rule refuses it, not this"
+        );
+        assert_eq!(&*decode("42").unwrap(), b"42");
+        for (raw, shown, at) in [
+            ("%zz", "`%zz`", 0),
+            ("%4", "`%4`", 0),
+            ("a%", "`%`", 1),
+            ("ok%41%g1", "`%g1`", 5),
+            ("%%41", "`%%4`", 0),
+        ] {
+            let e = decode(raw).unwrap_err();
+            assert_eq!(e.status(), 400, "{raw}");
+            assert!(e.message.starts_with("invalid parameter key: "), "{e}");
+            assert!(
+                e.message.contains(shown) && e.message.contains(&format!("byte {at} ")),
+                "{raw}: {e}"
+            );
+            assert!(e.message.contains("%25"), "{e}");
+        }
+    }
 }

@@ -8,9 +8,11 @@ mod common;
 
 mod api;
 mod grpc;
+mod grpc_undecodable;
 mod hostile;
 mod leaf;
 mod lifecycle;
 mod openapi;
 mod segment;
+mod seq;
 mod zk;

@@ -68,7 +68,7 @@ static SEQ_DIRS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::ne
 
 /// Per-key sequences whose table can no longer be reached (their pool closed): a call that
 /// needs a section's load or raise is a 503.
-async fn closed_seq(dir: &std::path::Path) -> vesta_segment::Sequences {
+async fn closed_seq(dir: &std::path::Path) -> vesta_seq::Sequences {
     std::fs::create_dir_all(dir).unwrap();
     let seq = seq_db(dir).await;
     seq.close().await;
@@ -82,10 +82,10 @@ async fn clustered(
     limits: RestSection,
 ) -> (
     TestServer<vesta_embed::SystemClock>,
-    Vec<vesta_segment::seq::cluster::Cluster>,
+    Vec<vesta_seq::cluster::Cluster>,
     String,
 ) {
-    use vesta_segment::seq::cluster::{Cluster, ClusterOptions, Route};
+    use vesta_seq::cluster::{Cluster, ClusterOptions, Route};
     let dir = dir.join("cluster");
     std::fs::create_dir_all(&dir).unwrap();
     let mut members = Vec::new();
@@ -479,6 +479,7 @@ const CASES: &[(&str, u16, Setup, &str, &str)] = &[
     ),
     ("/seq/{key}", 400, Setup::Normal, "GET", "/seq/"),
     ("/seq/{key}", 400, Setup::Normal, "GET", "/seq/42?count=0"),
+    ("/seq/{key}", 400, Setup::Normal, "GET", "/seq/%zz"),
     ("/seq/{key}", 404, Setup::Off, "GET", "/seq/42"),
     ("/seq/{key}", 405, Setup::Normal, "POST", "/seq/42"),
     ("/seq/{key}", 414, Setup::Normal, "GET", "/seq/42?LONG"),
@@ -517,6 +518,13 @@ const CASES: &[(&str, u16, Setup, &str, &str)] = &[
         Setup::Normal,
         "GET",
         "/seq/%FF/current",
+    ),
+    (
+        "/seq/{key}/current",
+        400,
+        Setup::Normal,
+        "GET",
+        "/seq/%4/current",
     ),
     (
         "/seq/{key}/current",

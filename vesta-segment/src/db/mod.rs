@@ -5,6 +5,7 @@
 //! step WHERE biz_tag = ?` then its `SELECT` of the row, in one transaction (SQLite:
 //! `BEGIN IMMEDIATE`). The row read back is checked before the commit; a bad one is rolled back.
 
+mod driver;
 mod sql;
 
 use std::ops::Range;
@@ -15,6 +16,9 @@ use crate::pool::{self, AnyPool, OpenError, PoolSettings};
 use crate::tag::validate_tag;
 use crate::url::DbUrl;
 
+use self::driver::{
+    FETCH_TIMEOUT_KEY, UNIQUE, driver_message, is_missing_table, is_unreachable, no_answer,
+};
 use self::sql::{Dialect, dialect};
 
 /// Connections per store: fetches of different tags may run together; one tag fetches one at
@@ -33,10 +37,6 @@ macro_rules! on_pool {
         $crate::pool::on_pool_here!($pool, $p => $body)
     };
 }
-
-// After `on_pool!`, which it uses.
-pub(crate) mod seq;
-pub(crate) mod seq_cluster;
 
 /// How the step of a fetch is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,8 +157,9 @@ impl Database {
         Self::open(url, timeout, true, FETCH_TIMEOUT_KEY).await
     }
 
-    /// Opens a pool on `url`; `key` is the setting `timeout` comes from, for errors.
-    pub(crate) async fn open(
+    /// Opens a pool on `url` (`create`: a missing SQLite file is created); `key` is the setting
+    /// `timeout` comes from, named when a round trip runs out of it (vesta-seq names its own).
+    pub async fn open(
         url: &DbUrl,
         timeout: Duration,
         create: bool,
@@ -214,12 +215,19 @@ impl Database {
         &self.url
     }
 
+    /// The pool, for statements of tables other than `leaf_alloc` on the same database (the
+    /// per-key sequences' in vesta-seq), each run through [`Database::bounded`].
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
     fn dialect(&self) -> &'static Dialect {
         dialect(self.url.kind())
     }
 
-    /// Runs `op` within the timeout, mapping its errors to [`SegmentError`] naming `action`.
-    async fn bounded<T>(
+    /// Runs `op` within the timeout, mapping its errors to [`SegmentError`] naming `action`
+    /// (and the timeout's setting): the one round trip every table on this pool goes through.
+    pub async fn bounded<T>(
         &self,
         action: impl FnOnce() -> String,
         op: impl Future<Output = Result<T, sqlx::Error>>,
@@ -578,49 +586,6 @@ fn check_row(
         step,
         table_step,
     })
-}
-
-/// Prefix of a unique-violation message (see [`driver_message`]).
-const UNIQUE: &str = "unique violation: ";
-
-/// The driver's error as one line; unique violations get a recognisable prefix.
-fn driver_message(e: &sqlx::Error) -> String {
-    let text = match e {
-        sqlx::Error::Database(db) if db.kind() == sqlx::error::ErrorKind::UniqueViolation => {
-            format!("{UNIQUE}{}", db.message())
-        }
-        sqlx::Error::Database(db) => db.message().to_owned(),
-        sqlx::Error::PoolTimedOut => "no connection could be made in time".into(),
-        other => other.to_string(),
-    };
-    text.replace('\n', " ")
-}
-
-fn no_answer(timeout: Duration, key: &str) -> String {
-    format!("no answer within {} ms ({key})", timeout.as_millis())
-}
-
-/// The setting a segment store's round trips are bounded by.
-const FETCH_TIMEOUT_KEY: &str = "segment.fetch_timeout_ms";
-
-/// Nothing usable answered: I/O errors (refused, reset, unreachable host), TLS or protocol
-/// breakage, a pool that could not connect. A server's own refusal (`Database`) is not.
-fn is_unreachable(e: &sqlx::Error) -> bool {
-    matches!(
-        e,
-        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Tls(_)
-    )
-}
-
-/// PostgreSQL `42P01`, MySQL/MariaDB `42S02` (1146), SQLite "no such table".
-fn is_missing_table(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Database(db) => {
-            matches!(db.code().as_deref(), Some("42P01" | "42S02"))
-                || db.message().starts_with("no such table")
-        }
-        _ => false,
-    }
 }
 
 #[cfg(test)]

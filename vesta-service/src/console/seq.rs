@@ -6,8 +6,7 @@
 //! a section that is not in memory would write its row and take memory. A key whose section is
 //! not loaded is answered from its stored row, read with a bound like the segments page's.
 
-use vesta_segment::seq::MAX_KEY_BYTES;
-use vesta_segment::{SeqKey, SeqPeek, SeqStatus, Sequences};
+use vesta_seq::{MAX_KEY_BYTES, SeqKey, SeqPeek, SeqStatus, Sequences};
 
 use super::DB_READ_TIMEOUT;
 use super::html::Html;
@@ -213,7 +212,7 @@ mod tests {
     use std::sync::Arc;
 
     use vesta_core::{GenMethod, IdType, ManualClock};
-    use vesta_segment::{DbUrl, SeqOptions};
+    use vesta_seq::{DbUrl, SeqOptions};
 
     use super::super::html::esc;
     use super::super::{Console, NoRefusals};
@@ -372,7 +371,7 @@ mod tests {
         let mut fenced = false;
         for _ in 0..20 {
             if let Err(e) = a.next(&k).await {
-                assert!(matches!(e, vesta_segment::SeqError::Fenced { .. }), "{e:?}");
+                assert!(matches!(e, vesta_seq::SeqError::Fenced { .. }), "{e:?}");
                 fenced = true;
                 break;
             }

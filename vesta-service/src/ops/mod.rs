@@ -38,8 +38,8 @@ use crate::error::ConfigError;
 use crate::health::Health;
 use crate::metrics::Connections;
 use crate::segments::Segments;
-use vesta_segment::Sequences;
-use vesta_segment::seq::cluster::{Cluster, ClusterStatus};
+use vesta_seq::Sequences;
+use vesta_seq::cluster::{Cluster, ClusterStatus};
 
 pub use error::{ErrorKind, OpError, SeqOwner};
 pub use ids::IdsLater;

@@ -5,7 +5,7 @@
 //! are handed over.
 
 use vesta_core::Clock;
-use vesta_segment::{SeqError, SeqKey, SeqNext, Sequences};
+use vesta_seq::{SeqError, SeqKey, SeqNext, Sequences};
 
 use super::{Answer, ErrorKind, Later, OpError, SeqOwner, Service, Turn};
 
@@ -152,8 +152,7 @@ impl From<SeqError> for OpError {
 #[cfg(test)]
 mod tests {
     use vesta_core::{GenMethod, IdType};
-    use vesta_segment::SeqKey;
-    use vesta_segment::seq::KeyError;
+    use vesta_seq::{KeyError, SeqKey};
 
     use super::super::testing::service;
     use super::*;

@@ -124,9 +124,9 @@ pub async fn spawn_with_segments<C: Clock + 'static>(
 }
 
 /// Per-key sequences on a fresh SQLite file in `dir` (default options).
-pub async fn seq_db(dir: &std::path::Path) -> vesta_segment::Sequences {
+pub async fn seq_db(dir: &std::path::Path) -> vesta_seq::Sequences {
     let url = vesta_segment::DbUrl::parse(&format!("sqlite://{}/seq.db", dir.display())).unwrap();
-    vesta_segment::Sequences::open(&url, vesta_segment::SeqOptions::default())
+    vesta_seq::Sequences::open(&url, vesta_seq::SeqOptions::default())
         .await
         .unwrap()
 }
@@ -136,7 +136,7 @@ pub async fn spawn_with_stores<C: Clock + 'static>(
     issuer: Issuer<C>,
     rest: RestSection,
     segments: Option<Arc<Segments>>,
-    seq: Option<vesta_segment::Sequences>,
+    seq: Option<vesta_seq::Sequences>,
 ) -> TestServer<C> {
     let server = RestServer::with_issuer_and_stores(Arc::new(issuer), rest, segments, seq)
         .await
@@ -389,6 +389,35 @@ impl H2Conn {
         }
         let trailers = body.trailers().await.unwrap().expect("trailers");
         (bytes, trailers["grpc-status"].to_str().unwrap().to_owned())
+    }
+
+    /// A gRPC call whose body is `raw` as given (no framing added: a message cut short, no
+    /// message, bytes that are no message); returns the `grpc-status` and `grpc-message`
+    /// (percent-decoded) of its trailers-only answer, or of its trailers.
+    pub async fn grpc_raw(&self, path: &str, raw: &[u8]) -> (String, String) {
+        let req = Request::post(format!("http://{}{path}", self.addr))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers");
+        let mut send = self.send.clone().ready().await.expect("a stream opens");
+        let (resp, mut stream) = send.send_request(req.body(()).unwrap(), false).unwrap();
+        stream.send_data(Bytes::copy_from_slice(raw), true).unwrap();
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let status = |h: &HeaderMap| {
+            let text = |name: &str| h.get(name).map_or("", |v| v.to_str().unwrap()).to_owned();
+            let message = percent_encoding::percent_decode_str(&text("grpc-message"))
+                .decode_utf8_lossy()
+                .into_owned();
+            (text("grpc-status"), message)
+        };
+        if resp.headers().contains_key("grpc-status") {
+            return status(resp.headers());
+        }
+        let mut body = resp.into_body();
+        while let Some(data) = body.data().await {
+            let _ = body.flow_control().release_capacity(data.unwrap().len());
+        }
+        status(&body.trailers().await.unwrap().expect("trailers"))
     }
 
     /// PINGs every `every` until the server closes the connection (at most `limit`); returns

@@ -7,9 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use vesta_segment::seq::cluster::{Cluster, ClusterOptions, ClusterStatus, Route};
-use vesta_segment::seq::sets::SETS;
-use vesta_segment::{SeqError, SeqKey, Sequences};
+use vesta_seq::cluster::{Cluster, ClusterOptions, ClusterStatus, Route};
+use vesta_seq::sets::SETS;
+use vesta_seq::{SeqError, SeqKey, Sequences};
 
 use super::{Checker, locker, options, url};
 

@@ -10,7 +10,7 @@
 //! coordination service decides who is live (a member's lease); the hand-off of a set that
 //! changes owner is fenced there (docs/seq-cluster.md), never by this table alone.
 
-use super::key::{Place, SeqKey};
+use crate::key::{Place, SeqKey};
 
 /// Sets the key space is cut into. Fixed for a table's life: changing it moves sections between
 /// sets, so it will be pinned in the table's meta rows as the section sizes are.
@@ -117,7 +117,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::seq::key::{SECTION_KEYS, STRING_BUCKETS};
+    use crate::key::{SECTION_KEYS, STRING_BUCKETS};
 
     proptest! {
         /// A client computes a key's set from its bytes (`vesta_core::seq_place`): always the

@@ -1,8 +1,8 @@
 //! Where a cluster's members and sets live: the [`Coordinator`] the beat talks to. The beat
 //! (`mod.rs`), the hand-off rules (`plan.rs`) and the gate never see the store, only these
 //! seven calls, so one set of rules holds whether the leases live in the sequences' SQL
-//! database ([`SqlCoordinator`], the default), etcd or ZooKeeper (vesta-service's
-//! `seq_cluster`).
+//! database ([`SqlCoordinator`], the default), etcd or ZooKeeper
+//! ([`coordination`](crate::coordination)).
 //!
 //! What every coordinator must keep (docs/seq-cluster.md, "The rules"):
 //!
@@ -12,7 +12,7 @@
 //!   store confirmed it (the member serves 2/3 of it after *sending* it);
 //! - `read` answers the store's judgement of which leases run (a member row is live when
 //!   [`is_live`](super::is_live) at `now_ms`) and every set's owner and generation (all
-//!   [`SETS`](crate::seq::sets::SETS) of them, those never written as released at generation
+//!   [`SETS`](crate::sets::SETS) of them, those never written as released at generation
 //!   0), in one consistent view or with the sets read *before* the members: an owner judged
 //!   dead was dead when its set was read, and a member that took a set after that read raised
 //!   its generation, so no take planned on the old one succeeds;
@@ -25,9 +25,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::super::{Inner, Sequences};
 use crate::db::seq_cluster::ClusterRows;
-use crate::error::SegmentError;
+use crate::sequences::{Inner, Sequences};
+use vesta_segment::SegmentError;
 
 /// A coordinator's answer, boxed so the trait is object-safe.
 pub type CoordFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, CoordError>> + Send + 'a>>;

@@ -7,8 +7,8 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use super::plan::Route;
-use crate::seq::sets::SETS;
-use crate::seq::{SeqError, SeqKey};
+use crate::sets::SETS;
+use crate::{SeqError, SeqKey};
 
 /// What the calls and the beat task share.
 pub(crate) struct Gate {

@@ -17,9 +17,9 @@
 use std::sync::LazyLock;
 
 use crate::db::Database;
-use crate::error::SegmentError;
-use crate::seq::sets::SETS;
-use crate::url::DbKind;
+use crate::sets::SETS;
+use vesta_segment::DbKind;
+use vesta_segment::SegmentError;
 
 /// A member's row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -194,11 +194,11 @@ fn to_member(member: i64) -> u64 {
 impl Database {
     /// Creates the cluster tables unless they exist, and a row for every set.
     pub(crate) async fn cluster_init(&self) -> Result<(), SegmentError> {
-        let q = statements(self.url.kind());
+        let q = statements(self.url().kind());
         self.bounded(
             || "creating the tables vesta_seq_member and vesta_seq_set".into(),
             async {
-                on_pool!(&self.pool, p => {
+                on_pool!(self.pool(), p => {
                     sqlx::query(q.create_members.as_str()).execute(p).await?;
                     sqlx::query(q.create_sets.as_str()).execute(p).await?;
                     let (rows,): (i64,) = sqlx::query_as(q.count_sets.as_str()).fetch_one(p).await?;
@@ -215,11 +215,11 @@ impl Database {
     /// The store's name: `candidate` if none was drawn yet, else the one drawn first (the
     /// table `vesta_seq_store` created if missing).
     pub(crate) async fn store_id(&self, candidate: &str) -> Result<String, SegmentError> {
-        let q = statements(self.url.kind());
+        let q = statements(self.url().kind());
         self.bounded(
             || "reading the store's name (vesta_seq_store)".into(),
             async {
-                on_pool!(&self.pool, p => {
+                on_pool!(self.pool(), p => {
                     sqlx::query(q.create_store.as_str()).execute(p).await?;
                     sqlx::query(q.insert_store_id.as_str()).bind(candidate).execute(p).await?;
                     let (id,): (String,) = sqlx::query_as(q.store_id.as_str()).fetch_one(p).await?;
@@ -240,13 +240,13 @@ impl Database {
         rest: &str,
         ttl_ms: i64,
     ) -> Result<bool, SegmentError> {
-        let q = statements(self.url.kind());
+        let q = statements(self.url().kind());
         let id = i64::try_from(member).unwrap_or(i64::MAX);
         let affected = self
             .bounded(
                 || format!("joining as member {member} (vesta_seq_member)"),
                 async {
-                    on_pool!(&self.pool, p => {
+                    on_pool!(self.pool(), p => {
                         sqlx::query(q.insert_member.as_str()).bind(id).execute(p).await?;
                         sqlx::query(q.join.as_str())
                             .bind(holder)
@@ -273,11 +273,11 @@ impl Database {
         holder: &str,
         ttl_ms: i64,
     ) -> Result<bool, SegmentError> {
-        let q = statements(self.url.kind());
+        let q = statements(self.url().kind());
         let id = i64::try_from(member).unwrap_or(i64::MAX);
         let affected = self
             .bounded(|| format!("renewing member {member}'s lease"), async {
-                on_pool!(&self.pool, p => {
+                on_pool!(self.pool(), p => {
                     sqlx::query(q.renew.as_str())
                         .bind(ttl_ms)
                         .bind(id)
@@ -297,10 +297,10 @@ impl Database {
         member: u64,
         holder: &str,
     ) -> Result<(), SegmentError> {
-        let q = statements(self.url.kind());
+        let q = statements(self.url().kind());
         let id = i64::try_from(member).unwrap_or(i64::MAX);
         self.bounded(|| format!("leaving as member {member}"), async {
-            on_pool!(&self.pool, p => {
+            on_pool!(self.pool(), p => {
                 sqlx::query(q.leave.as_str()).bind(id).bind(holder).execute(p).await.map(|_| ())
             })
         })
@@ -309,12 +309,12 @@ impl Database {
 
     /// The database's clock, then every member and set row.
     pub(crate) async fn cluster_read(&self) -> Result<ClusterRows, SegmentError> {
-        let q = statements(self.url.kind());
+        let q = statements(self.url().kind());
         let (now_ms, members, sets): (i64, Vec<RawMember>, Vec<RawSet>) = self
             .bounded(
                 || "reading vesta_seq_member and vesta_seq_set".into(),
                 async {
-                    on_pool!(&self.pool, p => {
+                    on_pool!(self.pool(), p => {
                         // The sets before the members: an owner judged dead was dead when its
                         // set was read (dead stays dead), and one that took a set after that
                         // read changed its generation, so a take planned on it fails.
@@ -358,7 +358,7 @@ impl Database {
         holder: &str,
         sets: &[(u32, i64)],
     ) -> Result<u64, SegmentError> {
-        let q = statements(self.url.kind());
+        let q = statements(self.url().kind());
         let id = i64::try_from(member).unwrap_or(i64::MAX);
         self.update_sets("taking", &q.take_sets, Some(id), holder, sets)
             .await
@@ -371,7 +371,7 @@ impl Database {
         holder: &str,
         sets: &[(u32, i64)],
     ) -> Result<u64, SegmentError> {
-        let q = statements(self.url.kind());
+        let q = statements(self.url().kind());
         self.update_sets("releasing", &q.release_sets, None, holder, sets)
             .await
     }
@@ -393,7 +393,7 @@ impl Database {
         self.bounded(
             || format!("{verb} {} sets (vesta_seq_set)", sets.len()),
             async {
-                on_pool!(&self.pool, p => {
+                on_pool!(self.pool(), p => {
                     let query = sqlx::query(sqlx::AssertSqlSafe(sql));
                     let query = match owner {
                         Some(id) => query.bind(id),

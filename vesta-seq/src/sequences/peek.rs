@@ -4,9 +4,9 @@
 //! evicting another section) and counts a load. A peek reads the section in memory, or else
 //! only the section's stored row: no row created, no maximum raised, nothing loaded.
 
-use super::key::Place;
 use super::{Inner, Map, NUMERIC, STRINGS, SeqError, SeqKey, Sequences, read};
-use crate::seq::section::Slots;
+use crate::key::Place;
+use crate::section::Slots;
 
 /// Where a key's number stands, as [`Sequences::peek`] found it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::SeqOptions;
-use crate::config::check;
-use crate::error::{ConfigError, UrlError};
-use crate::url::{DbUrl, redact};
+use vesta_segment::config::check;
+use vesta_segment::url::redact;
+use vesta_segment::{ConfigError, DbUrl, UrlError};
+
+use crate::SeqOptions;
 
 /// The database `vesta seq` uses without `--db` or a config's `[seq] db`.
 pub const DEFAULT_SEQ_DB: &str = "sqlite://vesta-seq.db";
@@ -115,7 +116,7 @@ impl Default for SeqSection {
             max_string_keys: o.max_string_keys as u64,
             idle_s: o.idle.as_secs(),
             cluster: false,
-            cluster_ttl_ms: super::cluster::DEFAULT_TTL.as_millis() as u64,
+            cluster_ttl_ms: crate::cluster::DEFAULT_TTL.as_millis() as u64,
             coordination: Coordination::Sql,
             advertise: None,
         }
@@ -162,7 +163,7 @@ impl SeqSection {
         check(
             "seq.cluster_ttl_ms",
             self.cluster_ttl_ms,
-            super::cluster::TTL_MS,
+            crate::cluster::TTL_MS,
         )?;
         if let Some(a) = &self.advertise
             && (a.is_empty() || a.contains(char::is_whitespace) || !a.contains(':'))

@@ -8,8 +8,8 @@
 //! with another `max_seq`, so it is refused at open instead.
 
 use crate::db::Database;
-use crate::error::SegmentError;
-use crate::url::DbKind;
+use vesta_segment::DbKind;
+use vesta_segment::SegmentError;
 
 /// `kind` of the rows that pin the key layout.
 pub(crate) const META: i16 = 2;
@@ -92,9 +92,9 @@ pub(crate) enum Cas {
 impl Database {
     /// Creates `vesta_seq` unless it exists.
     pub(crate) async fn seq_init(&self) -> Result<(), SegmentError> {
-        let ddl = sql(self.url.kind()).create_table;
+        let ddl = sql(self.url().kind()).create_table;
         self.bounded(|| "creating table vesta_seq".into(), async {
-            on_pool!(&self.pool, p => {
+            on_pool!(self.pool(), p => {
                 sqlx::query(ddl).execute(p).await.map(|_| ())
             })
         })
@@ -108,12 +108,12 @@ impl Database {
         section: i64,
         initial: i64,
     ) -> Result<i64, SegmentError> {
-        let q = sql(self.url.kind());
+        let q = sql(self.url().kind());
         let found: Option<(i64, i64)> = self
             .bounded(
                 || format!("loading section {section} (kind {kind}) of vesta_seq"),
                 async {
-                    on_pool!(&self.pool, p => {
+                    on_pool!(self.pool(), p => {
                         sqlx::query(q.insert_missing)
                             .bind(kind)
                             .bind(section)
@@ -132,7 +132,7 @@ impl Database {
         found
             .map(|(max, _)| max)
             .ok_or_else(|| SegmentError::Database {
-                db: self.url.to_string(),
+                db: self.url().to_string(),
                 action: format!("loading section {section} (kind {kind}) of vesta_seq"),
                 cause: "the row vanished between its INSERT and its SELECT".into(),
             })
@@ -148,11 +148,11 @@ impl Database {
         to: i64,
         owner: i64,
     ) -> Result<Cas, SegmentError> {
-        let q = sql(self.url.kind());
+        let q = sql(self.url().kind());
         let action = || format!("raising section {section} (kind {kind}) of vesta_seq to {to}");
         let affected = self
             .bounded(action, async {
-                on_pool!(&self.pool, p => {
+                on_pool!(self.pool(), p => {
                     sqlx::query(q.raise)
                         .bind(to)
                         .bind(owner)
@@ -178,9 +178,9 @@ impl Database {
         section: i64,
         action: impl FnOnce() -> String,
     ) -> Result<Option<(i64, i64)>, SegmentError> {
-        let read = sql(self.url.kind()).read;
+        let read = sql(self.url().kind()).read;
         self.bounded(action, async {
-            on_pool!(&self.pool, p => {
+            on_pool!(self.pool(), p => {
                 sqlx::query_as(read)
                     .bind(kind)
                     .bind(section)

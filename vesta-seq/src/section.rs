@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::key::SECTION_KEYS;
+use crate::key::SECTION_KEYS;
 
 /// Where a section's keys keep their current numbers.
 pub(crate) trait Slots: Send + Sync + 'static {

@@ -13,10 +13,10 @@
 //! clock passed its expiry nothing can bring it back (it joins again as a new incarnation, which
 //! owns nothing). Judging it from a read taken after `now_ms` is therefore safe.
 //!
-//! [`table`]: crate::seq::sets::table
+//! [`table`]: crate::sets::table
 
 use crate::db::seq_cluster::{ClusterRows, MemberRow, SetRow};
-use crate::seq::sets::table;
+use crate::sets::table;
 
 /// What to do with one set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,7 +123,7 @@ pub(crate) fn plan(rows: &ClusterRows, me: u64, holder: &str) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seq::sets::SETS;
+    use crate::sets::SETS;
 
     fn member(member: u64, holder: &str, expires_ms: i64) -> MemberRow {
         MemberRow {

@@ -5,9 +5,9 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::cluster::{ClusterRows, MemberRow, SetRow};
+use crate::sets::SETS;
 use serde::{Deserialize, Serialize};
-use vesta_segment::seq::cluster::{ClusterRows, MemberRow, SetRow};
-use vesta_segment::seq::sets::SETS;
 
 /// A member's record: who holds it and where clients reach it.
 #[derive(Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 //! a deployment whose machine IDs are leased from etcd keeps the cluster's leases there too.
 //!
 //! Keys, under `<etcd.root>/seq/<store>` (`<store>`: the sequences database's own name,
-//! [`store_id`](vesta_segment::seq::cluster::store_id), so servers on one database form one
+//! [`store_id`](crate::cluster::store_id), so servers on one database form one
 //! cluster and servers on two never meet):
 //!
 //! - `members/<member>`: `{"holder", "tcp", "rest"}` attached to an etcd lease of the cluster's
@@ -24,8 +24,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::cluster::{ClusterRows, CoordError, CoordFuture, Coordinator, Joining};
 use vesta_embed::lease::{EtcdClient, EtcdKv, EtcdSettings};
-use vesta_segment::seq::cluster::{ClusterRows, CoordError, CoordFuture, Coordinator, Joining};
 
 use super::records::{self, Member, Set, now_ms};
 
@@ -283,8 +283,8 @@ impl Coordinator for EtcdCoordinator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vesta_segment::seq::cluster::is_live;
-    use vesta_segment::seq::sets::SETS;
+    use crate::cluster::is_live;
+    use crate::sets::SETS;
 
     fn kv(key: &str, value: &str, mod_revision: i64) -> EtcdKv {
         EtcdKv {

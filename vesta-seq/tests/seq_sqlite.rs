@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
-use vesta_segment::{DbUrl, SeqError, SeqKey, SeqOptions, SeqPeek, Sequences};
+use vesta_seq::{DbUrl, SeqError, SeqKey, SeqOptions, SeqPeek, Sequences};
 
 fn url(dir: &Path) -> DbUrl {
     DbUrl::parse(&format!("sqlite://{}/seq.db", dir.display())).unwrap()

@@ -1,12 +1,12 @@
 //! Per-key sequences across servers (issue 34, docs/seq-cluster.md): servers on one sequences
 //! database form a cluster, each a **member** under a lease in that database; the 256 sets of
-//! sections are dealt among the live members ([`sets::table`](crate::seq::sets::table)) and
+//! sections are dealt among the live members ([`sets::table`](crate::sets::table)) and
 //! each is served by one member at a time.
 //!
 //! - `plan`: what a member does at a beat, pure (unit-tested);
 //! - `gate`: the check every call passes (set served here, term running);
 //! - `coord`: the [`Coordinator`], where leases and set owners live (the sequences' database
-//!   by default; etcd or ZooKeeper through vesta-service);
+//!   by default; etcd or ZooKeeper in [`coordination`](crate::coordination));
 //! - here: [`Cluster`], the beat task that renews the lease, reads the rows, stops serving a
 //!   set before releasing it and serves a set only after taking it.
 //!
@@ -32,9 +32,9 @@ pub use self::coord::{CoordError, CoordFuture, Coordinator, Joining, SqlCoordina
 pub(crate) use self::gate::Gate;
 pub use self::plan::Route;
 use self::plan::{Action, Plan, plan};
-use super::sets::SETS;
-use super::{Inner, SeqError, Sequences};
 pub use crate::db::seq_cluster::{ClusterRows, MemberRow, SetRow};
+use crate::sequences::{Inner, SeqError, Sequences};
+use crate::sets::SETS;
 
 /// The lease's default length: a SIGKILLed member's sets wait at most this (plus a beat).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(6);
@@ -171,7 +171,7 @@ impl Cluster {
         coord: Arc<dyn Coordinator>,
     ) -> Result<Cluster, SeqError> {
         let inner = Arc::clone(&seqs.inner);
-        crate::config::check(
+        vesta_segment::config::check(
             "seq.cluster_ttl_ms",
             u64::try_from(options.ttl.as_millis()).unwrap_or(u64::MAX),
             TTL_MS,
@@ -474,7 +474,7 @@ pub async fn live_members(coord: &dyn Coordinator) -> Result<Vec<MemberRow>, Seq
             .filter(|m| plan::is_live(m, rows.now_ms))
             .cloned()
             .collect()),
-        Err(CoordError::Sql(crate::error::SegmentError::MissingTable { .. })) => Ok(Vec::new()),
+        Err(CoordError::Sql(vesta_segment::SegmentError::MissingTable { .. })) => Ok(Vec::new()),
         Err(e) => Err(e.into()),
     }
 }

@@ -1,0 +1,118 @@
+//! [`SeqError`]: why a call, a start or a cluster's join failed, one variant per refusal, each
+//! naming the key (or the table) and what the caller can do.
+
+use vesta_segment::SegmentError;
+
+use crate::key::KeyError;
+
+/// Why a per-key sequence call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SeqError {
+    /// The key breaks the key rule.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// A batch count out of range.
+    #[error("count {count} is out of range: allowed 1..={max} (seq.step)")]
+    Count {
+        /// The count asked for.
+        count: u64,
+        /// The largest batch: one step.
+        max: u64,
+    },
+    /// The key's section needed a raise the table did not confirm in time; keys whose section
+    /// has room are still served. Retry later.
+    #[error("key {key}: its section could not be raised: {cause}")]
+    Unavailable {
+        /// The key.
+        key: String,
+        /// The table's failure, or the wait that ran out.
+        cause: String,
+    },
+    /// Another process raised the key's section in the same table: this one serves it no more.
+    #[error("key {key}: {why}")]
+    Fenced {
+        /// The key.
+        key: String,
+        /// What was found.
+        why: String,
+    },
+    /// The key's numbers reached the table's limit (2^63 - 1).
+    #[error("key {key}: its section's numbers reached 9223372036854775807, the table's limit")]
+    Exhausted {
+        /// The key.
+        key: String,
+    },
+    /// Memory bound reached: a section or string key more would pass its setting.
+    #[error("key {key}: {what} already in memory ({setting}); raise it or spread the load")]
+    Full {
+        /// The key.
+        key: String,
+        /// How many of what.
+        what: String,
+        /// The setting.
+        setting: &'static str,
+    },
+    /// The table's layout of keys differs from this build's.
+    #[error(
+        "vesta_seq at {db} groups keys by {found} {what}, this build by {expected}: keys would \
+         move to other sections; refusing"
+    )]
+    Layout {
+        /// The database.
+        db: String,
+        /// Which constant.
+        what: &'static str,
+        /// In the table.
+        found: i64,
+        /// Here.
+        expected: u64,
+    },
+    /// The key's set is served by another member of the cluster (docs/seq-cluster.md): ask it.
+    #[error("key {key}: set {set} is served by member {member} (tcp {tcp:?}, rest {rest:?})")]
+    Moved {
+        /// The key.
+        key: String,
+        /// Its set.
+        set: u32,
+        /// The member serving it.
+        member: u64,
+        /// Its TCP address (`""`: it serves no TCP).
+        tcp: String,
+        /// Its REST address (`""`: it serves no REST).
+        rest: String,
+    },
+    /// The key's set is between owners (handed off, or its owner's lease ran out and nobody
+    /// has taken it yet): retry shortly, bounded by a lease's length.
+    #[error("key {key}: set {set} is moving between members{}; retry shortly", to.map(|m| format!(" (to member {m})")).unwrap_or_default())]
+    Moving {
+        /// The key.
+        key: String,
+        /// Its set.
+        set: u32,
+        /// The member the set goes to, if one is live.
+        to: Option<u64>,
+    },
+    /// This member's cluster lease is not confirmed within its term (its database slow or out
+    /// of reach): it serves nothing until a renewal is, or its sets move once the lease
+    /// expires. Retry shortly (here or at the member the others name).
+    #[error(
+        "key {key}: member {member}'s cluster lease is not confirmed within its term (the \
+         sequences' database is slow or out of reach); it serves again once a renewal is, or its \
+         sets move to other members once the lease expires; retry shortly"
+    )]
+    Lapsed {
+        /// The key.
+        key: String,
+        /// This member.
+        member: u64,
+    },
+    /// Joining or running the cluster failed (one process per member, a second join).
+    #[error("seq cluster: {0}")]
+    Cluster(String),
+    /// Opening or reading the table failed.
+    #[error(transparent)]
+    Store(#[from] SegmentError),
+    /// An option out of range.
+    #[error(transparent)]
+    Config(#[from] vesta_segment::ConfigError),
+}

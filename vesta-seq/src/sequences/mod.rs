@@ -1,0 +1,280 @@
+//! Per-key sequences, WeChat seqsvr's model: a number per key that strictly increases on every
+//! call, at memory speed, with a few writes to the table per thousand calls.
+//!
+//! Keys ([`SeqKey`]) are grouped into sections (100,000 consecutive numeric keys, or a bucket
+//! of string keys); a section shares one stored maximum in the table `vesta_seq`. A call returns
+//! its key's number plus one; a number past the section's maximum is handed out only after the
+//! maximum is raised by a step **and written**. So nothing above a written maximum is ever
+//! handed out, and after a restart every key of a section starts above it: strictly
+//! increasing across restarts, gaps allowed. A raise is started ahead of need (when a key comes
+//! within half a step of the maximum), so a hot key's caller rarely waits for the table, and a
+//! section raised more than once a second doubles its step (Leaf's adaptive step), so a hot
+//! key is bound by memory, not by the table's write latency.
+//!
+//! **Architecture Invariant:** a number is handed out only when the section's in-memory `max`
+//! covers it, and `max` is set only from a raise the table confirmed (or read back as this
+//! process's own). A raise is a compare-and-set from the value this process last saw: a table
+//! moved by another process fences the section (it answers errors, never numbers), so two
+//! processes on one table never follow each other's numbers.
+//!
+//! Memory: a numeric section is 800 KB (8 bytes a key, loaded on first use); string keys cost
+//! their map entry, about 60 bytes plus the key. Sections untouched for a while are evicted
+//! (their maximum is in the table, so a reload only costs a raise); `max_sections` and
+//! `max_string_keys` bound the rest, and a call that would pass them is refused, saying which.
+//!
+//! Here: [`Sequences`], its shared state (`Inner`) and its start. A call's fast path and its
+//! wait (`call.rs`), a section's load and raises (`table.rs`), eviction and a set's drain
+//! (`memory.rs`), the section maps (`map.rs`), a read without loading (`peek.rs`), the
+//! options (`options.rs`) and errors (`error.rs`).
+
+mod call;
+mod error;
+mod map;
+mod memory;
+mod options;
+mod peek;
+mod table;
+
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use vesta_segment::{AnyPool, DbUrl};
+
+pub use self::call::{PendingNext, SeqNext};
+pub use self::error::SeqError;
+pub use self::options::SeqOptions;
+pub use self::peek::SeqPeek;
+
+use self::map::{Map, read};
+use crate::cluster;
+use crate::config;
+use crate::db::Database;
+use crate::db::seq::META;
+use crate::key::{Place, SECTION_KEYS, STRING_BUCKETS, SeqKey};
+use crate::section::{Dense, Sparse};
+
+/// `kind` of numeric sections' rows.
+const NUMERIC: i16 = 0;
+/// `kind` of string buckets' rows.
+const STRINGS: i16 = 1;
+/// The highest number the table can hold (`BIGINT`).
+const LIMIT: u64 = i64::MAX as u64;
+/// The setting a table round trip is bounded by, named in errors.
+const TIMEOUT_KEY: &str = "seq.store_timeout_ms";
+
+/// What the sequences are doing, for `/healthz` and metrics.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SeqStatus {
+    /// Sections in memory (numeric and string buckets).
+    pub sections: usize,
+    /// String keys in memory.
+    pub string_keys: usize,
+    /// Raises the table confirmed (its writes, besides first loads).
+    pub raises: u64,
+    /// Raises that failed or ran out of time.
+    pub raise_failures: u64,
+    /// Total time of confirmed raises, microseconds.
+    pub raise_micros: u64,
+    /// Sections loaded from the table (first use or after eviction).
+    pub loads: u64,
+    /// Sections evicted.
+    pub evictions: u64,
+    /// Sections fenced (another process raised them).
+    pub fenced: u64,
+}
+
+/// Per-key sequences on one table. Cheap to clone; every clone is the same sequences.
+#[derive(Clone)]
+pub struct Sequences {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Sequences {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Sequences({})", self.inner.db.url())
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) db: Database,
+    pub(crate) options: SeqOptions,
+    /// This process's mark on the rows it raises (random, never 0).
+    pub(crate) token: i64,
+    numeric: Map<u64, Dense>,
+    strings: Map<u32, Sparse>,
+    /// One load at a time (a load is rare; two of one section would be one wasted).
+    loading: tokio::sync::Mutex<()>,
+    string_keys: Arc<AtomicUsize>,
+    raises: AtomicU64,
+    raise_failures: AtomicU64,
+    raise_micros: AtomicU64,
+    loads: AtomicU64,
+    evictions: AtomicU64,
+    fenced: AtomicU64,
+    /// Set when the sequences join a cluster: which sets are served here.
+    pub(crate) gate: OnceLock<Arc<cluster::Gate>>,
+}
+
+impl Sequences {
+    /// Opens the sequences on the database at `url` (an SQLite file is created), creating
+    /// `vesta_seq` on first use.
+    pub async fn open(url: &DbUrl, options: SeqOptions) -> Result<Sequences, SeqError> {
+        let db = Database::open(url, options.store_timeout, true, TIMEOUT_KEY).await?;
+        Self::start(db, options).await
+    }
+
+    /// On a pool the application already has (it stays the application's to close).
+    pub async fn from_pool(pool: AnyPool, options: SeqOptions) -> Result<Sequences, SeqError> {
+        let db = Database::from_pool(pool, options.store_timeout, TIMEOUT_KEY)?;
+        Self::start(db, options).await
+    }
+
+    async fn start(db: Database, options: SeqOptions) -> Result<Sequences, SeqError> {
+        config::check_options(&options)?;
+        // Servers started together on a fresh PostgreSQL race in `CREATE TABLE IF NOT EXISTS`
+        // (the loser gets a unique violation on the type it creates): try again, twice.
+        let mut tries = 0u64;
+        while let Err(e) = db.seq_init().await {
+            tries += 1;
+            if tries >= 3 {
+                return Err(e.into());
+            }
+            tracing::warn!("creating vesta_seq (try {tries} of 3): {e}");
+            tokio::time::sleep(Duration::from_millis(200 * tries)).await;
+        }
+        for (section, what, expected) in [
+            (0, "keys per numeric section", SECTION_KEYS),
+            (1, "string-key buckets", STRING_BUCKETS),
+        ] {
+            let found = db.seq_load(META, section, expected as i64).await?;
+            if found != expected as i64 {
+                return Err(SeqError::Layout {
+                    db: db.url().to_string(),
+                    what,
+                    found,
+                    expected,
+                });
+            }
+        }
+        let inner = Arc::new(Inner {
+            db,
+            options,
+            token: token(),
+            numeric: Map::default(),
+            strings: Map::default(),
+            loading: tokio::sync::Mutex::new(()),
+            string_keys: Arc::default(),
+            raises: AtomicU64::new(0),
+            raise_failures: AtomicU64::new(0),
+            raise_micros: AtomicU64::new(0),
+            loads: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            fenced: AtomicU64::new(0),
+            gate: OnceLock::new(),
+        });
+        tokio::spawn(memory::sweeper(Arc::downgrade(&inner)));
+        Ok(Sequences { inner })
+    }
+
+    /// The key's next number: strictly above every number it was handed before, here or
+    /// in an earlier process on the same table.
+    pub async fn next(&self, key: &SeqKey) -> Result<u64, SeqError> {
+        self.next_n(key, 1).await
+    }
+
+    /// `n` numbers for the key (1..=step): the key's numbers move by `n` and the last is
+    /// returned; the batch is `last - n + 1 ..= last`.
+    pub async fn next_n(&self, key: &SeqKey, n: u64) -> Result<u64, SeqError> {
+        match self.try_next_n(key, n)? {
+            SeqNext::Ready(last) => Ok(last),
+            SeqNext::Pending(p) => p.wait().await,
+        }
+    }
+
+    /// [`Sequences::next_n`] without waiting: `Ready` with the last number when the key's
+    /// section is in memory and covers it (a map lookup and one atomic add), else `Pending`
+    /// with the rest of the call (a load or a raise of the table). The numbers are taken
+    /// either way: drop a `Pending` and they are a gap, never handed out.
+    pub fn try_next_n(&self, key: &SeqKey, n: u64) -> Result<SeqNext, SeqError> {
+        let max = self.inner.options.step;
+        if !(1..=max).contains(&n) {
+            return Err(SeqError::Count { count: n, max });
+        }
+        Inner::try_take(&self.inner, key, n)
+    }
+
+    /// The key's current number without moving it: the last one handed out in this process,
+    /// or, for a key not called since its section was loaded, the section's maximum then
+    /// (above anything handed out before). A client that holds a smaller number has missed one.
+    /// A section not in memory is loaded first, which writes its row when missing: to read
+    /// without writing, [`Sequences::peek`].
+    pub async fn current(&self, key: &SeqKey) -> Result<u64, SeqError> {
+        self.inner.check_gate(key)?;
+        match (key.place(), key) {
+            (Place::Num { section, slot }, _) => {
+                let s = Inner::section(&self.inner, |i| &i.numeric, section, key).await?;
+                Ok(s.current(&slot))
+            }
+            (Place::Str { bucket }, SeqKey::Str(k)) => {
+                let s = Inner::section(&self.inner, |i| &i.strings, bucket, key).await?;
+                Ok(s.current(k))
+            }
+            (Place::Str { .. }, SeqKey::Num(_)) => {
+                unreachable!("a numeric key has a numeric place")
+            }
+        }
+    }
+
+    /// What the sequences are doing.
+    pub fn status(&self) -> SeqStatus {
+        let i = &self.inner;
+        let sections = read(&i.numeric).len() + read(&i.strings).len();
+        SeqStatus {
+            sections,
+            string_keys: i.string_keys.load(Ordering::Relaxed),
+            raises: i.raises.load(Ordering::Relaxed),
+            raise_failures: i.raise_failures.load(Ordering::Relaxed),
+            raise_micros: i.raise_micros.load(Ordering::Relaxed),
+            loads: i.loads.load(Ordering::Relaxed),
+            evictions: i.evictions.load(Ordering::Relaxed),
+            fenced: i.fenced.load(Ordering::Relaxed),
+        }
+    }
+
+    /// What this server's membership of a cluster is doing, once it joined one.
+    pub fn cluster_status(&self) -> Option<cluster::ClusterStatus> {
+        self.inner.gate.get().map(|g| g.status())
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &SeqOptions {
+        &self.inner.options
+    }
+
+    /// The database (its `Display` hides the password).
+    pub fn url(&self) -> &DbUrl {
+        self.inner.db.url()
+    }
+
+    /// Closes the table's connections (bounded by `store_timeout`). Numbers handed out stay
+    /// covered by the table; nothing needs writing at a stop.
+    ///
+    /// To open the same table again in this process, close first: a raise ahead of need
+    /// (started in the background) outlives a dropped handle, and one that writes after a new
+    /// `Sequences` loaded the section looks to it like a second process on the table, so the new
+    /// one fences the section (refuses its keys, naming why). Closing waits for a raise under
+    /// way (within the bound) and none starts after it, when the pool is the one this opened;
+    /// a pool the application handed in stays open, and is the application's to close.
+    pub async fn close(&self) {
+        self.inner.db.close().await;
+    }
+}
+
+/// A random token, never 0: this process's mark on the rows it raises.
+fn token() -> i64 {
+    let h = std::collections::hash_map::RandomState::new()
+        .hash_one((std::process::id(), std::time::SystemTime::now()));
+    (h >> 1).max(1) as i64
+}
