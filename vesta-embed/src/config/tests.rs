@@ -342,7 +342,7 @@ fn layout_sections_are_read_from_any_vesta_config() {
     std::fs::write(&file, server).unwrap();
     // The full issuer config refuses the servers' sections.
     let err = IssuerConfig::from_toml_file(&file).unwrap_err().to_string();
-    assert!(err.contains("unknown field `server`"), "{err}");
+    assert!(err.contains("unknown field `segment`"), "{err}");
     let config = IssuerConfig::layout_sections_from_toml_file(&file).unwrap();
     assert_eq!(config.layout().unwrap().name(), "leaf");
     assert_eq!(config.machine.id, Some(1000));
