@@ -10,6 +10,7 @@
 
 pub mod bin;
 pub mod chromium;
+pub mod client_packages;
 pub mod db;
 pub mod deploy;
 pub mod docs;

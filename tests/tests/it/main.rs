@@ -9,6 +9,7 @@
 mod bench_cli;
 mod cli;
 mod cli_smoke;
+mod client_packages;
 mod console;
 mod deploy;
 mod docs_snippets;
