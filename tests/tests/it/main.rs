@@ -12,6 +12,7 @@ mod cli_smoke;
 mod client_packages;
 mod console;
 mod deploy;
+mod docs_run;
 mod docs_snippets;
 mod etcd_lease;
 mod fuzz_corpus;
