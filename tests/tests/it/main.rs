@@ -8,6 +8,7 @@
 
 mod bench_cli;
 mod cli;
+mod cli_configs;
 mod cli_smoke;
 mod client_packages;
 mod console;
