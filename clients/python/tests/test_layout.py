@@ -77,7 +77,7 @@ class ReadsIdsAndLayoutsStrictly(unittest.TestCase):
                 parse_id(bad)
         for bad_int in [-1, 2**64, True]:
             with self.assertRaises(ValueError):
-                parse_id(bad_int)  # type: ignore[arg-type]
+                parse_id(bad_int)
 
     def test_a_vesta_id_is_read_by_its_type_bit(self) -> None:
         max_peak = Layout.preset("vesta")

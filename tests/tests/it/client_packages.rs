@@ -135,7 +135,8 @@ fn assert_ran(run: &TestRun, names: &[&str], ok: &str) {
 }
 
 /// `python -m unittest` over clients/python/tests: the offline explanations against the
-/// CLI's, the RPCs against the three servers, and the generated stubs fresh.
+/// CLI's, the RPCs against the three servers, the generated stubs fresh, and mypy `--strict`
+/// over the package and its tests.
 #[test]
 fn python_package_tests_pass() {
     let dir = tempfile::tempdir().unwrap();
@@ -154,6 +155,7 @@ fn python_package_tests_pass() {
             "test_token_and_make_off",
             "test_tls",
             "test_stubs_are_fresh",
+            "test_mypy_strict_accepts_the_package",
         ],
         "ok",
     );

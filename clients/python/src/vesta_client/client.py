@@ -13,7 +13,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from .errors import VestaError
 from .layout import Explanation, IdLike, parse_id
 from .pb import vesta_pb2 as pb
-from .pb import vesta_pb2_grpc as pb_grpc
+from .pb import vesta_pb2_grpc
+
+# The generated stub is untyped: its calls answer the messages of vesta_pb2.
+pb_grpc: Any = vesta_pb2_grpc
 
 __all__ = ["Client", "Instant"]
 
@@ -92,7 +95,7 @@ class Client:
 
     def next_id(self, *, timeout: float | None = None) -> int:
         """One ID."""
-        return self._call(self._stub.NextId, pb.NextIdRequest(), timeout).id
+        return int(self._call(self._stub.NextId, pb.NextIdRequest(), timeout).id)
 
     def next_ids(self, count: int, *, timeout: float | None = None) -> list[int]:
         """``count`` IDs (1..=the server's ``max_batch``), increasing."""
@@ -129,7 +132,7 @@ class Client:
         """An ID of the server's layout from field values by name (``time`` and ``seq``
         required; the others default to the server's own)."""
         request = pb.MakeRequest(fields=dict(fields))
-        return self._call(self._stub.Make, request, timeout).id
+        return int(self._call(self._stub.Make, request, timeout).id)
 
     def trans_time(self, time: int, *, timeout: float | None = None) -> Instant:
         """The instant a time value (units since the layout's epoch) starts."""
@@ -138,7 +141,7 @@ class Client:
 
     def segment(self, tag: str, *, timeout: float | None = None) -> int:
         """A segment tag's next number (Leaf's segment mode; the server's ``[segment] db``)."""
-        return self._call(self._stub.Segment, pb.SegmentRequest(tag=tag), timeout).number
+        return int(self._call(self._stub.Segment, pb.SegmentRequest(tag=tag), timeout).number)
 
     def segments(self, tag: str, count: int, *, timeout: float | None = None) -> list[int]:
         """``count`` numbers of a tag (1..=``max_batch``), increasing."""
@@ -160,7 +163,7 @@ class Client:
     def seq_current(self, key: Key, *, timeout: float | None = None) -> int:
         """A key's current number, not moved."""
         request = pb.SeqCurrentRequest(key=_key(key))
-        return self._call(self._stub.SeqCurrent, request, timeout).current
+        return int(self._call(self._stub.SeqCurrent, request, timeout).current)
 
     def health(self, service: str = "", *, timeout: float | None = None) -> str:
         """The standard health check (``grpc.health.v1``; no token needed): ``SERVING`` or

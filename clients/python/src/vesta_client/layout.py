@@ -160,7 +160,7 @@ class Layout:
         if fmt != FORMAT:
             raise LayoutError(f"format {fmt} is not known: this package reads format {FORMAT}")
         self.name: str = _get(d, "name", str)
-        self.preset: str | None = _get(d, "preset", str, optional=True)
+        self.preset_name: str | None = _get(d, "preset", str, optional=True)
         self.type: str | None = _get(d, "type", str, optional=True)
         self.epoch_ms: int = _get(d, "epoch_ms", int)
         if not 0 <= self.epoch_ms <= U64_MAX:
