@@ -1,6 +1,6 @@
 //! Every block of the guides a reader copies from runs as written: docs/grpc.md, docs/seq.md,
 //! docs/seq-cluster.md, docs/migrate.md and docs/layout-json.md, and the Python and JavaScript
-//! of the client packages' READMEs. By language:
+//! of the README and of the client packages' READMEs. By language:
 //!
 //! - `console`: each `$` command runs in bash, in a fresh directory with the `vesta` under test
 //!   first on `PATH`, and prints what the page shows (quoted 64-bit IDs, which differ at each
@@ -429,7 +429,12 @@ fn grpc_md_runs_as_written() {
     }
     assert!(generated.contains("func (x *NextIdResponse) GetId() uint64"));
 
-    // The packages' READMEs: their Python and JavaScript, against the same server.
+    // The README's Python, and the packages' READMEs' Python and JavaScript, against the same
+    // server.
+    for block in blocks("README.md").iter().filter(|b| b.lang == "python") {
+        let out = python_script(&session.rewrite(&block.body), &[], session.dir.path());
+        assert!(out.ends_with("2020-07-08T12:00:00.000Z\n"), "README.md: {out}");
+    }
     let readme = "clients/python/README.md";
     for block in blocks(readme).iter().filter(|b| b.lang == "python") {
         let out = python_script(&session.rewrite(&block.body), &[], session.dir.path());
