@@ -69,11 +69,10 @@ fn edge_keys() -> Vec<SeqKey> {
 async fn a_missing_directory_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("var/lib/vesta");
-    let err = Sequences::open(&url(&missing), options(10))
-        .await
-        .err()
-        .expect("no directory, no sequences")
-        .to_string();
+    let Err(err) = Sequences::open(&url(&missing), options(10)).await else {
+        panic!("no directory, no sequences");
+    };
+    let err = err.to_string();
     assert!(
         err.contains(&format!(
             "the directory {} does not exist",
