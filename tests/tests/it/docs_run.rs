@@ -433,7 +433,10 @@ fn grpc_md_runs_as_written() {
     // server.
     for block in blocks("README.md").iter().filter(|b| b.lang == "python") {
         let out = python_script(&session.rewrite(&block.body), &[], session.dir.path());
-        assert!(out.ends_with("2020-07-08T12:00:00.000Z\n"), "README.md: {out}");
+        assert!(
+            out.ends_with("2020-07-08T12:00:00.000Z\n"),
+            "README.md: {out}"
+        );
     }
     let readme = "clients/python/README.md";
     for block in blocks(readme).iter().filter(|b| b.lang == "python") {
