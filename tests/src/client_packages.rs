@@ -215,8 +215,8 @@ fn explain_all(args: &[String], text: &str) -> String {
 
 /// [`IDS_PER_CASE`] IDs for a layout, the same every run: the edges (0, around 2^53 where a
 /// JavaScript number stops being exact, 2^63, the largest), then by turns any 64 bits, an ID
-/// the layout could issue (the bits it uses, its fixed values), one below 2^53, and one with
-/// only the time field's top bits and the fixed values (times near the end of life).
+/// the layout could issue (the bits it uses, its fixed values), one below 2^53, and one the
+/// layout could issue with the time field's top two bits set (times near the end of life).
 fn ids_for(layout: &Value, seed: &str) -> Vec<u64> {
     let mut used = 0u64;
     let mut fixed = 0u64;
@@ -296,7 +296,10 @@ pub fn python_with_package() -> &'static Path {
             .iter()
             .map(|(rel, text)| format!("{rel}\n{}\n", text.len()) + text)
             .collect();
-        let pins_file = target_dir().join("tmp").join("vesta-client-py.pins");
+        // This process's own file: another test process may be writing its own meanwhile.
+        let pins_file = target_dir()
+            .join("tmp")
+            .join(format!("vesta-client-py.pins.{}", std::process::id()));
         fs::write(&pins_file, &pins).unwrap();
         installed("vesta-client-py", &pins_file, |dir| {
             let src = dir.join("src-copy");
@@ -327,6 +330,7 @@ pub fn python_with_package() -> &'static Path {
                 "pip install clients/python: {status}\n{out}\n{err}"
             );
         });
+        let _ = fs::remove_file(&pins_file);
         python
     })
 }
