@@ -440,6 +440,17 @@ impl ServerChild {
     /// does, and a test that restarts servers does not spend its time waiting. A test of the
     /// default layout names it (`--type max-peak`).
     pub fn start(kind: &str, args: &[&str], envs: &[(&str, &str)]) -> ServerChild {
+        Self::start_in(None, kind, args, envs)
+    }
+
+    /// [`start`](Self::start) in the working directory `dir` (relative paths in `args`, such
+    /// as `sqlite://seq.db`, are its), or the test's own with `None`.
+    pub fn start_in(
+        dir: Option<&Path>,
+        kind: &str,
+        args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> ServerChild {
         use std::io::BufRead;
         let names_layout = args
             .iter()
@@ -457,6 +468,9 @@ impl ServerChild {
         let mut command = vesta_command();
         if let Some(host) = &host {
             command.env("VESTA_HOLD_DIR", host.path());
+        }
+        if let Some(dir) = dir {
+            command.current_dir(dir);
         }
         let mut child = command
             .args(["serve", kind, "--listen", "127.0.0.1:0"])

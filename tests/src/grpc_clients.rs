@@ -26,7 +26,7 @@ const INSTALL_LIMIT: Duration = Duration::from_secs(15 * 60);
 const RUN_LIMIT: Duration = Duration::from_secs(180);
 
 /// Variables that would send a client's loopback calls through a proxy.
-const PROXY_VARS: [&str; 7] = [
+pub const PROXY_VARS: [&str; 7] = [
     "http_proxy",
     "https_proxy",
     "grpc_proxy",
@@ -97,7 +97,7 @@ pub fn node_modules() -> &'static Path {
 
 /// `target/tmp/NAME`, made by `install(dir)` unless its marker holds the pins in `pins` (a
 /// file's text) already.
-fn installed(name: &str, pins: &Path, install: impl FnOnce(&Path)) -> PathBuf {
+pub fn installed(name: &str, pins: &Path, install: impl FnOnce(&Path)) -> PathBuf {
     let pinned = fs::read(pins).unwrap_or_else(|e| panic!("reading {}: {e}", pins.display()));
     let tmp = target_dir().join("tmp");
     fs::create_dir_all(&tmp).expect("creating target/tmp");
@@ -125,7 +125,7 @@ fn installed(name: &str, pins: &Path, install: impl FnOnce(&Path)) -> PathBuf {
 
 /// Runs `cmd` (stdin closed, output captured) to its end, at most `limit`: past it the process
 /// is killed and the test fails. Returns its exit status, stdout and stderr.
-fn run(cmd: &mut Command, limit: Duration, what: &str) -> (ExitStatus, String, String) {
+pub fn run(cmd: &mut Command, limit: Duration, what: &str) -> (ExitStatus, String, String) {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -10,6 +10,7 @@
 
 pub mod bin;
 pub mod chromium;
+pub mod client_packages;
 pub mod db;
 pub mod deploy;
 pub mod docs;
@@ -32,3 +33,14 @@ pub mod zk;
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// docs/grpc.md's Rust block (compiled: it calls a server), as a doctest; the page's other
+/// blocks run in `tests/it/docs_run.rs`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/grpc.md")]
+pub struct GrpcGuideDoctests;
+
+/// docs/seq.md's Rust block, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/seq.md")]
+pub struct SeqGuideDoctests;

@@ -41,6 +41,8 @@ pub use generator::{
     MAX_ROLLBACK_TOLERANCE_MS, Position, SeqStart,
 };
 pub use id::Id;
+#[cfg(feature = "serde")]
+pub use layout::LAYOUT_JSON_FORMAT;
 pub use layout::{
     Field, FieldKind, FieldSpan, FieldSpec, GEN_METHOD_SHIFT, IdType, Layout, LayoutError,
     LayoutSpec, MACHINE_BITS, NODE_BITS, NodePart, PartSpec, Preset, TYPE_SHIFT, VERSION_SHIFT,

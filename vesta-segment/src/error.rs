@@ -89,6 +89,18 @@ pub enum SegmentError {
         /// The database (password hidden).
         db: String,
     },
+    /// A `sqlite://` file whose directory does not exist (nothing creates it).
+    #[error(
+        "SQLite database file {}: the directory {} does not exist (create it first)",
+        path.display(),
+        dir.display()
+    )]
+    NoDatabaseDirectory {
+        /// The file.
+        path: PathBuf,
+        /// Its directory, missing.
+        dir: PathBuf,
+    },
     /// A `sqlite://` file that does not exist (only `init` creates it).
     #[error(
         "SQLite database file {} does not exist (create it with `vesta segment init`)",

@@ -108,6 +108,9 @@ impl AnyPool {
 /// Why a pool could not be opened.
 #[derive(Debug)]
 pub enum OpenError {
+    /// An `sqlite://` file whose directory does not exist (SQLite's own error would only say
+    /// "unable to open database file"): the directory.
+    NoDirectory(PathBuf),
     /// An `sqlite://` file that does not exist (and `create` was false).
     NoFile(PathBuf),
     /// The driver's error on the first connection.
@@ -141,6 +144,9 @@ pub async fn open(url: &DbUrl, settings: PoolSettings<'_>) -> Result<AnyPool, Op
         Ok::<AnyPool, OpenError>(match url.target() {
             #[cfg(feature = "sqlite")]
             DbTarget::Sqlite(path) => {
+                if let Some(dir) = missing_directory(path) {
+                    return Err(OpenError::NoDirectory(dir));
+                }
                 if !settings.create && !path.exists() {
                     return Err(OpenError::NoFile(path.clone()));
                 }
@@ -224,6 +230,14 @@ pub async fn open(url: &DbUrl, settings: PoolSettings<'_>) -> Result<AnyPool, Op
         Ok(result) => result,
         Err(_) => Err(OpenError::Timeout),
     }
+}
+
+/// The directory of an SQLite file when it is not there (a relative file name's is the
+/// working directory, always there).
+#[cfg(feature = "sqlite")]
+fn missing_directory(path: &std::path::Path) -> Option<PathBuf> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty())?;
+    (!dir.is_dir()).then(|| dir.to_owned())
 }
 
 impl AnyPool {

@@ -95,6 +95,34 @@ async fn until(
 }
 
 #[tokio::test]
+async fn a_missing_directory_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir");
+    let s = section(&missing.join("segments.db"));
+    let err = Store::open(&s).await.unwrap_err();
+    assert!(
+        matches!(&err, SegmentError::NoDatabaseDirectory { dir, .. } if *dir == missing),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!(
+            "the directory {} does not exist",
+            missing.display()
+        )),
+        "{text}"
+    );
+    // Creating the file does not create the directory either.
+    let url = s.db_url().unwrap();
+    let err = Database::connect_or_create(&url, s.fetch_timeout())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&missing.display().to_string()), "{err}");
+    assert!(!missing.exists());
+}
+
+#[tokio::test]
 async fn nothing_is_created_implicitly() {
     let dir = tempfile::tempdir().unwrap();
     let s = section(&dir.path().join("missing.db"));

@@ -63,6 +63,26 @@ fn edge_keys() -> Vec<SeqKey> {
     keys
 }
 
+/// `sqlite:///var/lib/vesta/seq.db` on a host without /var/lib/vesta: the error names the
+/// directory (SQLite's own says only "unable to open database file").
+#[tokio::test]
+async fn a_missing_directory_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("var/lib/vesta");
+    let Err(err) = Sequences::open(&url(&missing), options(10)).await else {
+        panic!("no directory, no sequences");
+    };
+    let err = err.to_string();
+    assert!(
+        err.contains(&format!(
+            "the directory {} does not exist",
+            missing.display()
+        )),
+        "{err}"
+    );
+    assert!(!missing.exists());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_increase_across_restarts_and_writes_follow_the_step() {
     let dir = tempfile::tempdir().unwrap();

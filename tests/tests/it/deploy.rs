@@ -376,3 +376,56 @@ fn the_dashboard_has_unique_panels_and_every_query_reads_vesta_metrics() {
         assert!(all.contains(metric), "the dashboard does not show {metric}");
     }
 }
+
+/// A PromQL expression docs/operations.md gives an operator to run by hand ("... must be
+/// empty: the expression of the `NAME` alert") is the alert's own, character for character
+/// (a query by a label the series lacks fired for any two servers).
+#[test]
+fn the_guides_promql_is_the_alerts() {
+    let ops = deploy::read("docs/operations.md");
+    let rules = alert_rules();
+    let marker = "the expression of the `";
+    let mut checked = 0;
+    for (at, _) in ops.match_indices(marker) {
+        let name = ops[at + marker.len()..].split('`').next().unwrap();
+        let before = &ops[..at];
+        let end = before.rfind('`').expect("a quoted expression before it");
+        let start = before[..end].rfind('`').expect("its opening quote") + 1;
+        let quoted = before[start..end]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let rule = rules
+            .iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("docs/operations.md names no alert {name}"));
+        let expr = rule.expr.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(quoted, expr, "docs/operations.md's query for {name}");
+        checked += 1;
+    }
+    assert!(
+        checked >= 1,
+        "docs/operations.md quotes no alert's expression"
+    );
+}
+
+/// The license Cargo.toml and the client packages declare, Apache-2.0, is in LICENSE in full
+/// (its terms to the end and the appendix), not a pointer to it.
+#[test]
+fn the_license_is_apache_2_in_full() {
+    let license = deploy::read("LICENSE");
+    for part in [
+        "Apache License",
+        "Version 2.0, January 2004",
+        "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION",
+        "9. Accepting Warranty or Additional Liability.",
+        "END OF TERMS AND CONDITIONS",
+        "APPENDIX: How to apply the Apache License to your work.",
+    ] {
+        assert!(license.contains(part), "LICENSE lacks {part:?}");
+    }
+    assert!(license.lines().count() > 190, "the whole text");
+    assert!(deploy::read("Cargo.toml").contains("license = \"Apache-2.0\""));
+    assert!(deploy::read("clients/python/pyproject.toml").contains("license = \"Apache-2.0\""));
+    assert!(deploy::read("clients/node/package.json").contains("\"license\": \"Apache-2.0\""));
+}

@@ -95,9 +95,9 @@ fn vesta_seq_with_one_database_pulls_only_its_driver() {
     );
 }
 
-/// `cargo run --release -p vesta-cli --no-default-features -- gen -n 5` (the README's first
-/// command), built here in debug for the host target (the workspace's own `vesta` is the full
-/// one the other tests run).
+/// `cargo run --release -p vesta-cli --no-default-features --target-dir target/lean -- gen -n
+/// 5` (the README's first command), built here in debug for the host target (the workspace's
+/// own `vesta` is the full one the other tests run).
 #[test]
 fn vesta_without_default_features_issues_ids_and_names_what_it_left_out() {
     let lean = ["-p", "vesta-cli", "--no-default-features"];
@@ -169,9 +169,44 @@ fn vesta_without_default_features_issues_ids_and_names_what_it_left_out() {
         (&["seq", "next", "42", "--db", "sqlite://x.db"], "`seq`"),
         (&["bench", "tcp"], "`bench`"),
     ] {
-        fails_in_one_line(&mut vesta(args), &["not in this build", feature]);
+        fails_in_one_line(
+            &mut vesta(args),
+            &[
+                "not in this build",
+                feature,
+                "cargo install --path vesta-cli --locked",
+            ],
+        );
     }
     let version = vesta(&["--version"]).output().expect("vesta --version");
     let version = String::from_utf8_lossy(&version.stdout);
     assert!(version.contains("features none"), "{version}");
+}
+
+/// The README's set-up block is two commands, and the first builds the lean `vesta` in a
+/// target directory of its own: a later full build's `target/release/vesta` (`serve rest`) is
+/// never replaced by one that says "not in this build".
+#[test]
+fn the_readmes_first_command_builds_apart_from_the_full_binary() {
+    let readme = vesta_tests::deploy::read("README.md");
+    let setup = readme
+        .split("## Set up on a fresh machine")
+        .nth(1)
+        .and_then(|rest| rest.split("```sh\n").nth(1))
+        .and_then(|block| block.split("```").next())
+        .expect("the README's set-up block");
+    let commands: Vec<&str> = setup
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .collect();
+    assert_eq!(commands.len(), 2, "two set-up commands: {commands:?}");
+    let first = commands[0];
+    assert!(first.contains("--no-default-features"), "{first}");
+    let dir = first
+        .split_whitespace()
+        .skip_while(|w| *w != "--target-dir")
+        .nth(1)
+        .expect("the first command names its own --target-dir");
+    assert!(dir != "target" && dir.starts_with("target/"), "{first}");
+    assert_eq!(commands[1], "scripts/test");
 }

@@ -8,9 +8,12 @@
 
 mod bench_cli;
 mod cli;
+mod cli_configs;
 mod cli_smoke;
+mod client_packages;
 mod console;
 mod deploy;
+mod docs_run;
 mod docs_snippets;
 mod etcd_lease;
 mod fuzz_corpus;

@@ -466,3 +466,31 @@ fn sonyflake_v2_settings_as_the_guide_writes_them() {
     }
     issuer.shutdown().unwrap();
 }
+
+/// The .proto's `ExplainResponse.layout` names the layouts an answer can carry: every preset
+/// by its own name, and nothing that is not one (it once said `snowflake`).
+#[test]
+fn the_protos_layout_names_are_the_presets() {
+    let proto = vesta_tests::deploy::read("proto/vesta/v1/vesta.proto");
+    let message = proto
+        .split("message ExplainResponse {")
+        .nth(1)
+        .and_then(|m| m.split("string layout = 3;").next())
+        .expect("ExplainResponse.layout");
+    let mut lines: Vec<&str> = message
+        .lines()
+        .rev()
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| l.trim_start().starts_with("//"))
+        .collect();
+    lines.reverse();
+    let comment = lines.join(" ");
+    let named: Vec<&str> = comment
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| !w.contains(' '))
+        .collect();
+    let presets: Vec<&str> = vesta_core::Preset::ALL.iter().map(|p| p.name()).collect();
+    assert_eq!(named, presets, "{comment}");
+}

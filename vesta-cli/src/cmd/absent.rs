@@ -20,7 +20,7 @@ pub struct Absent {
 pub fn refused(what: &str, feature: &str) -> anyhow::Error {
     anyhow::anyhow!(
         "{what} is not in this build of vesta (built without the `{feature}` feature): build it \
-         with the default features (`cargo install vesta-cli`, or `cargo build --release -p \
-         vesta-cli`)"
+         with the default features (from the repository: `cargo install --path vesta-cli \
+         --locked`)"
     )
 }

@@ -20,7 +20,8 @@ pub struct LayoutArgs {
     /// 2015-01-01T00:00:00+08:00]
     #[arg(long, value_name = "MS|RFC3339")]
     pub epoch: Option<Epoch>,
-    /// A vesta.toml whose [id] section (layout, type, epoch, version) to use
+    /// A vesta config (an issuer's or a server's) whose [id] section (layout, type, epoch,
+    /// version) to use
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
@@ -37,9 +38,21 @@ impl LayoutArgs {
         Ok(config)
     }
 
-    /// The layout in force, with its epoch.
+    /// For the commands that only read the layout (`layout`, `explain`, `make`): the config
+    /// file's `[id]` and `[machine]` sections, from any vesta config (an issuer's, a server's:
+    /// the other sections left unread), with `--layout` and `--epoch` applied.
+    pub fn layout_config(&self) -> anyhow::Result<IssuerConfig> {
+        let mut config = match &self.config {
+            Some(path) => IssuerConfig::layout_sections_from_toml_file(path).context("--config")?,
+            None => IssuerConfig::default(),
+        };
+        apply_layout_flags(self.layout, self.epoch, &mut config.id);
+        Ok(config)
+    }
+
+    /// The layout in force, with its epoch (from [`layout_config`](Self::layout_config)).
     pub fn layout(&self) -> anyhow::Result<Layout> {
-        Ok(self.issuer_config()?.layout()?)
+        Ok(self.layout_config()?.layout()?)
     }
 }
 

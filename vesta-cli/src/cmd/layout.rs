@@ -1,6 +1,7 @@
 //! `vesta layout`: the layout in force as data — bit ranges, capacity, machine-ID pools, epoch,
 //! end of life and how long is left until it (with a warning inside
-//! `id.end_of_life_margin_days`). Vesta's layout shows both of its types.
+//! `id.end_of_life_margin_days`). Vesta's layout shows both of its types. With `--json`, the
+//! layout as the data another language's decoder needs (docs/layout-json.md).
 
 use std::io::{self, Write};
 
@@ -12,14 +13,24 @@ use super::common::LayoutArgs;
 /// Arguments of `vesta layout`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    /// Print the layout as JSON for decoders in other languages: the fields from the top bit
+    /// down, the time unit and the epoch (docs/layout-json.md)
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     layout: LayoutArgs,
 }
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let config = args.layout.issuer_config()?;
+    let config = args.layout.layout_config()?;
     let layout = config.layout()?;
+    if args.json {
+        let mut out = io::stdout().lock();
+        serde_json::to_writer_pretty(&mut out, &layout)?;
+        writeln!(out)?;
+        return Ok(());
+    }
     let margin_ms = config.id.end_of_life_margin_ms();
     let server_pool_start = config.machine.server_pool_start;
     let now = SystemClock::precise().now_ms();

@@ -37,7 +37,7 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let mut config = args.layout.issuer_config()?;
+    let mut config = args.layout.layout_config()?;
     if let Some(t) = args.id_type {
         config.id.id_type = Some(t);
     }

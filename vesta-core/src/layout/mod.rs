@@ -12,6 +12,8 @@
 //! makes a Vesta ID explain itself with nothing but its epoch.
 
 mod field;
+#[cfg(feature = "serde")]
+mod json;
 mod presets;
 mod spec;
 mod vesta;
@@ -23,6 +25,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 pub use field::{Field, FieldKind, FieldSpan, NodePart};
+#[cfg(feature = "serde")]
+pub use json::LAYOUT_JSON_FORMAT;
 pub use presets::Preset;
 pub use spec::{FieldSpec, LayoutError, LayoutSpec, PartSpec};
 pub use vesta::{GEN_METHOD_SHIFT, IdType, MACHINE_BITS, TYPE_SHIFT, VERSION_SHIFT};

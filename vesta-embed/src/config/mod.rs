@@ -162,6 +162,32 @@ impl IssuerConfig {
         Ok(config)
     }
 
+    /// The `[id]` and `[machine]` sections of any vesta config file (an embedded issuer's, or
+    /// the TCP or REST server's, whose other sections are left unread), for the tools that only
+    /// read the layout (`vesta layout|explain|make --config`). Unknown keys inside the two
+    /// sections are refused as ever; the layout and the machine pools are checked, not the
+    /// machine plan (a server's machine ID is outside the embedded pool, and that is not the
+    /// layout's business). The other sections keep their defaults.
+    #[cfg(feature = "toml")]
+    pub fn layout_sections_from_toml_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        /// The two sections; serde skips every other top-level key.
+        #[derive(Deserialize)]
+        #[serde(default)]
+        #[derive(Default)]
+        struct LayoutSections {
+            id: IdSection,
+            machine: MachineSection,
+        }
+        let read: LayoutSections = load_toml(path.as_ref())?;
+        let config = IssuerConfig {
+            id: read.id,
+            machine: read.machine,
+            ..IssuerConfig::default()
+        };
+        config.pools()?;
+        Ok(config)
+    }
+
     /// Parses and checks TOML text, as [`from_toml_file`](Self::from_toml_file) does.
     #[cfg(feature = "toml")]
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {

@@ -364,3 +364,30 @@ fn a_lease_flag_over_a_fixed_config_id_is_refused_naming_both() {
         .unwrap();
     assert_eq!(leased.machine.source, MachineSource::Etcd);
 }
+
+#[test]
+fn layout_sections_are_read_from_any_vesta_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rest.toml");
+    let server = "[server]\nlisten = \"127.0.0.1:8080\"\n\n[id]\nlayout = \"leaf\"\n\n\
+                  [machine]\nid = 1000\nsource = \"static\"\n\n[segment]\ndb = \"sqlite://x.db\"\n\
+                  [seq]\nstep = 10\n";
+    std::fs::write(&file, server).unwrap();
+    // The full issuer config refuses the servers' sections.
+    let err = IssuerConfig::from_toml_file(&file).unwrap_err().to_string();
+    assert!(err.contains("unknown field `segment`"), "{err}");
+    let config = IssuerConfig::layout_sections_from_toml_file(&file).unwrap();
+    assert_eq!(config.layout().unwrap().name(), "leaf");
+    assert_eq!(config.machine.id, Some(1000));
+    // Inside the sections it reads, an unknown key is still refused, naming it.
+    std::fs::write(&file, "[server]\nx = 1\n[id]\nlayuot = \"leaf\"\n").unwrap();
+    let err = IssuerConfig::layout_sections_from_toml_file(&file)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown field `layuot`"), "{err}");
+    std::fs::write(&file, "[machine]\nsever_pool_start = 3\n").unwrap();
+    let err = IssuerConfig::layout_sections_from_toml_file(&file)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown field `sever_pool_start`"), "{err}");
+}

@@ -48,7 +48,9 @@ pub struct ExplainResponse {
     /// The same ID as decimal text.
     #[prost(string, tag = "2")]
     pub id_text: ::prost::alloc::string::String,
-    /// The layout that reads it (`vesta`, `snowflake`, `sonyflake`, a custom name).
+    /// The layout that reads it: `vesta`, `leaf`, `twitter`, `sonyflake`, `sonyflake-v2`,
+    /// `uid-generator`, or a custom layout's own name (`vesta layout --json` describes it, so a
+    /// client can explain the server's IDs offline: docs/layout-json.md).
     #[prost(string, tag = "3")]
     pub layout: ::prost::alloc::string::String,
     /// Every field and node part of the layout with its value, from the top bit down.

@@ -173,6 +173,12 @@ impl Database {
         };
         let pool = match pool::open(url, settings).await {
             Ok(pool) => pool,
+            Err(OpenError::NoDirectory(dir)) => {
+                return Err(SegmentError::NoDatabaseDirectory {
+                    path: url.sqlite_path().map(ToOwned::to_owned).unwrap_or_default(),
+                    dir,
+                });
+            }
             Err(OpenError::NoFile(path)) => return Err(SegmentError::NoDatabaseFile { path }),
             Err(OpenError::Driver(e)) if is_unreachable(&e) => {
                 return Err(SegmentError::Unreachable {

@@ -115,6 +115,13 @@ impl SqlLease {
         };
         let pool = match pool::open(db, opening).await {
             Ok(pool) => pool,
+            Err(OpenError::NoDirectory(dir)) => {
+                return Err(format!(
+                    "machine.db {db}: connecting: the directory {} does not exist (create it \
+                     first)",
+                    dir.display()
+                ));
+            }
             Err(OpenError::NoFile(path)) => {
                 return Err(format!(
                     "machine.db {db}: connecting: the file {} does not exist",
