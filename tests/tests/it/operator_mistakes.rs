@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use vesta_core::IdFields;
 use vesta_tests::bin::{ServerChild, http, vesta};
-use vesta_tests::operator::{Ledger, Seat, genids, ids_of};
+use vesta_tests::operator::{Ledger, Seat, genids, ids_of, server_ids};
 
 /// A layout family: its `[id]` section and the same as `vesta gen` flags.
 #[derive(Clone, Copy, Debug)]
@@ -170,19 +170,6 @@ fn a_second_server_on_one_state_file_is_refused_naming_the_file_and_its_holder()
         next.stop_cleanly();
         ledger.assert_none_twice(&name);
     }
-}
-
-/// `count` IDs from a server: `/genids` of REST, `vesta gen --server` of TCP.
-fn server_ids(kind: &str, server: &ServerChild, count: u64) -> Vec<u64> {
-    if kind == "rest" {
-        return genids(server, count);
-    }
-    let out = vesta_tests::bin::vesta_cmd(["gen", "--server", &server.addr])
-        .args(["-n", &count.to_string()])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    ids_of(&out)
 }
 
 // ---- 2. An older copy of the state file ----
