@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use vesta_tests::bin::{ServerChild, fails_in_one_line, vesta_command};
 use vesta_tests::operator::{Ledger, Seat, genids};
 
 use super::{MIN_GRANULARITY, ONE_FILE, ONE_HOLDER, config, held_by, path_str, serve_args};
@@ -254,4 +255,39 @@ fn deleting_the_files_vesta_keeps_lets_no_second_server_in() {
         server.stop_cleanly();
         assert_eq!(ledger.assert_none_twice(name), 30_000);
     }
+}
+
+/// One hold directory named two ways — `VESTA_HOLD_DIR=X`, `X/`, a symlink to `X` — is one
+/// host: a second Leaf server on machine 959 (no state file) is refused whichever way it names
+/// the directory. (Found writing these tests: the kernel's names were keyed by the variable's
+/// spelling, and two servers with `X` and `X/` issued 5,904 of 20,000 IDs twice.)
+#[test]
+fn a_hold_directory_named_two_ways_is_one_host() {
+    let root = tempfile::tempdir().unwrap();
+    let hold = root.path().join("holds");
+    let link = root.path().join("link");
+    std::fs::create_dir(&hold).unwrap();
+    std::os::unix::fs::symlink(&hold, &link).unwrap();
+    let leaf = ["--layout", "leaf", "--machine", "959"];
+    let first = path_str(&hold).to_owned();
+    let server = ServerChild::start("rest", &leaf, &[("VESTA_HOLD_DIR", &first)]);
+    for other in [
+        format!("{first}/"),
+        path_str(&link).to_owned(),
+        format!("{first}/../holds"),
+    ] {
+        let mut second = vesta_command();
+        second
+            .env("VESTA_HOLD_DIR", &other)
+            .args(serve_args("tcp", &leaf));
+        fails_in_one_line(
+            &mut second,
+            &[
+                &super::machine_held(959, "leaf"),
+                &held_by(&server),
+                ONE_HOLDER,
+            ],
+        );
+    }
+    server.stop_cleanly();
 }

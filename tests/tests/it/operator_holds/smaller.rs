@@ -56,6 +56,9 @@ fn a_missing_hold_dir_is_made() {
     assert!(hold.join("vesta-rs.node0-9.m0.hold").is_file());
 }
 
+/// Environment variables to set (`Some`) or remove (`None`).
+type Env<'a> = Vec<(&'a str, Option<&'a Path>)>;
+
 /// `vesta gen` on the host `hold`, its state directory's variables set by `env` (`None`:
 /// removed), with `args`.
 fn gen_with(hold: &Path, env: &[(&str, Option<&Path>)], args: &[&str]) -> Command {
@@ -83,7 +86,7 @@ fn gen_without_a_usable_state_directory_runs_and_says_so() {
     let a_file = root.path().join("a-file");
     std::fs::write(&a_file, "").unwrap();
     let min = ["--type", "min-granularity", "-n", "20000"];
-    let no_state: [(&str, Vec<(&str, Option<&Path>)>, &[&str]); 4] = [
+    let no_state: [(&str, Env, &[&str]); 4] = [
         (
             "no variable",
             vec![("HOME", None), ("XDG_STATE_HOME", None)],
