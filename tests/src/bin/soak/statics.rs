@@ -17,9 +17,9 @@
 //!   ID, three on its state file and one on a user's own state file (two users in turn), as
 //!   `xargs -P4` runs them: they take turns on the file's lock and the host's hold;
 //! - **a deleted hold** (`holds`, issue 46): every file of the hold directory (the host's
-//!   records) and every state file's `.lock` deleted, in turn at any moment and while a run of
-//!   the group issues, a second run on the same machine ID (another user's state file) started
-//!   right after: the kernel still holds the ID, so it waits its turn.
+//!   records) and every state file's `.lock` deleted, in turn while a run of the group issues
+//!   (a second run on the same machine ID, on another user's state file, started right after:
+//!   the kernel still holds the ID, so it waits its turn) and at any moment.
 //!
 //! Beside the slots, an **alias pair** (issue 46): one slot runs `vesta gen` with `layout =
 //! "leaf"`, one with `layout = "twitter"`, both on machine [`ALIAS_MACHINE`] — one ID space

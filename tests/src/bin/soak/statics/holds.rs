@@ -59,10 +59,10 @@ pub(super) fn alias_pair(
 }
 
 impl Statics {
-    /// The fault: the hold deleted. In turn: at any moment (whatever of the group runs); or
-    /// while a run of a static or alias slot issues (started now if none goes), with a second
-    /// run on its machine ID — in its ID space, on another user's own state file — started
-    /// right after, which must wait its turn. False without a target for the second kind.
+    /// The fault: the hold deleted. In turn: while a run of a static or alias slot issues
+    /// (started now if none goes), with a second run on its machine ID — in its ID space, on
+    /// another user's own state file — started right after, which must wait its turn; or at
+    /// any moment (whatever of the group runs). False without a target for the first kind.
     pub fn delete_hold(
         &mut self,
         ctx: &mut Ctx,
@@ -79,7 +79,7 @@ impl Statics {
         if group.is_empty() {
             return false;
         }
-        if self.holds_deleted.is_multiple_of(2) {
+        if !self.holds_deleted.is_multiple_of(2) {
             let going = group.iter().filter(|&&i| slots[i].running()).count();
             let n = self.delete_hold_files(ctx);
             self.holds_deleted += 1;
