@@ -2,7 +2,8 @@
 //! symlink, `..`, a hard link or a bind mount, or running on a copy of it taken while the
 //! first runs, is refused — each on another host (another hold directory), so only the state
 //! file's own lock can stop it. And the files vesta keeps (hold records, `.lock` files),
-//! deleted while a server runs, let no second process issue its IDs.
+//! deleted while a server runs, let no second process issue its IDs; and a hold directory is
+//! one host however `VESTA_HOLD_DIR` names it.
 
 use std::path::Path;
 use std::process::Command;
