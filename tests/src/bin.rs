@@ -334,47 +334,41 @@ pub fn vesta_fails<S: AsRef<std::ffi::OsStr>>(args: &[S], needles: &[&str]) -> S
     fails_in_one_line(&mut vesta_cmd(args), needles)
 }
 
+/// How long a command that must fail may run: a server that should have been refused but
+/// started serves until it is killed, which fails the test instead of hanging it.
+const REFUSAL_LIMIT: Duration = Duration::from_secs(60);
+
 /// Runs `cmd` (a `vesta` command with its environment); asserts failure with exactly one
-/// stderr line, no panic, containing every needle; returns that line.
+/// stderr line, no panic, containing every needle; returns that line. Still running after
+/// [`REFUSAL_LIMIT`] (a server that was not refused, say): killed, and the test fails.
 pub fn fails_in_one_line(cmd: &mut Command, needles: &[&str]) -> String {
-    use std::io::Read;
     let shown: Vec<String> = cmd
         .get_args()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let mut child = cmd
+    let child = cmd
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("running vesta");
-    // Read both pipes as it runs (a run that wrongly succeeds may print a lot), and bound the
-    // wait: a command that should fail but serves on would otherwise hang the test.
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut text = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut text);
-            }
-            text
-        })
+    // Not reaped before the thread's wait returns: the PID stays this child's until then.
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(REFUSAL_LIMIT) {
+        Ok(out) => out.expect("running vesta"),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("vesta {shown:?} still ran after {REFUSAL_LIMIT:?}: not refused");
+        }
     };
-    let stdout = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let stderr = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let status = wait_exit(&mut child, Duration::from_secs(60));
-    let _ = stdout.join();
-    let err = String::from_utf8_lossy(&stderr.join().unwrap_or_default()).into_owned();
-    assert!(!status.success(), "vesta {shown:?} succeeded");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "vesta {shown:?} succeeded");
     assert_eq!(
         err.lines().count(),
         1,

@@ -125,6 +125,26 @@ pub fn genids(server: &ServerChild, count: u64) -> Vec<u64> {
         .collect()
 }
 
+/// `count` IDs from a server: `/genids` of REST (at most its `max_batch`), `vesta gen --server`
+/// of TCP (`kind`: `rest` or `tcp`).
+pub fn server_ids(kind: &str, server: &ServerChild, count: u64) -> Vec<u64> {
+    if kind == "rest" {
+        return genids(server, count);
+    }
+    let out = vesta_command()
+        .args(["gen", "--server", &server.addr, "-n", &count.to_string()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("running vesta gen --server");
+    assert!(
+        out.status.success(),
+        "vesta gen --server {}: {}",
+        server.addr,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ids_of(&out)
+}
+
 /// Every ID handed out in a test, by the run that handed it out: [`Ledger::assert_none_twice`]
 /// counts the IDs seen twice and names the runs of the first few.
 #[derive(Debug, Default)]

@@ -289,7 +289,10 @@ mod tests {
         for kind in [Kind::Precise, Kind::Coarse, Kind::Portable] {
             let ns_ms = (now_ns(kind) / 1_000_000) as u64;
             let ms = now_ms(kind);
-            assert!(ms >= ns_ms && ms - ns_ms < 1000, "{kind:?}: {ms} vs {ns_ms}");
+            assert!(
+                ms >= ns_ms && ms - ns_ms < 1000,
+                "{kind:?}: {ms} vs {ns_ms}"
+            );
         }
     }
 

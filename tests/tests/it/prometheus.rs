@@ -60,8 +60,8 @@ fn serve(kind: &str, file: &str, swaps: &[(&str, String)], segment_db: Option<&s
 }
 
 /// [`serve`], as if on a host of its own when `own_host`: its static machine ID held in a
-/// directory of its own (`VESTA_HOLD_DIR`) instead of this host's `/dev/shm`, where a second
-/// process with the same ID would be refused at start.
+/// hold directory of its own (`VESTA_HOLD_DIR`, its own kernel names too) instead of this
+/// host's, where a second process with the same ID would be refused at start.
 fn serve_on(
     kind: &str,
     file: &str,

@@ -1,7 +1,7 @@
 //! The end of the soak: every ID file checked on disk for duplicates (an external merge sort,
 //! `vesta_tests::soak::check`), every ID's fields checked against its writer (genMethod, pool,
-//! layout), and, if any ID was handed out twice, the evidence: where each copy is and what
-//! `vesta explain` says about it.
+//! layout; Leaf's sign bit and worker field for the alias pair), and, if any ID was handed out
+//! twice, the evidence: where each copy is and what `vesta explain` says about it.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -9,7 +9,7 @@ use std::io;
 use std::path::Path;
 use std::process::Command;
 
-use vesta_core::{Epoch, GenMethod, IdFields, IdType, MachinePools};
+use vesta_core::{Epoch, GenMethod, IdFields, IdType, MachinePools, Preset};
 use vesta_tests::soak::check::{IdFile, Outcome, find_duplicates, locate};
 
 use crate::producers::{Output, Role};
@@ -69,22 +69,35 @@ pub fn check(outputs: &[Output], tmp: &Path, run_len: usize, start_ms: u64) -> i
     let files: Vec<IdFile> = outputs.iter().map(|o| o.file.clone()).collect();
     let mut classes: BTreeMap<&'static str, ClassStats> = BTreeMap::new();
     let server_start = MachinePools::DEFAULT_SERVER_START;
+    let leaf = Preset::Leaf.layout();
     let outcome = find_duplicates(&files, tmp, run_len, |i, id| {
         let role = &outputs[i].role;
         let c = classes.entry(role.class()).or_default();
-        let f = IdFields::decode(id);
         c.ids += 1;
-        c.machines[f.machine as usize] = true;
-        let method = role.gen_method();
-        let pool_ok = (method == GenMethod::Embed) == (f.machine < server_start);
-        let type_ok = match role {
-            Role::Embed(t, _) | Role::StaticGen { id_type: t, .. } => f.id_type == *t,
-            _ => f.id_type == IdType::MaxPeak,
+        let ms = if let Role::AliasGen { machine, .. } = role {
+            // Leaf's space (the alias pair): its sign bit clear and its worker field the
+            // pair's machine ID. Its IDs cannot equal a Vesta ID of these decades: read as
+            // Vesta's, their time is after 2040.
+            let node = leaf.node_span().get(id);
+            c.machines[node as usize] = true;
+            if node != *machine || id & !leaf.used_bits() != 0 {
+                c.wrong += 1;
+            }
+            leaf.unix_ms_of(leaf.time_span().get(id))
+        } else {
+            let f = IdFields::decode(id);
+            c.machines[f.machine as usize] = true;
+            let method = role.gen_method();
+            let pool_ok = (method == GenMethod::Embed) == (f.machine < server_start);
+            let type_ok = match role {
+                Role::Embed(t, _) | Role::StaticGen { id_type: t, .. } => f.id_type == *t,
+                _ => f.id_type == IdType::MaxPeak,
+            };
+            if f.gen_method != method || !pool_ok || !type_ok || f.version != role.version() {
+                c.wrong += 1;
+            }
+            f.unix_ms(Epoch::VESTA)
         };
-        if f.gen_method != method || !pool_ok || !type_ok || f.version != role.version() {
-            c.wrong += 1;
-        }
-        let ms = f.unix_ms(Epoch::VESTA);
         c.earliest_ms = c.earliest_ms.min(ms);
         c.latest_ms = c.latest_ms.max(ms);
         if ms + 1000 < start_ms {

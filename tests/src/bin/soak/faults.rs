@@ -50,6 +50,10 @@ pub enum Fault {
     /// An operator's mistake: four `vesta gen` runs at once on one static machine ID (three on
     /// its state file, one on the user's own), as `xargs -P4` runs them.
     ParallelGen,
+    /// An operator's (or a tidy-up's) mistake: every file of the hold directory and every
+    /// state file's `.lock` deleted, at any moment or while a static run issues (another run
+    /// on its machine ID started right after, which must wait its turn).
+    DeleteHold,
     /// SIGKILL a member of the sequences cluster, start it again a second later: its sets wait
     /// for its lease to expire, then move.
     KillSeqMember,
@@ -63,7 +67,7 @@ pub enum Fault {
 
 impl Fault {
     /// Every kind.
-    pub const ALL: [Fault; 19] = [
+    pub const ALL: [Fault; 20] = [
         Fault::KillEmbedWorker,
         Fault::KillTcpClient,
         Fault::KillRestClient,
@@ -80,6 +84,7 @@ impl Fault {
         Fault::RestoreStateFile,
         Fault::EpochFlip,
         Fault::ParallelGen,
+        Fault::DeleteHold,
         Fault::KillSeqMember,
         Fault::RestartSeqMember,
         Fault::PartitionSeqMember,
@@ -112,6 +117,7 @@ impl Fault {
             Fault::RestoreStateFile => "older state file copied back",
             Fault::EpochFlip => "epoch flip attempted",
             Fault::ParallelGen => "parallel vesta gen (4 runs)",
+            Fault::DeleteHold => "hold files deleted",
             Fault::KillSeqMember => "SIGKILL seq member",
             Fault::RestartSeqMember => "restart seq member (SIGTERM)",
             Fault::PartitionSeqMember => "partition seq member from PostgreSQL",

@@ -638,8 +638,9 @@ impl Soak {
 
     /// The chunk and rate of the next process of slot `i`: the IDs still missing, shared by
     /// class (embedded 55 %: ZooKeeper-leased 45 %, SQL- and etcd-leased 5 % each; tcp 27 %,
-    /// rest 18 %; the static group 5 % over them) over the planned time still left. A static
-    /// slot's run is 3 s of its rate (at least 1,000 IDs): it restarts every few seconds.
+    /// rest 18 %; the static group 5 % and its alias pair 2 % over them) over the planned time
+    /// still left. A static (or alias) slot's run is 3 s of its rate (at least 1,000 IDs): it
+    /// restarts every few seconds.
     fn plan(&self, i: usize, written: u64) -> (u64, f64) {
         let class = self.slots[i].role.class();
         let shares = [
@@ -649,6 +650,7 @@ impl Soak {
             ("tcp", 0.27),
             ("rest", 0.18),
             ("static", 0.05),
+            ("alias", 0.02),
         ];
         let present: f64 = shares
             .iter()
@@ -674,7 +676,7 @@ impl Soak {
             Role::Embed(..) => slot_total / 4.0,
             Role::Rest { .. } => slot_total / 3.0,
             Role::TcpGen { .. } => (slot_total / 25.0).min(2e6),
-            Role::StaticGen { .. } => {
+            Role::StaticGen { .. } | Role::AliasGen { .. } => {
                 return ((rate * 3.0).max(1000.0) as u64, rate.max(100.0));
             }
         };
@@ -842,6 +844,12 @@ impl Soak {
                 self.statics
                     .burst(&mut self.ctx, &self.slots, &mut self.outputs, &mut self.rng)
             }
+            Fault::DeleteHold => self.statics.delete_hold(
+                &mut self.ctx,
+                &mut self.slots,
+                &mut self.outputs,
+                &mut self.rng,
+            ),
             Fault::KillSeqMember | Fault::RestartSeqMember | Fault::PartitionSeqMember => {
                 let Some(seq) = &mut self.seq else {
                     return false;

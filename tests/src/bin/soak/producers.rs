@@ -63,6 +63,17 @@ pub enum Role {
         /// Its config.
         conf: PathBuf,
     },
+    /// `vesta gen --config CONF` in Leaf's ID space under one of its names (`leaf`,
+    /// `twitter`) on a static machine ID that another slot holds under the other name (the
+    /// static group's alias pair, `statics`).
+    AliasGen {
+        /// The layout's name in its config.
+        layout: &'static str,
+        /// The machine ID (Leaf's worker field).
+        machine: u64,
+        /// Its config.
+        conf: PathBuf,
+    },
 }
 
 impl Role {
@@ -76,12 +87,16 @@ impl Role {
             Role::TcpGen { .. } => "tcp",
             Role::Rest { .. } => "rest",
             Role::StaticGen { .. } => "static",
+            Role::AliasGen { .. } => "alias",
         }
     }
 
     /// True for `vesta gen` runs (paced chunks, IDs as decimal text).
     pub fn is_gen(&self) -> bool {
-        matches!(self, Role::TcpGen { .. } | Role::StaticGen { .. })
+        matches!(
+            self,
+            Role::TcpGen { .. } | Role::StaticGen { .. } | Role::AliasGen { .. }
+        )
     }
 
     /// True for embedded workers (of any store).
@@ -92,7 +107,7 @@ impl Role {
     /// The genMethod its IDs must carry.
     pub fn gen_method(&self) -> GenMethod {
         match self {
-            Role::Embed(..) | Role::StaticGen { .. } => GenMethod::Embed,
+            Role::Embed(..) | Role::StaticGen { .. } | Role::AliasGen { .. } => GenMethod::Embed,
             Role::TcpGen { .. } => GenMethod::Server,
             Role::Rest { .. } => GenMethod::Rest,
         }
@@ -237,11 +252,11 @@ impl Slot {
                 (worker(&mode), None, Some(summary))
             }
             Role::Rest { url } => (worker(&["rest", "--url", url]), None, Some(summary)),
-            Role::TcpGen { .. } | Role::StaticGen { .. } => {
+            Role::TcpGen { .. } | Role::StaticGen { .. } | Role::AliasGen { .. } => {
                 let mut c = Command::new(&ctx.vesta);
                 match &self.role {
                     Role::TcpGen { servers } => c.args(["gen", "--server", servers]),
-                    Role::StaticGen { conf, .. } => {
+                    Role::StaticGen { conf, .. } | Role::AliasGen { conf, .. } => {
                         crate::statics::prepare(&mut c, ctx, 0);
                         c.arg("gen").arg("--config").arg(conf)
                     }

@@ -15,7 +15,16 @@
 //!   finding, and whatever it printed goes into the duplicate check;
 //! - **parallel runs** ([`Statics::burst`]): four `vesta gen` runs at once on the slot's machine
 //!   ID, three on its state file and one on a user's own state file (two users in turn), as
-//!   `xargs -P4` runs them: they take turns on the file's lock and the host's hold.
+//!   `xargs -P4` runs them: they take turns on the file's lock and the host's hold;
+//! - **a deleted hold** (`holds`, issue 46): every file of the hold directory (the host's
+//!   records) and every state file's `.lock` deleted, in turn while a run of the group issues
+//!   (a second run on the same machine ID, on another user's state file, started right after:
+//!   the kernel still holds the ID, so it waits its turn) and at any moment.
+//!
+//! Beside the slots, an **alias pair** (issue 46): one slot runs `vesta gen` with `layout =
+//! "leaf"`, one with `layout = "twitter"`, both on machine [`ALIAS_MACHINE`] — one ID space
+//! under two names, which hold it in turns. The leaf slot's state file, and the second static
+//! slot's, are reached through a **symlink**, which must still be one at the end.
 //!
 //! Every run writes its IDs to a file of the check. The host holds live in the work dir
 //! (`VESTA_HOLD_DIR`), so a soak never meets another program's holds.
@@ -33,6 +42,8 @@ use vesta_tests::soak::rng::Rng;
 use crate::Ctx;
 use crate::producers::{Output, Role, Slot};
 
+mod holds;
+
 /// The first machine ID of the group (slot N uses this + N).
 pub const FIRST_MACHINE: u64 = 920;
 /// Copies kept per state file and kind, clean or running (the oldest of its kind dropped first).
@@ -41,6 +52,8 @@ const KEPT: usize = 8;
 const FLIP_TIMEOUT: Duration = Duration::from_secs(20);
 /// Runs in a burst.
 const BURST: usize = 4;
+/// The alias pair's machine ID (Leaf's worker field, which no other slot uses).
+pub const ALIAS_MACHINE: u64 = 930;
 
 /// One slot's state file and what happened to it.
 struct StateFile {
@@ -76,6 +89,19 @@ pub struct Statics {
     bursts_started: u64,
     burst_runs: u64,
     burst_failed: u64,
+    /// The alias pair's slots (leaf, twitter).
+    aliases: Vec<usize>,
+    /// The state files reached through a symlink: the link and the file it names.
+    links: Vec<(PathBuf, PathBuf)>,
+    /// Links found no longer a symlink (each once).
+    links_broken: Vec<PathBuf>,
+    /// Deleted holds: at any moment, and while a run of the group issued.
+    holds_deleted: u64,
+    holds_deleted_running: u64,
+    /// Files deleted in all.
+    hold_files_deleted: u64,
+    /// Runs started right after a deletion, and how many of them failed.
+    hold_partners: u64,
 }
 
 /// Runs a `vesta` process of the group on the work dir's host holds, as user `user`.
@@ -85,8 +111,8 @@ pub fn prepare(cmd: &mut Command, ctx: &Ctx, user: usize) {
 }
 
 impl Statics {
-    /// Writes the configs of `n` slots and returns the group with its slots (to be placed
-    /// from `first_slot` on).
+    /// Writes the configs of `n` slots and of the alias pair (when `n` > 0) and returns the
+    /// group with its slots (to be placed from `first_slot` on: the `n`, then the pair).
     pub fn new(
         ctx: &Ctx,
         n: usize,
@@ -99,6 +125,7 @@ impl Statics {
         }
         let mut files = Vec::new();
         let mut slots = Vec::new();
+        let mut links = Vec::new();
         for i in 0..n {
             let id_type = if i % 2 == 0 {
                 IdType::MaxPeak
@@ -107,11 +134,20 @@ impl Statics {
             };
             let machine = FIRST_MACHINE + i as u64;
             let path = ctx.dir.join(format!("m-{machine}.state"));
+            // The second slot's config reaches its state file through a symlink.
+            let named = if i == 1 {
+                let link = ctx.dir.join(format!("m-{machine}.link"));
+                std::os::unix::fs::symlink(&path, &link)?;
+                links.push((link.clone(), path.clone()));
+                link
+            } else {
+                path.clone()
+            };
             let body = |epoch: &str| {
                 format!(
                     "[id]\ntype = \"{id_type}\"\n{epoch}\n[machine]\nid = {machine}\n\
                      state_file = {:?}\n",
-                    path.display().to_string()
+                    named.display().to_string()
                 )
             };
             let conf = ctx.dir.join(format!("m-{machine}.toml"));
@@ -137,6 +173,13 @@ impl Statics {
                 copied_during: 0,
             });
         }
+        let mut aliases = Vec::new();
+        if n > 0 {
+            let (pair, link) = holds::alias_pair(ctx, rng)?;
+            aliases = (0..pair.len()).map(|i| first_slot + n + i).collect();
+            slots.extend(pair);
+            links.push(link);
+        }
         let statics = Statics {
             files,
             bursts: Vec::new(),
@@ -148,6 +191,13 @@ impl Statics {
             bursts_started: 0,
             burst_runs: 0,
             burst_failed: 0,
+            aliases,
+            links,
+            links_broken: Vec::new(),
+            holds_deleted: 0,
+            holds_deleted_running: 0,
+            hold_files_deleted: 0,
+            hold_partners: 0,
         };
         Ok((statics, slots))
     }
@@ -189,7 +239,7 @@ impl Statics {
                 Some(status) => {
                     self.burst_failed += 1;
                     ctx.finding(format!(
-                        "{} (parallel vesta gen) exited with {status}: {}",
+                        "{} (a run beside the slot's) exited with {status}: {}",
                         b.proc.name(),
                         b.proc.log_tail(2)
                     ));
@@ -317,7 +367,8 @@ impl Statics {
         cmd.args(["-n", "100000"]);
         prepare(&mut cmd, ctx, 0);
         let (id_type, machine, conf) = (f.id_type, f.machine, f.conf.clone());
-        let Some(mut proc) = spawn_into(ctx, outputs, &label, cmd, id_type, conf) else {
+        let role = Role::StaticGen { id_type, conf };
+        let Some(mut proc) = spawn_into(ctx, outputs, &label, cmd, role) else {
             return false;
         };
         let status = proc.wait_timeout(FLIP_TIMEOUT);
@@ -380,8 +431,11 @@ impl Statics {
             };
             cmd.args(["-n", &count.to_string()]);
             prepare(&mut cmd, ctx, user);
-            let conf = conf.clone();
-            if let Some(proc) = spawn_into(ctx, outputs, &label, cmd, id_type, conf) {
+            let role = Role::StaticGen {
+                id_type,
+                conf: conf.clone(),
+            };
+            if let Some(proc) = spawn_into(ctx, outputs, &label, cmd, role) {
                 self.bursts.push(BurstRun { slot, proc });
             }
         }
@@ -407,6 +461,7 @@ impl Statics {
             }
         }
         self.tick(ctx, slots);
+        self.check_links(ctx);
     }
 
     /// The group's lines of the report.
@@ -424,7 +479,7 @@ impl Statics {
             self.refused,
             self.burst_runs,
             self.burst_failed
-        )
+        ) + &self.holds_report()
     }
 }
 
@@ -469,8 +524,7 @@ fn spawn_into(
     outputs: &mut Vec<Output>,
     label: &str,
     cmd: Command,
-    id_type: IdType,
-    conf: PathBuf,
+    role: Role,
 ) -> Option<Proc> {
     let path = ctx.data.join(format!("{label}.txt"));
     let log = ctx.logs.join(format!("{label}.log"));
@@ -489,7 +543,7 @@ fn spawn_into(
                     format: Format::Text,
                     process: label.to_owned(),
                 },
-                role: Role::StaticGen { id_type, conf },
+                role,
             });
             Some(proc)
         }

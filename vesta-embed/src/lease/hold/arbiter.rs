@@ -33,13 +33,31 @@ pub(crate) struct Claim {
 /// The namespace of machine-ID holds, the prefix of their names: the host's, or
 /// `VESTA_HOLD_DIR`'s own.
 pub(crate) fn hold_namespace() -> String {
-    match std::env::var_os("VESTA_HOLD_DIR").filter(|d| !d.is_empty()) {
-        None => "vesta-rs".into(),
-        Some(dir) => format!(
-            "vesta-rs/ns-{:016x}",
-            crate::lease::counted_in::fnv1a(dir.as_encoded_bytes())
-        ),
-    }
+    namespace_of(
+        std::env::var_os("VESTA_HOLD_DIR")
+            .filter(|d| !d.is_empty())
+            .as_deref()
+            .map(std::path::Path::new),
+    )
+}
+
+/// The namespace of the hold directory `dir` (`None`: the host's). Keyed by the directory, not
+/// by how it was spelled: `holds`, `holds/`, `./holds` and a symlink to it are one directory,
+/// so one host — keyed by the spelling, two processes naming one directory two ways held one
+/// machine ID at once. Its resolved path, not its inode: a directory deleted and made again
+/// while a holder runs stays the same host.
+fn namespace_of(dir: Option<&std::path::Path>) -> String {
+    let Some(dir) = dir else {
+        return "vesta-rs".into();
+    };
+    // Made before any claim (`HoldPlace::host`); a directory that is not there holds nothing.
+    let resolved = std::fs::canonicalize(dir)
+        .or_else(|_| std::path::absolute(dir))
+        .unwrap_or_else(|_| dir.to_owned());
+    format!(
+        "vesta-rs/ns-{:016x}",
+        crate::lease::counted_in::fnv1a(resolved.as_os_str().as_encoded_bytes())
+    )
 }
 
 /// The name `what` in the host's namespace whatever the environment (a state file's claims).
@@ -191,6 +209,33 @@ mod tests {
         drop(try_claim(&other).unwrap().unwrap());
         drop(again);
         assert_eq!(claim_all(&names, Duration::ZERO).unwrap().unwrap().len(), 2);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_hold_directory_is_one_namespace_however_it_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let holds = dir.path().join("holds");
+        std::fs::create_dir(&holds).unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&holds, &link).unwrap();
+        let ns = namespace_of(Some(holds.as_path()));
+        let slash = std::path::PathBuf::from(format!("{}/", holds.display()));
+        for other in [slash, link, dir.path().join("sub/../holds")] {
+            assert_eq!(
+                namespace_of(Some(other.as_path())),
+                ns,
+                "{}",
+                other.display()
+            );
+        }
+        assert_ne!(namespace_of(Some(dir.path())), ns);
+        assert_ne!(namespace_of(None), ns);
+        // Deleted and made again: the same directory to every process that names it.
+        std::fs::remove_dir(&holds).unwrap();
+        std::fs::create_dir(&holds).unwrap();
+        assert_eq!(namespace_of(Some(holds.as_path())), ns);
     }
 
     #[test]
