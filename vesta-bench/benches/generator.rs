@@ -129,14 +129,7 @@ fn layout_contenders(group: &mut BenchmarkGroup<'_, WallTime>, threads: usize) {
             layout = layout.with_epoch("2024-01-01T00:00:00+08:00".parse().expect("epoch"));
         }
         let clock = SystemClock::for_layout(&layout);
-        let name = format!(
-            "vesta-rs {preset} layout ({} clock, default)",
-            if clock.is_coarse() {
-                "coarse"
-            } else {
-                "precise"
-            }
-        );
+        let name = format!("vesta-rs {preset} layout ({} clock, default)", kind(clock));
         let burst = burst_of(&layout);
         contender_in_bursts(
             group,
@@ -151,10 +144,23 @@ fn layout_contenders(group: &mut BenchmarkGroup<'_, WallTime>, threads: usize) {
     }
 }
 
+/// What a clock reads: the coarse clock, lazy readings (the precise clock only when the coarse
+/// one has moved on) or the precise clock on every call.
+fn kind(clock: SystemClock) -> &'static str {
+    if clock.is_coarse() {
+        "coarse"
+    } else if clock.is_lazy() {
+        "lazy"
+    } else {
+        "precise"
+    }
+}
+
 /// The contenders that are `Sync` (or wrapped in a lock), for 1 and 2 threads.
 fn shared_contenders(group: &mut BenchmarkGroup<'_, WallTime>, threads: usize) {
     let coarse = SystemClock::for_layout(IdType::MaxPeak.layout());
     let precise = SystemClock::precise();
+    let millis = SystemClock::for_layout(IdType::MinGranularity.layout());
     contender(
         group,
         threads,
@@ -176,7 +182,16 @@ fn shared_contenders(group: &mut BenchmarkGroup<'_, WallTime>, threads: usize) {
     contender(
         group,
         threads,
-        "vesta min-granularity (precise clock, default)",
+        &format!("vesta min-granularity ({} clock, default)", kind(millis)),
+        move || ours(IdType::MinGranularity, millis),
+        |g| {
+            black_box(g.next_id().ok());
+        },
+    );
+    contender(
+        group,
+        threads,
+        "vesta min-granularity (precise clock, [clock] read = \"precise\")",
         move || ours(IdType::MinGranularity, precise),
         |g| {
             black_box(g.next_id().ok());
@@ -262,6 +277,10 @@ fn clocks(c: &mut Criterion) {
     let precise = SystemClock::precise();
     group.bench_function("SystemClock precise", |b| {
         b.iter(|| black_box(precise.now_ms()))
+    });
+    let lazy = SystemClock::for_layout(IdType::MinGranularity.layout());
+    group.bench_function(format!("SystemClock {} (milliseconds)", kind(lazy)), |b| {
+        b.iter(|| black_box(lazy.now_ms()))
     });
     group.bench_function("std SystemTime::now (the peers' clock)", |b| {
         b.iter(|| black_box(std::time::SystemTime::now()))

@@ -1,7 +1,16 @@
 //! The system clock for production generators: the one place that reads wall-clock time.
 //!
-//! Max-peak IDs count seconds, so the coarse realtime clock (a memory read, ~3 ns, a few ms
-//! resolution) is exact enough; millisecond IDs need the precise one (~25 ns). Waiting sleeps
+//! Max-peak IDs count seconds, so the coarse realtime clock (a memory read, ~4 ns, a few ms
+//! resolution) is exact enough. Millisecond IDs need the precise one (~25 ns), but not on every
+//! call: a **lazy** reading returns the last precise reading this process made while the coarse
+//! clock says real time can still be no earlier than it — the coarse reading `c` is at most it
+//! and it is less than `c` + one coarse tick — and reads the precise clock only when the coarse
+//! one has moved past it, or says it is impossible (the clock stepped back more than a tick). So
+//! a reading is never ahead of the clock unless the clock stepped back by less than a tick (the
+//! issuer's rollback tolerance then covers it: lazy readings are used only where a tick is at
+//! most that tolerance), behind it by less than a tick, and exact at every unit boundary a
+//! saturated issuer waits for (a wait ends on a precise reading, which the next reads return).
+//! `[clock] read = "precise"` reads the precise clock on every call instead. Waiting sleeps
 //! until the target and yields only for the last few microseconds, so a saturated issuer does
 //! not burn a core.
 //!
@@ -10,7 +19,7 @@
 //! std's `SystemTime`, always precise. The portable source is built everywhere
 //! ([`SystemClock::portable`]), so the tests run that path on Linux too, in the same build.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,7 +41,14 @@ enum Kind {
     Coarse,
     /// std's `SystemTime` (macOS, Windows, or `portable-clock`).
     Portable,
+    /// The precise clock read only when the coarse one (of this tick, in ms) has moved past
+    /// the last precise reading (the module doc).
+    Lazy(u64),
 }
+
+/// The latest precise reading (ms since 1970) a lazy clock made in this process: what lazy
+/// readings return while the coarse clock says real time has not left it behind.
+static LAST_PRECISE_MS: AtomicU64 = AtomicU64::new(0);
 
 /// True where the kernel's realtime clocks are read through rustix.
 const KERNEL_CLOCKS: bool = cfg!(all(
@@ -48,7 +64,7 @@ const KERNEL_CLOCKS: bool = cfg!(all(
 fn now_ns(kind: Kind) -> u128 {
     match kind {
         #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
-        Kind::Precise | Kind::Coarse => kernel::now_ns(kind == Kind::Coarse),
+        Kind::Precise | Kind::Coarse | Kind::Lazy(_) => kernel::now_ns(kind == Kind::Coarse),
         _ => std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos()),
@@ -62,10 +78,39 @@ fn now_ms(kind: Kind) -> u64 {
     match kind {
         #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
         Kind::Precise | Kind::Coarse => kernel::now_ms(kind == Kind::Coarse),
+        #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+        Kind::Lazy(tick_ms) => lazy_ms(kernel::now_ms(true), tick_ms, &LAST_PRECISE_MS, || {
+            kernel::now_ms(false)
+        }),
         _ => std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
     }
+}
+
+/// A lazy reading, given the coarse reading `coarse` of a clock ticking every `tick_ms`: `last`
+/// (the latest precise reading) while `coarse <= last < coarse + tick_ms` — real time is at
+/// least `coarse`, and without a step back at least `last` too, and less than `coarse +
+/// tick_ms` — else a fresh precise reading, remembered.
+#[inline]
+fn lazy_ms(coarse: u64, tick_ms: u64, last: &AtomicU64, precise: impl FnOnce() -> u64) -> u64 {
+    let seen = last.load(Ordering::Relaxed);
+    if coarse <= seen && seen < coarse.saturating_add(tick_ms) {
+        return seen;
+    }
+    remember(coarse, tick_ms, last, seen, precise())
+}
+
+/// Keeps `fresh`, a precise reading, for the lazy readings after it: the latest of the readings
+/// as a rule, `fresh` itself when `seen` was impossible (the clock stepped back more than a
+/// tick: `seen` is at least a tick past the coarse reading).
+fn remember(coarse: u64, tick_ms: u64, last: &AtomicU64, seen: u64, fresh: u64) -> u64 {
+    if fresh >= seen {
+        last.fetch_max(fresh, Ordering::Relaxed);
+    } else if seen >= coarse.saturating_add(tick_ms) {
+        last.store(fresh, Ordering::Relaxed);
+    }
+    fresh
 }
 
 /// The kernel's realtime clocks, precise and coarse.
@@ -141,10 +186,23 @@ impl SystemClock {
         }
     }
 
-    /// The cheapest clock whose resolution is at most a tenth of the layout's time unit.
+    /// The cheapest clock for `layout` with its default rollback tolerance
+    /// ([`for_layout_within`](Self::for_layout_within)).
     pub fn for_layout(layout: &Layout) -> Self {
+        Self::for_layout_within(layout, layout.default_rollback_tolerance_ms())
+    }
+
+    /// The cheapest clock exact enough for `layout` under a rollback tolerance of
+    /// `rollback_tolerance_ms`: the coarse clock where its tick is at most a tenth of the time
+    /// unit (seconds); else lazy readings (the module doc) where a tick is at most the
+    /// tolerance (milliseconds, with the default 5 ms and a kernel ticking every 1 to 4 ms);
+    /// else the precise clock.
+    pub fn for_layout_within(layout: &Layout, rollback_tolerance_ms: u64) -> Self {
         match coarse_resolution_ms() {
-            Some(res_ms) if res_ms * 10 <= layout.unit_ms() => SystemClock { kind: Kind::Coarse },
+            Some(tick_ms) if tick_ms * 10 <= layout.unit_ms() => SystemClock { kind: Kind::Coarse },
+            Some(tick_ms) if tick_ms > 0 && tick_ms <= rollback_tolerance_ms => SystemClock {
+                kind: Kind::Lazy(tick_ms),
+            },
             _ => Self::precise(),
         }
     }
@@ -152,6 +210,11 @@ impl SystemClock {
     /// True if this reads the coarse clock.
     pub fn is_coarse(&self) -> bool {
         self.kind == Kind::Coarse
+    }
+
+    /// True if this reads the precise clock only when the coarse clock has moved on.
+    pub fn is_lazy(&self) -> bool {
+        matches!(self.kind, Kind::Lazy(_))
     }
 }
 
@@ -168,7 +231,14 @@ impl Clock for SystemClock {
     }
 
     fn wait_until_ms(&self, target_ms: u64) {
-        wait_bounded(target_ms, || now_ns(self.kind));
+        match self.kind {
+            // On the precise clock, and ended on a reading the next lazy ones return.
+            Kind::Lazy(_) => {
+                wait_bounded(target_ms, || now_ns(Kind::Precise));
+                LAST_PRECISE_MS.fetch_max(now_ms(Kind::Precise), Ordering::Relaxed);
+            }
+            kind => wait_bounded(target_ms, || now_ns(kind)),
+        }
     }
 
     fn sync(&self) -> Option<ClockSync> {
@@ -277,6 +347,63 @@ fn wait_bounded(target_ms: u64, read_wall_ns: impl Fn() -> u128) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const TICK: u64 = 4;
+
+    /// A lazy reading against a coarse clock ticking every 4 ms: the last precise reading while
+    /// real time may still be it, a fresh one once the coarse clock has passed it, and a step
+    /// back of more than a tick followed at once.
+    #[test]
+    fn a_lazy_reading_is_the_last_precise_one_only_while_real_time_may_be_it() {
+        const T: u64 = 1_700_000_000_000;
+        let last = AtomicU64::new(0);
+        let fresh = |ms: u64| move || ms;
+        let never = || -> u64 { panic!("read the precise clock") };
+        // First reading: precise, remembered.
+        assert_eq!(lazy_ms(T, TICK, &last, fresh(T + 2)), T + 2);
+        // The coarse clock still at T (real time in T..T+4): T+2 is no later than it.
+        assert_eq!(lazy_ms(T, TICK, &last, never), T + 2);
+        // A wait ended on a precise reading of T+3: returned next, though the tick lags.
+        last.fetch_max(T + 3, Ordering::Relaxed);
+        assert_eq!(lazy_ms(T, TICK, &last, never), T + 3);
+        // The coarse clock moved past it: a fresh reading, exact.
+        assert_eq!(lazy_ms(T + 4, TICK, &last, fresh(T + 5)), T + 5);
+        // Stale by less than a tick at most: the coarse tick bounds real time from above.
+        assert_eq!(lazy_ms(T + 4, TICK, &last, never), T + 5);
+        // The clock stepped back an hour: the coarse reading makes the last one impossible, so
+        // the fresh (earlier) reading is returned and kept — the step is seen.
+        let b = T - 3_600_000;
+        assert_eq!(lazy_ms(b + 4, TICK, &last, fresh(b + 5)), b + 5);
+        assert_eq!(last.load(Ordering::Relaxed), b + 5);
+        assert_eq!(lazy_ms(b + 4, TICK, &last, never), b + 5);
+        // Two readers racing: the later precise reading wins, an older one never lowers it.
+        assert_eq!(lazy_ms(b + 1000, TICK, &last, fresh(b + 1003)), b + 1003);
+        assert_eq!(remember(b + 1000, TICK, &last, b + 5, b + 1001), b + 1001);
+        assert_eq!(last.load(Ordering::Relaxed), b + 1003);
+    }
+
+    /// Lazy readings only where a tick is at most the rollback tolerance (a step back inside a
+    /// tick is then ridden out like any step inside the tolerance); never ahead of the precise
+    /// clock read after them.
+    #[test]
+    fn lazy_readings_only_within_the_tolerance_and_never_ahead() {
+        let ms = vesta_core::IdType::MinGranularity.layout();
+        let Some(tick) = coarse_resolution_ms() else {
+            return;
+        };
+        assert_eq!(
+            SystemClock::for_layout_within(ms, tick).is_lazy(),
+            KERNEL_CLOCKS
+        );
+        assert!(!SystemClock::for_layout_within(ms, tick - 1).is_lazy());
+        let lazy = SystemClock::for_layout_within(ms, tick);
+        for _ in 0..10_000 {
+            let read = lazy.now_ms();
+            let after = now_ms(Kind::Precise);
+            assert!(read <= after, "lazy {read} ahead of precise {after}");
+            assert!(after - read < tick + 1000, "lazy {read} far behind {after}");
+        }
+    }
 
     #[test]
     fn coarse_only_where_the_unit_allows() {

@@ -19,8 +19,8 @@ mod toml;
 pub use builder::IssuerConfigBuilder;
 pub use plan::{ChoiceConflict, Keeper, MachinePlan, MachineSections, Registry, ordinal_machine};
 pub use sections::{
-    ClockSection, EtcdSection, IdSection, LayoutChoice, MachineSection, MachineSource, RequireSync,
-    SeqStartKind, ZooKeeperSection,
+    ClockRead, ClockSection, EtcdSection, IdSection, LayoutChoice, MachineSection, MachineSource,
+    RequireSync, SeqStartKind, ZooKeeperSection,
 };
 #[cfg(feature = "toml")]
 pub use toml::{load_toml, parse_toml};

@@ -275,6 +275,24 @@ pub struct ClockSection {
     pub require_sync: RequireSync,
     /// `require_sync = "wait"`: the longest to wait for the clock to be synchronised.
     pub sync_wait_ms: u64,
+    /// How the clock is read for units below the coarse clock's reach (milliseconds):
+    /// `auto` (default: the precise clock only when the coarse one has moved past its last
+    /// reading, so an ID's time may be behind the clock by less than a kernel tick, never
+    /// ahead; the cheapest exact-enough reading, vesta-embed's `SystemClock`) or `precise`
+    /// (every call; an ID's time is the millisecond it was issued in).
+    pub read: ClockRead,
+}
+
+/// `[clock] read`: how millisecond units read the clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum ClockRead {
+    /// The cheapest reading exact enough for the layout and the rollback tolerance.
+    #[default]
+    Auto,
+    /// The precise clock on every call.
+    Precise,
 }
 
 impl Default for ClockSection {
@@ -285,6 +303,7 @@ impl Default for ClockSection {
             seq_start_bound: 64,
             require_sync: RequireSync::Warn,
             sync_wait_ms: 60_000,
+            read: ClockRead::Auto,
         }
     }
 }

@@ -52,7 +52,17 @@ impl Issuer<SystemClock> {
     /// Starts an issuer on the system clock (coarse for units of a second or more, precise
     /// for milliseconds).
     pub fn start(config: IssuerConfig) -> Result<Self, StartError> {
-        let clock = SystemClock::for_layout(&config.layout()?);
+        let layout = config.layout()?;
+        let clock = match config.clock.read {
+            crate::config::ClockRead::Precise => SystemClock::precise(),
+            _ => SystemClock::for_layout_within(
+                &layout,
+                config
+                    .clock
+                    .rollback_tolerance_ms
+                    .unwrap_or(layout.default_rollback_tolerance_ms()),
+            ),
+        };
         Self::start_with_clock(config, clock)
     }
 }
