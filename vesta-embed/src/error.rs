@@ -46,7 +46,7 @@ pub enum StartError {
         /// What is wrong with it.
         why: String,
         /// What lets a start go on ([`Remedy::RetireHostHold`]).
-        remedy: Remedy,
+        remedy: Box<Remedy>,
     },
     /// The machine ID's mark was counted in another layout or epoch: IDs of the two can be
     /// equal, so the mark says nothing about this issuer's IDs.
@@ -66,7 +66,7 @@ pub enum StartError {
         ours: String,
         /// What retires the old mark: [`Remedy::RetireStateFile`], [`Remedy::RetireHostHold`]
         /// or [`Remedy::RetireMark`] in its store.
-        remedy: Remedy,
+        remedy: Box<Remedy>,
     },
     /// A registry has no machine ID for this issuer: its static one is held by another live
     /// issuer, or every ID of the pool is held.
@@ -75,7 +75,7 @@ pub enum StartError {
         /// What is held, by whom and where.
         message: String,
         /// Where to see the holders ([`Remedy::ListHolders`]).
-        remedy: Remedy,
+        remedy: Box<Remedy>,
     },
     /// The clock is behind the machine ID's high-water mark by more than the start guard waits.
     #[error(
@@ -129,7 +129,7 @@ impl StartError {
         match self {
             StartError::HoldRecord { remedy, .. }
             | StartError::CountedElsewhere { remedy, .. }
-            | StartError::Taken { remedy, .. } => Some(remedy),
+            | StartError::Taken { remedy, .. } => Some(&**remedy),
             _ => None,
         }
     }

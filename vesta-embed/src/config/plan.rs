@@ -260,7 +260,7 @@ impl Registry {
         }
     }
 
-    /// Its keeper for what the plan `wants`, its settings built from its own section of
+    /// Its keeper for what the plan `wanted`, its settings built from its own section of
     /// `config` and checked, or why this build has none.
     #[cfg_attr(
         not(any(feature = "zookeeper", feature = "sql", feature = "etcd")),
@@ -456,17 +456,6 @@ impl IssuerConfig {
             #[cfg(not(feature = "state-file"))]
             Some(_) => Err(ConfigError::Inconsistent(super::STATE_FILE_FEATURE.into())),
         }
-    }
-
-    /// The registries a static (or ordinal) machine ID is registered in, by the key that
-    /// configures each: `machine.db`, `etcd.endpoints`, `zookeeper.connect` (at most one may be
-    /// set; [`plan`](Self::plan) says so).
-    pub fn registries(&self) -> Vec<&'static str> {
-        Registry::ALL
-            .into_iter()
-            .filter(|r| r.is_set(self))
-            .map(Registry::key)
-            .collect()
     }
 
     /// `--machine N` and a registry from a command line ([`MachineSections::choose`]).

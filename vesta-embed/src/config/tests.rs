@@ -464,8 +464,10 @@ fn the_plan_decides_fixed_or_leased_its_keeper_and_the_host_hold_once() {
     );
 
     // Leased from etcd, by a server: its pool; the settings say so, not machine.source again.
-    let mut e = IssuerConfig::default();
-    e.gen_method = vesta_core::GenMethod::Server;
+    let mut e = IssuerConfig {
+        gen_method: vesta_core::GenMethod::Server,
+        ..IssuerConfig::default()
+    };
     e.machine.source = MachineSource::Etcd;
     e.etcd.endpoints = vec!["http://127.0.0.1:2379".into()];
     let plan = e.plan().unwrap();

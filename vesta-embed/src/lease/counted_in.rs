@@ -133,7 +133,7 @@ impl CountedIn {
                     held_in: held_in.to_owned(),
                     theirs: theirs.describe(),
                     ours: self.describe(),
-                    remedy: retire,
+                    remedy: Box::new(retire),
                 })
             }
             _ => Ok(()),

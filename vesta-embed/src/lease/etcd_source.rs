@@ -130,7 +130,7 @@ impl EtcdSource {
                     s.pool.end(),
                     s.root
                 ),
-                remedy: Remedy::ListHolders { store: s.store() },
+                remedy: Box::new(Remedy::ListHolders { store: s.store() }),
             });
         };
         let taken = async {

@@ -186,9 +186,9 @@ fn parse(path: &Path, text: &str) -> Result<Record, StartError> {
     let unreadable = |why: String| StartError::HoldRecord {
         path: path.to_owned(),
         why,
-        remedy: vesta_core::Remedy::RetireHostHold {
+        remedy: Box::new(vesta_core::Remedy::RetireHostHold {
             path: path.to_owned(),
-        },
+        }),
     };
     let at = text
         .rfind(SUM)

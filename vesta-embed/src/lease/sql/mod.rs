@@ -370,7 +370,7 @@ impl SqlLease {
         };
         let taken = |message| StartError::Taken {
             message,
-            remedy: Remedy::ListHolders { store: s.store() },
+            remedy: Box::new(Remedy::ListHolders { store: s.store() }),
         };
         match self
             .bounded("claiming a machine ID", claiming)
