@@ -336,7 +336,7 @@ pub fn vesta_fails<S: AsRef<std::ffi::OsStr>>(args: &[S], needles: &[&str]) -> S
 
 /// How long a command that must fail may run: a server that should have been refused but
 /// started serves until it is killed, which fails the test instead of hanging it.
-const REFUSAL_LIMIT: Duration = Duration::from_secs(60);
+pub const REFUSAL_LIMIT: Duration = Duration::from_secs(60);
 
 /// Runs `cmd` (a `vesta` command with its environment); asserts failure with exactly one
 /// stderr line, no panic, containing every needle; returns that line. Still running after

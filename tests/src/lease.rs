@@ -293,9 +293,9 @@ pub fn a_killed_server_keeps_its_id_until_its_lease_expires(
 
 /// A static machine ID registered in a lease store (`--machine N` with the store's `args`): a
 /// second server started with the same ID (a copied config) is refused at start in one line
-/// naming the holder and `named` (the scope or root); another ID starts; once the first stops
-/// cleanly, the ID starts again after its mark.
-pub fn a_duplicated_static_id_is_refused(args: &[&str], named: &str) {
+/// naming the holder and each of `named` (the scope or root, the remedy); another ID starts;
+/// once the first stops cleanly, the ID starts again after its mark.
+pub fn a_duplicated_static_id_is_refused(args: &[&str], named: &[&str]) {
     let server = |id: &str| ServerChild::start("rest", &[&["--machine", id], args].concat(), &[]);
     let first = server("930");
     let last = genid(&first);
@@ -318,7 +318,9 @@ pub fn a_duplicated_static_id_is_refused(args: &[&str], named: &str) {
             "another issuer runs with this static machine ID",
         ],
     );
-    assert!(line.contains(named), "{line}");
+    for named in named {
+        assert!(line.contains(named), "{named:?} not in {line}");
+    }
     let other = server("931");
     assert_eq!(machine_of(genid(&other)), 931, "another static ID starts");
     first.stop_cleanly();
@@ -330,38 +332,59 @@ pub fn a_duplicated_static_id_is_refused(args: &[&str], named: &str) {
     }
 }
 
-/// A store's mark counted in another epoch (issue 30): an issuer of `config` (a pool of one
-/// machine ID, `machine`) stops cleanly, leaving its mark; the same config with a later epoch
-/// is refused in one line naming both epochs and `vesta machine retire` (`held_in` names the
-/// store); `vesta machine retire MACHINE ARGS` is refused while the ID is held, then retires
-/// the mark, after which the new epoch starts (and a second retire finds its new mark).
+/// A store's mark counted in another epoch (issue 30): an issuer of `config_toml` (a pool of
+/// one machine ID, `machine`, in `store`) stops cleanly, leaving its mark; the same config with
+/// a later epoch is refused in one line naming both epochs and the remedy: as data and words
+/// by the library (`held_in` names the store), as the command `vesta machine retire MACHINE
+/// RETIRE_ARGS` by `vesta gen`. That command is refused while the ID is held, then retires the
+/// mark, after which the new epoch starts (and a second retire finds its new mark).
 pub fn a_mark_of_another_epoch_is_refused_until_retired(
-    config: &IssuerConfig,
+    config_toml: &str,
     machine: u64,
+    store: vesta_core::MarkStore,
     retire_args: &[&str],
     held_in: &str,
 ) {
+    let config = IssuerConfig::from_toml_str(config_toml).unwrap();
     let first = Issuer::start(config.clone()).unwrap();
     assert_eq!(first.status().machine, machine);
     first.next_id().unwrap();
     first.shutdown().unwrap();
     drop(first);
 
+    const LATER: u64 = 1_451_606_400_000;
     let mut moved = config.clone();
-    moved.id.epoch = Some(vesta_core::Epoch::from_unix_ms(1_451_606_400_000));
-    let err = Issuer::start(moved.clone())
-        .expect_err("started under another epoch")
-        .to_string();
+    moved.id.epoch = Some(vesta_core::Epoch::from_unix_ms(LATER));
+    let refused = Issuer::start(moved.clone()).expect_err("started under another epoch");
+    let remedy = vesta_core::Remedy::RetireMark { machine, store };
+    assert_eq!(refused.remedy(), Some(&remedy));
+    let err = refused.to_string();
     for needle in [
         &format!("machine {machine}'s mark in"),
         held_in,
         "2014-12-31T16:00:00.000Z",
         "2016-01-01T00:00:00.000Z",
-        &format!("vesta machine retire {machine}"),
     ] {
         assert!(err.contains(needle), "{needle:?} not in {err}");
     }
+    assert!(err.ends_with(&remedy.words().to_string()), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+    // The command line says the command to run: exactly the one run below.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("vesta.toml");
+    std::fs::write(&file, config_toml).unwrap();
+    let command = format!("vesta machine retire {machine} {}", retire_args.join(" "));
+    let line = crate::bin::vesta_fails(
+        &[
+            "gen",
+            "--config",
+            file.to_str().unwrap(),
+            "--epoch",
+            &LATER.to_string(),
+        ],
+        &[&format!("machine {machine}'s mark in"), held_in, &command],
+    );
+    assert!(line.trim_end().ends_with(&command), "{line}");
 
     let machine_arg = machine.to_string();
     let retire = [

@@ -1,7 +1,8 @@
 //! `vesta`: explain, make and issue vesta-rs IDs from the command line, and run the servers.
 //!
 //! A thin layer over the libraries. Every failure ends as one line on stderr and a non-zero
-//! exit status; no input makes it panic.
+//! exit status; no input makes it panic. The libraries name what an operator can do as data;
+//! this binary alone spells it as a command line (`remedy`).
 
 // Doc comments on the clap arguments are help text, where `[default: ...]` and `USER[:PASS]`
 // mean what they mean in a usage line, not intra-doc links.
@@ -11,6 +12,7 @@ mod cmd;
 #[cfg(feature = "serve")]
 mod notify;
 mod output;
+mod remedy;
 mod version;
 
 use std::process::ExitCode;
@@ -97,6 +99,8 @@ fn command() -> clap::Command {
 }
 
 fn main() -> ExitCode {
+    // Before anything can fail: every remedy this process names is said as its command line.
+    remedy::install();
     let parsed = command()
         .try_get_matches()
         .and_then(|matches| Cli::from_arg_matches(&matches));

@@ -14,6 +14,8 @@
 //!   [`IdRun`] for batches.
 //! - Errors name the field and its allowed range: [`FieldError`], [`GenError`],
 //!   [`ConfigError`], [`PoolError`], [`ParseIdError`].
+//! - What an operator can do about a refusal, as data: [`Remedy`] (the libraries' errors carry
+//!   one; the `vesta` binary spells it as a command line).
 
 mod clock;
 mod epoch;
@@ -27,6 +29,7 @@ mod layout;
 mod make;
 mod parse;
 mod pool;
+pub mod remedy;
 pub mod seq_place;
 pub mod tag;
 
@@ -51,3 +54,4 @@ pub use layout::{
 pub use make::FieldValues;
 pub use parse::{ParseIdError, parse_id};
 pub use pool::{MAX_MACHINE, MachinePools, PoolError};
+pub use remedy::{MarkStore, Remedy};

@@ -1,6 +1,6 @@
 //! Errors of the issuer: why it did not start, and why a call did not get an ID.
 
-use vesta_core::GenError;
+use vesta_core::{GenError, Remedy};
 
 use crate::config::ConfigError;
 #[cfg(feature = "zookeeper")]
@@ -33,12 +33,27 @@ pub enum StartError {
         /// Why that matters and what to do.
         hint: String,
     },
+    /// This host's hold record of a static machine ID does not read: torn by a crash, edited,
+    /// or not vesta's.
+    #[error(
+        "this host's hold record {} does not read ({why}); if no issuer of this machine ID ran \
+         on this host in another layout or epoch: {remedy}",
+        path.display()
+    )]
+    HoldRecord {
+        /// The record.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        why: String,
+        /// What lets a start go on ([`Remedy::RetireHostHold`]).
+        remedy: Box<Remedy>,
+    },
     /// The machine ID's mark was counted in another layout or epoch: IDs of the two can be
     /// equal, so the mark says nothing about this issuer's IDs.
     #[error(
         "machine {machine}'s mark in {held_in} was counted in {theirs}, but this issuer counts \
          in {ours}: IDs of the two can be equal. Use another machine ID, or, if IDs issued \
-         under the old mark can never meet the new ones, retire it: {retire}"
+         under the old mark can never meet the new ones: {remedy}"
     )]
     CountedElsewhere {
         /// The machine ID.
@@ -49,8 +64,18 @@ pub enum StartError {
         theirs: String,
         /// What this issuer counts in.
         ours: String,
-        /// The command that retires the old mark.
-        retire: String,
+        /// What retires the old mark: [`Remedy::RetireStateFile`], [`Remedy::RetireHostHold`]
+        /// or [`Remedy::RetireMark`] in its store.
+        remedy: Box<Remedy>,
+    },
+    /// A registry has no machine ID for this issuer: its static one is held by another live
+    /// issuer, or every ID of the pool is held.
+    #[error("{message} (to see by whom: {remedy})")]
+    Taken {
+        /// What is held, by whom and where.
+        message: String,
+        /// Where to see the holders ([`Remedy::ListHolders`]).
+        remedy: Box<Remedy>,
     },
     /// The clock is behind the machine ID's high-water mark by more than the start guard waits.
     #[error(
@@ -94,6 +119,20 @@ pub enum StartError {
         /// Why.
         cause: std::io::Error,
     },
+}
+
+impl StartError {
+    /// What the operator can do about it, if anything: retire a mark, a state file or a hold
+    /// record, or see who holds the machine IDs. Said in words by `Display` (or as the program's
+    /// renderer says it: see [`Remedy`]).
+    pub fn remedy(&self) -> Option<&Remedy> {
+        match self {
+            StartError::HoldRecord { remedy, .. }
+            | StartError::CountedElsewhere { remedy, .. }
+            | StartError::Taken { remedy, .. } => Some(&**remedy),
+            _ => None,
+        }
+    }
 }
 
 /// Why a shutdown was not clean: the final mark or the release did not reach ZooKeeper (the

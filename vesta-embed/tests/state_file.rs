@@ -203,17 +203,19 @@ fn another_epoch_or_layout_under_one_state_file_is_refused_naming_both() {
     drop(first);
     let mut moved = c.clone();
     moved.id.epoch = Some(Epoch::from_unix_ms(1_420_070_400_000));
-    let err = Issuer::start_with_clock(moved, clock.clone())
-        .expect_err("started under another epoch")
-        .to_string();
+    let refused =
+        Issuer::start_with_clock(moved, clock.clone()).expect_err("started under another epoch");
+    // The way forward, as data (the `vesta` binary spells it as its command line).
+    assert_eq!(
+        refused.remedy(),
+        Some(&vesta_core::Remedy::RetireStateFile { path: path.clone() })
+    );
+    let err = refused.to_string();
     assert!(err.contains("machine 15"), "{err}");
     assert!(err.contains("2014-12-31T16:00:00.000Z"), "ours: {err}");
     assert!(err.contains("2015-01-01T00:00:00.000Z"), "theirs: {err}");
     assert!(
-        err.contains(&format!(
-            "vesta machine retire --state-file {}",
-            path.display()
-        )),
+        err.ends_with(&format!("retire the state file {}", path.display())),
         "{err}"
     );
     // Leaf's layout on machine 15: its IDs may equal Vesta's, refused.

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tokio::sync::Notify;
+use vesta_core::Remedy;
 
 use crate::db::{FetchError, Fetched};
 use crate::error::SegmentError;
@@ -238,21 +239,24 @@ impl TagBuffer {
         }
     }
 
-    fn error_for(&self, failure: &FetchError) -> SegmentError {
+    pub(crate) fn error_for(&self, failure: &FetchError) -> SegmentError {
         let tag = self.name.to_string();
         match failure {
             FetchError::UnknownTag => SegmentError::UnknownTag {
                 tag,
                 db: self.db.to_string(),
             },
-            FetchError::MissingTable => SegmentError::MissingTable {
-                db: self.db.to_string(),
-            },
+            FetchError::MissingTable => SegmentError::missing_table(&self.db),
             FetchError::Inconsistent(detail) => SegmentError::Inconsistent {
                 tag,
                 detail: detail.clone(),
             },
             FetchError::MovedBack { start, floor } => SegmentError::MovedBack {
+                remedy: Remedy::RaiseTag {
+                    tag: tag.clone(),
+                    at_least: *floor,
+                    db: self.db.to_string(),
+                },
                 tag,
                 start: *start,
                 floor: *floor,

@@ -1,7 +1,11 @@
 //! Typed errors. Each message names the tag, key or URL it is about and what is allowed, so the
 //! CLI prints it as one line and a server can map it to a status code (see [`SegmentError::leaf_code`]).
+//! What the operator can do is data ([`SegmentError::remedy`]), said in words; the `vesta`
+//! binary spells it as its command.
 
 use std::path::PathBuf;
+
+use vesta_core::Remedy;
 
 /// A database URL that cannot be used. The URL in the message never shows a password.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -84,10 +88,12 @@ pub enum SegmentError {
         context: String,
     },
     /// The `leaf_alloc` table is missing.
-    #[error("table leaf_alloc does not exist at {db} (create it with `vesta segment init`)")]
+    #[error("table leaf_alloc does not exist at {db} (to create it: {remedy})")]
     MissingTable {
         /// The database (password hidden).
         db: String,
+        /// What creates it ([`Remedy::CreateSegmentTable`]).
+        remedy: Remedy,
     },
     /// A `sqlite://` file whose directory does not exist (nothing creates it).
     #[error(
@@ -101,14 +107,16 @@ pub enum SegmentError {
         /// Its directory, missing.
         dir: PathBuf,
     },
-    /// A `sqlite://` file that does not exist (only `init` creates it).
+    /// A `sqlite://` file that does not exist (only creating the table creates it).
     #[error(
-        "SQLite database file {} does not exist (create it with `vesta segment init`)",
+        "SQLite database file {} does not exist (to create it: {remedy})",
         path.display()
     )]
     NoDatabaseFile {
         /// The file.
         path: PathBuf,
+        /// What creates it ([`Remedy::CreateSegmentTable`]).
+        remedy: Remedy,
     },
     /// No connection could be made: nothing answered at the address, the connection broke, or
     /// no answer came within `segment.fetch_timeout_ms`. (A server that answered with a
@@ -169,7 +177,7 @@ pub enum SegmentError {
         "tag {tag:?}: leaf_alloc went back: the segment read back starts at {start}, below \
          {floor} where this server's numbers end (restored from a backup, failed over to a \
          lagging replica, or lowered by hand?); refusing it so no number is issued twice. \
-         Raise the tag past every number issued: vesta segment raise {tag} --to N (N >= {floor})"
+         Raise the tag past every number issued: {remedy}"
     )]
     MovedBack {
         /// The tag.
@@ -178,6 +186,8 @@ pub enum SegmentError {
         start: u64,
         /// The lowest number a segment of this tag may start at.
         floor: u64,
+        /// What lets it issue again ([`Remedy::RaiseTag`] past the floor).
+        remedy: Remedy,
     },
     /// The restore guard's state file (`segment.state_file`) could not be locked, read or
     /// written.
@@ -202,6 +212,25 @@ pub enum SegmentError {
 }
 
 impl SegmentError {
+    /// No `leaf_alloc` at `db` (shown with its password hidden): create it.
+    pub(crate) fn missing_table(db: &impl std::fmt::Display) -> Self {
+        let db = db.to_string();
+        SegmentError::MissingTable {
+            remedy: Remedy::CreateSegmentTable { db: db.clone() },
+            db,
+        }
+    }
+
+    /// What the operator can do about it, if anything: create the table, raise the tag.
+    pub fn remedy(&self) -> Option<&Remedy> {
+        match self {
+            SegmentError::MissingTable { remedy, .. }
+            | SegmentError::NoDatabaseFile { remedy, .. }
+            | SegmentError::MovedBack { remedy, .. } => Some(remedy),
+            _ => None,
+        }
+    }
+
     /// Leaf's own error code for this failure, as its `Result{id=CODE, status=EXCEPTION}`
     /// shows it: -2 for an unknown tag, -3 when both segments are unavailable, -1 otherwise
     /// (Leaf's "not initialised"). For servers answering on Leaf's paths.

@@ -86,7 +86,9 @@ pub(crate) async fn run(buffer: Arc<TagBuffer>, mut ctx: FetcherContext) {
                 backoff = MIN_BACKOFF;
             }
             Err(error) => {
-                tracing::warn!(tag = %buffer.name, ?error, "segment fetch failed; retrying in {backoff:?}");
+                // Said as the error is (a remedy it names, as the program says remedies).
+                let shown = buffer.error_for(&error);
+                tracing::warn!(tag = %buffer.name, error = %shown, "segment fetch failed; retrying in {backoff:?}");
                 buffer.record_failure(error, latency);
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}

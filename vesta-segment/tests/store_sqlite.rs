@@ -131,6 +131,17 @@ async fn nothing_is_created_implicitly() {
     assert!(!dir.path().join("missing.db").exists(), "no file created");
 
     let url = s.db_url().unwrap();
+    assert_eq!(
+        err.remedy(),
+        Some(&vesta_core::Remedy::CreateSegmentTable {
+            db: url.to_string()
+        })
+    );
+    assert!(
+        err.to_string()
+            .ends_with(&format!("(to create it: create table leaf_alloc at {url})")),
+        "{err}"
+    );
     let db = Database::connect_or_create(&url, s.fetch_timeout())
         .await
         .unwrap();
@@ -457,6 +468,15 @@ async fn a_table_that_goes_back_is_refused_until_raised() {
             }
         ),
         "{err}"
+    );
+    // What lets it issue again, as data (the `vesta` binary spells it as its command).
+    assert_eq!(
+        err.remedy(),
+        Some(&vesta_core::Remedy::RaiseTag {
+            tag: "t".into(),
+            at_least: 21,
+            db: s.db_url().unwrap().to_string(),
+        })
     );
     let t = &store.status().tags[0];
     assert_eq!((t.state, t.floor), (TagState::Down, 21), "{t:?}");

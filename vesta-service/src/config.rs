@@ -18,7 +18,8 @@ use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, Visitor};
 use vesta_core::{GenMethod, Layout};
 use vesta_embed::IssuerConfig;
 use vesta_embed::config::{
-    ClockSection, EtcdSection, IdSection, MachineSection, ZooKeeperSection, load_toml, parse_toml,
+    ClockSection, EtcdSection, IdSection, MachinePlan, MachineSection, Registry, ZooKeeperSection,
+    load_toml, parse_toml,
 };
 use vesta_segment::SegmentSection;
 use vesta_seq::SeqSection;
@@ -214,11 +215,12 @@ impl<S: ServerSection> ServiceConfig<S> {
         Ok(c)
     }
 
-    /// The issuer's configuration: these sections with the server's genMethod. An SQL lease
-    /// without `machine.db` uses `[segment] db` (one database for both).
+    /// The issuer's configuration: these sections with the server's genMethod. A machine ID
+    /// leased from an SQL table without `machine.db` is leased from `[segment] db` (one
+    /// database for both).
     pub fn issuer_config(&self) -> IssuerConfig {
         let mut machine = self.machine.clone();
-        if machine.source == vesta_embed::MachineSource::Sql && machine.db.is_none() {
+        if machine.source.registry() == Some(Registry::Sql) && machine.db.is_none() {
             machine.db = self.segment.db.clone();
         }
         let mut config = IssuerConfig::default();
@@ -230,6 +232,13 @@ impl<S: ServerSection> ServiceConfig<S> {
         config.gen_method = S::GEN_METHOD;
         config.hold_on_host = self.hold_on_host;
         config
+    }
+
+    /// The issuer's machine plan ([`IssuerConfig::plan`]): how the machine ID is chosen, what
+    /// keeps it, whether it is held on this host; what the server starts on and `vesta serve`
+    /// acts on.
+    pub fn plan(&self) -> Result<MachinePlan, ConfigError> {
+        Ok(self.issuer_config().plan()?)
     }
 
     /// The sections a sequences cluster coordinated outside its database is reached through.

@@ -315,8 +315,8 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!(
-                "segments: table leaf_alloc does not exist at {empty} (create it with `vesta \
-                 segment init`)"
+                "segments: table leaf_alloc does not exist at {empty} (to create it: create \
+                 table leaf_alloc at {empty})"
             )
         );
 

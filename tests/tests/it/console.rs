@@ -211,7 +211,7 @@ fn rest_console_explains_counts_and_follows_segments_in_a_browser() {
     );
     assert_eq!(
         fact(&page, "machine", "source").unwrap(),
-        "static, not registered anywhere"
+        "static, not registered anywhere, held on this host"
     );
     assert_eq!(fact(&page, "machine", "lease").unwrap(), "static");
     assert_eq!(fact(&page, "rates", "issued").unwrap(), "10");

@@ -82,16 +82,30 @@ fn a_killed_holder_keeps_its_id_until_its_lease_expires() {
 #[test]
 fn a_duplicated_static_id_is_refused() {
     let etcd = Etcd::start();
-    lease::a_duplicated_static_id_is_refused(&["--etcd", &etcd.url()], "under /vesta/default");
+    lease::a_duplicated_static_id_is_refused(&["--etcd", &etcd.url()], &["under /vesta/default"]);
 }
 
 #[test]
 fn a_mark_of_another_epoch_is_refused_until_retired() {
     let etcd = Etcd::start();
     let url = etcd.url();
+    // `config(&url, "/vesta/epochs", 1)` as a file, which `vesta gen --config` reads too.
+    let toml = format!(
+        "[machine]\nsource = \"etcd\"\nserver_pool_start = 1\nstart_guard_max_wait_ms = 3000\n\
+         [etcd]\nendpoints = [\"{url}\"]\nroot = \"/vesta/epochs\"\nttl_ms = 6000\n\
+         timeout_ms = 3000\n"
+    );
+    assert_eq!(
+        IssuerConfig::from_toml_str(&toml).unwrap(),
+        config(&url, "/vesta/epochs", 1)
+    );
     lease::a_mark_of_another_epoch_is_refused_until_retired(
-        &config(&url, "/vesta/epochs", 1),
+        &toml,
         0,
+        vesta_core::MarkStore::Etcd {
+            endpoints: url.clone(),
+            root: "/vesta/epochs".into(),
+        },
         &["--etcd", &url, "--root", "/vesta/epochs"],
         "/vesta/epochs/last/0",
     );

@@ -359,7 +359,7 @@ fn restore_guard(url: &str, backup: &mut dyn FnMut(), restore: &mut dyn FnMut())
         &[
             "leaf_alloc went back",
             "starts at 1, below 251",
-            "vesta segment raise t --to N (N >= 251)",
+            &format!("vesta segment raise t --to N --db {url} (N >= 251)"),
         ],
     );
     assert_eq!(max_id(), 1, "the refused fetch was rolled back");
@@ -423,7 +423,10 @@ fn bad_input(url: &str, wrong_urls: &[(&str, &str)]) {
         args.extend(["--db", url]);
         vesta_fails(
             &args,
-            &["table leaf_alloc does not exist", "vesta segment init"],
+            &[
+                "table leaf_alloc does not exist",
+                &format!("(to create it: vesta segment init --db {url})"),
+            ],
         );
     }
     vesta_fails(&["segment", "ls", "--db", url], &["does not exist"]);

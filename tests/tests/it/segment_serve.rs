@@ -202,8 +202,8 @@ fn a_bad_segment_database_refuses_the_start_in_one_line() {
             &url,
         ],
         &[&format!(
-            "segments: table leaf_alloc does not exist at {url} (create it with `vesta segment \
-             init`)"
+            "segments: table leaf_alloc does not exist at {url} (to create it: vesta segment \
+             init --db {url})"
         )],
     );
     let wrong = pg.url("no_such_db");

@@ -91,15 +91,34 @@ fn a_lost_database_fences_the_holder(url: &str, stop: &mut dyn FnMut(), restart:
 /// Scenario 5: a static machine ID registered in the table (`--machine N --machine-db URL`):
 /// a second server with the same ID is refused at start, naming the holder.
 fn a_duplicated_static_id_is_refused(url: &str) {
-    lease::a_duplicated_static_id_is_refused(&["--machine-db", url], "scope \"default\"");
+    lease::a_duplicated_static_id_is_refused(
+        &["--machine-db", url],
+        &[
+            "scope \"default\"",
+            &format!("(to see by whom: vesta machine ls --machine-db {url} --scope default)"),
+        ],
+    );
 }
 
 /// Scenario 7: a mark counted in another epoch is refused until `vesta machine retire`.
 fn a_mark_of_another_epoch_is_refused_until_retired(url: &str) {
-    let config = config(url, "epochs", 1);
+    // `config(url, "epochs", 1)` as a file, which `vesta gen --config` reads too.
+    let toml = format!(
+        "[machine]\nsource = \"sql\"\ndb = \"{url}\"\nscope = \"epochs\"\n\
+         server_pool_start = 1\nlease_ms = 6000\ndb_timeout_ms = 3000\n\
+         start_guard_max_wait_ms = 3000\n"
+    );
+    assert_eq!(
+        IssuerConfig::from_toml_str(&toml).unwrap(),
+        config(url, "epochs", 1)
+    );
     vesta_tests::lease::a_mark_of_another_epoch_is_refused_until_retired(
-        &config,
+        &toml,
         0,
+        vesta_core::MarkStore::Sql {
+            db: url.into(),
+            scope: "epochs".into(),
+        },
         &["--machine-db", url, "--scope", "epochs"],
         "scope \"epochs\"",
     );

@@ -395,7 +395,7 @@ fn a_duplicated_static_id_is_refused() {
     let zk = ZkServer::start();
     vesta_tests::lease::a_duplicated_static_id_is_refused(
         &["--zk", &zk.connect()],
-        "under /vesta/default/machines",
+        &["under /vesta/default/machines"],
     );
 }
 
@@ -403,9 +403,24 @@ fn a_duplicated_static_id_is_refused() {
 fn a_mark_of_another_epoch_is_refused_until_retired() {
     let zk = ZkServer::start();
     let connect = zk.connect();
+    // `config(&connect, "/vesta/epochs", 1)` as a file, which `vesta gen --config` reads too.
+    let toml = format!(
+        "[machine]\nsource = \"zookeeper\"\nserver_pool_start = 1\n\
+         start_guard_max_wait_ms = 3000\n[zookeeper]\nconnect = \"{connect}\"\n\
+         root = \"/vesta/epochs\"\nsession_timeout_ms = 1500\nconnect_timeout_ms = 3000\n\
+         report_interval_ms = 300\n"
+    );
+    assert_eq!(
+        IssuerConfig::from_toml_str(&toml).unwrap(),
+        config(&connect, "/vesta/epochs", 1)
+    );
     vesta_tests::lease::a_mark_of_another_epoch_is_refused_until_retired(
-        &config(&connect, "/vesta/epochs", 1),
+        &toml,
         0,
+        vesta_core::MarkStore::ZooKeeper {
+            connect: connect.clone(),
+            root: "/vesta/epochs".into(),
+        },
         &["--zk", &connect, "--root", "/vesta/epochs"],
         "ZooKeeper /vesta/epochs/last/0",
     );

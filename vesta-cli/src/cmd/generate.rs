@@ -17,8 +17,8 @@ use std::time::Duration;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use vesta_core::{Form, IdType};
-use vesta_embed::config::MachineSections;
-use vesta_embed::{Issuer, IssuerConfig, MachineSource};
+use vesta_embed::config::{Keeper, MachineSections};
+use vesta_embed::{Issuer, IssuerConfig};
 
 use super::common::{LayoutArgs, apply_machine_flags};
 
@@ -191,22 +191,25 @@ fn apply_overrides(config: &mut IssuerConfig, args: &Args) -> anyhow::Result<()>
 /// `$XDG_STATE_HOME/vesta` (default `~/.local/state/vesta`). Where that directory cannot be
 /// made (no `HOME`, a read-only one), the run goes on without a state file, saying so.
 fn keep_own_state(config: &mut IssuerConfig) -> anyhow::Result<()> {
-    let registered = !config.registries().is_empty();
-    let leased = !matches!(
-        config.machine.source,
-        MachineSource::Static | MachineSource::Ordinal
-    );
-    if leased || registered || config.machine.state_file.is_some() {
+    // Only a fixed ID the plan keeps nowhere (no registry, no state file) needs one.
+    let plan = config.plan()?;
+    let Some(machine) = plan.fixed().filter(|_| plan.keeper == Keeper::Nothing) else {
         return Ok(());
-    }
+    };
     let name = config.state_file_name()?;
     match state_dir() {
         Ok(dir) => config.machine.state_file = Some(dir.join(name)),
-        Err(why) => eprintln!(
-            "vesta gen: {why}; going on without a state file (the machine ID is still held on \
-             this host; each run waits out up to two time units): set XDG_STATE_HOME to a \
-             writable directory, or give --state-file FILE"
-        ),
+        Err(why) => {
+            let held = match plan.host_hold {
+                true => format!("machine {machine} is still held on this host; "),
+                false => String::new(),
+            };
+            eprintln!(
+                "vesta gen: {why}; going on without a state file ({held}each run waits out up \
+                 to two time units): set XDG_STATE_HOME to a writable directory, or give \
+                 --state-file FILE"
+            )
+        }
     }
     Ok(())
 }

@@ -35,7 +35,9 @@ impl StoreArgs {
             Some(path) => IssuerConfig::from_toml_file(path).context("--config")?,
             None => IssuerConfig::default(),
         };
+        // The store alone is wanted, whatever this config's own machine ID is.
         config.machine.id = None;
+        config.machine.ordinal_offset = 0;
         config.machine.state_file = None;
         if let Some(endpoints) = &self.etcd {
             config.machine.source = MachineSource::Etcd;

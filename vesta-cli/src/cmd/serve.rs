@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use vesta_core::{Epoch, IdType, Preset};
-use vesta_embed::config::MachineSections;
-use vesta_embed::{MachineSource, Status};
+use vesta_embed::Status;
+use vesta_embed::config::{FixedFrom, MachineChoice, MachinePlan, MachineSections};
 use vesta_rest::{RestSection, RestServer};
 use vesta_segment::GiveBackOutcome;
 use vesta_server::{TcpSection, TcpServer};
@@ -167,23 +167,22 @@ impl ServerArgs {
             config.server.set_console();
         }
         config.validate()?;
-        // A config file is copied from host to host: one without an ID would make every copy
-        // issue the same IDs, silently. Refuse it. (Without a file: the quickstart's default,
-        // warned about once listening.)
+        // A config file is copied from host to host: one whose plan falls back on the pool's
+        // default ID would make every copy issue the same IDs, silently. Refuse it. (Without a
+        // file: the quickstart's default, warned about once listening.)
+        let plan = config.plan()?;
         if let Some(path) = &self.config
-            && config.machine.source == MachineSource::Static
-            && config.machine.id.is_none()
+            && falls_back_on_the_pool(&plan)
         {
-            let issuer = config.issuer_config();
-            let (_, pool) = issuer.pools()?.for_gen_method(issuer.gen_method)?;
             anyhow::bail!(
                 "--config {}: machine.id is not set: choose a static machine ID for each \
                  server, unique across every server issuing with this epoch ({}..={}): set \
-                 [machine] id = N or pass --machine N, or lease one (machine.source = \
-                 \"zookeeper\" or \"ordinal\")",
+                 [machine] id = N or pass --machine N, take it from the host name \
+                 (machine.source = \"ordinal\"), or lease one (machine.source = \"zookeeper\", \
+                 \"etcd\" or \"sql\")",
                 path.display(),
-                pool.start(),
-                pool.end()
+                plan.pool.start(),
+                plan.pool.end()
             );
         }
         for warning in &config.warnings {
@@ -193,23 +192,28 @@ impl ServerArgs {
     }
 }
 
-impl ServerArgs {
-    /// Warns, after the start lines, when the machine ID is the pool's first by default (no
-    /// config file, no `--machine`): fine for a try, a duplicate on a second such server.
-    fn warn_default_machine(&self, s: &Status) {
-        if self.config.is_none()
-            && self.machine.is_none()
-            && self.zk.is_none()
-            && self.machine_db.is_none()
-            && self.etcd.is_none()
-        {
-            say!(
-                "warning: no machine ID chosen: using {}, the first of the server pool; a \
-                 second server started this way issues the same IDs (choose one with \
-                 --machine N or [machine] id)",
-                s.machine
-            );
+/// True when the plan's machine ID is the pool's default, none chosen.
+fn falls_back_on_the_pool(plan: &MachinePlan) -> bool {
+    matches!(
+        plan.choice,
+        MachineChoice::Fixed {
+            from: FixedFrom::PoolDefault,
+            ..
         }
+    )
+}
+
+/// Warns, after the start lines, when the plan the server started on falls back on the pool's
+/// first ID (no config file, no `--machine`, no registry): fine for a try, a duplicate on a
+/// second such server.
+fn warn_default_machine(plan: &MachinePlan) {
+    if let (true, Some(machine)) = (falls_back_on_the_pool(plan), plan.fixed()) {
+        say!(
+            "warning: no machine ID chosen: using {machine}, the first of the {} pool; a \
+             second server started this way issues the same IDs (choose one with --machine N \
+             or [machine] id)",
+            plan.pool_name
+        );
     }
 }
 
@@ -235,7 +239,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 if let (true, Some(addr)) = (console, server.metrics_addr()) {
                     say!("vesta-tcp console at http://{addr}/ui");
                 }
-                a.warn_default_machine(&status);
+                warn_default_machine(server.issuer().plan());
                 stopped("vesta-tcp", server.serve(stop).await, &status)
             })
         }
@@ -260,7 +264,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         server.local_addr()
                     );
                 }
-                a.warn_default_machine(&status);
+                warn_default_machine(server.issuer().plan());
                 stopped("vesta-rest", server.serve(stop).await, &status)
             })
         }

@@ -17,7 +17,11 @@ mod tests;
 mod toml;
 
 pub use builder::IssuerConfigBuilder;
-pub use plan::{ChoiceConflict, Keeper, MachinePlan, MachineSections, Registry, ordinal_machine};
+pub(crate) use plan::Wanted;
+pub use plan::{
+    ChoiceConflict, FixedFrom, Keeper, MachineChoice, MachinePlan, MachineSections, Registry,
+    ordinal_machine,
+};
 pub use sections::{
     ClockRead, ClockSection, EtcdSection, IdSection, LayoutChoice, MachineSection, MachineSource,
     RequireSync, SeqStartKind, ZooKeeperSection,
@@ -224,7 +228,8 @@ impl IssuerConfig {
         ))
     }
 
-    /// The SQL lease's settings, checked (`source = "sql"`).
+    /// The SQL lease's settings, as the plan builds them (`source = "sql"`, or a static ID
+    /// registered with `machine.db`).
     #[cfg(feature = "sql")]
     pub fn sql_lease(&self) -> Result<crate::lease::SqlSettings, ConfigError> {
         crate::lease::SqlSettings::from_config(self)

@@ -1,12 +1,17 @@
 //! The machine plan: which machine ID an issuer uses and what keeps it honest, decided once from
-//! the config and checked there ([`IssuerConfig::plan`]). Validation and the start read the same
-//! value, so they cannot disagree.
+//! the config and checked there ([`IssuerConfig::plan`]). Validation, the start, each
+//! registry's settings, the `vesta` command and the servers' console read the same value, so
+//! they cannot disagree.
 //!
-//! An ID is fixed (`static`, or `ordinal` from the host name) or leased from a registry's pool.
-//! Its mark is kept nowhere, in a state file, or in one registry (ZooKeeper, an SQL table,
-//! etcd), which also refuses a second live holder of a fixed ID. A registry this build leaves
-//! out is refused here, naming its feature: the features stay inside [`Registry::keeper`].
+//! An ID is fixed (`static`, or `ordinal` from the host name: [`MachineChoice`]) or leased from
+//! a registry's pool. Its mark is kept nowhere, in a state file, or in one registry (ZooKeeper,
+//! an SQL table, etcd), which also refuses a second live holder of a fixed ID; a fixed ID
+//! registered nowhere may also be held on this host ([`MachinePlan::host_hold`]). A registry
+//! this build leaves out is refused here, naming its feature: the features stay inside
+//! [`Registry::keeper`]. A registry's settings are built from the plan's decision ([`Wanted`])
+//! and their own section, never from `machine.source` again.
 
+use std::fmt;
 use std::ops::RangeInclusive;
 #[cfg(feature = "state-file")]
 use std::path::PathBuf;
@@ -21,21 +26,137 @@ use super::{
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MachinePlan {
-    /// The machine ID the config fixes (`static`, `ordinal`); `None` when a registry leases one
-    /// from the pool.
-    pub fixed: Option<u64>,
-    /// The pool of the genMethod: the IDs a lease may take (a fixed ID lies in it).
+    /// How the machine ID is chosen: fixed by the config (and how), or leased.
+    pub choice: MachineChoice,
+    /// The pool of the genMethod (`embed` or `server`) ...
+    pub pool_name: &'static str,
+    /// ... and its IDs: those a lease may take (a fixed ID lies in it).
     pub pool: RangeInclusive<u64>,
     /// Where the mark is kept.
     pub keeper: Keeper,
+    /// The fixed ID is held on this host for the issuer's life (a second holder in its ID
+    /// space on this host is refused): with a state file always, without one when
+    /// [`IssuerConfig::hold_on_host`] asks. A registry refuses a second holder itself.
+    pub host_hold: bool,
 }
 
 impl MachinePlan {
+    /// The machine ID the config fixes; `None` when a registry leases one from the pool.
+    pub fn fixed(&self) -> Option<u64> {
+        match self.choice {
+            MachineChoice::Fixed { machine, .. } => Some(machine),
+            MachineChoice::Leased => None,
+        }
+    }
+
     /// The machine ID an issuer starts on: the fixed one, else the pool's first (a placeholder
     /// until the lease is held; the generator is fenced meanwhile).
     pub fn first_machine(&self) -> u64 {
-        self.fixed.unwrap_or(*self.pool.start())
+        self.fixed().unwrap_or(*self.pool.start())
     }
+
+    /// The registry that leases the ID or that the fixed one is registered in, if any.
+    pub fn registry(&self) -> Option<Registry> {
+        self.keeper.registry()
+    }
+
+    /// What the plan asks of its registry.
+    fn wanted(&self) -> Wanted {
+        Wanted {
+            fixed: self.fixed(),
+            pool_name: self.pool_name,
+            pool: self.pool.clone(),
+        }
+    }
+}
+
+/// Where the machine ID comes from, for people: `static, registered in ZooKeeper z1:2181 under
+/// /vesta/default`, `leased from etcd http://e1:2379 under /vesta/default`, `static, not
+/// registered anywhere, its mark in the state file /var/lib/vesta/m5.state, held on this
+/// host`. An SQL database's URL is not shown (it names a user and host; the scope is).
+impl fmt::Display for MachinePlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let from = match &self.choice {
+            MachineChoice::Leased => {
+                return match self.keeper.describe() {
+                    Some(registry) => write!(f, "leased from {registry}"),
+                    None => f.write_str("leased"),
+                };
+            }
+            MachineChoice::Fixed { from, .. } => from,
+        };
+        match from {
+            FixedFrom::Config => f.write_str("static")?,
+            FixedFrom::PoolDefault => f.write_str("static (none chosen: the pool's first)")?,
+            FixedFrom::Ordinal { host, offset: 0 } => {
+                write!(f, "StatefulSet ordinal of host {host}")?
+            }
+            FixedFrom::Ordinal { host, offset } => {
+                write!(f, "StatefulSet ordinal of host {host} + {offset}")?
+            }
+        }
+        match self.keeper.describe() {
+            Some(registry) => write!(f, ", registered in {registry}")?,
+            None => f.write_str(", not registered anywhere")?,
+        }
+        #[cfg(feature = "state-file")]
+        if let Keeper::StateFile(path) = &self.keeper {
+            write!(f, ", its mark in the state file {}", path.display())?;
+        }
+        if self.host_hold {
+            f.write_str(", held on this host")?;
+        }
+        Ok(())
+    }
+}
+
+/// How the machine ID is chosen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MachineChoice {
+    /// Fixed by the config: only this ID is used (and, with a registry, registered there).
+    Fixed {
+        /// The machine ID.
+        machine: u64,
+        /// Where the config takes it from.
+        from: FixedFrom,
+    },
+    /// Leased from the registry's pool at start (and again after a lost lease).
+    Leased,
+}
+
+/// Where a fixed machine ID comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FixedFrom {
+    /// `machine.id` (or a command line's `--machine N`).
+    Config,
+    /// None chosen: the pool's default for the genMethod (an embedded issuer's 0, a server's
+    /// first of Vesta's share) — fine for a try, a duplicate on a second such issuer.
+    PoolDefault,
+    /// `source = "ordinal"`: the host name's trailing number plus `machine.ordinal_offset`.
+    Ordinal {
+        /// The host name it was read from.
+        host: String,
+        /// `machine.ordinal_offset`.
+        offset: u64,
+    },
+}
+
+/// What the plan asks of a registry: register its fixed ID, or lease one from the pool. The one
+/// input a registry's settings take from the plan, beside their own section.
+#[cfg_attr(
+    not(any(feature = "zookeeper", feature = "sql", feature = "etcd")),
+    allow(dead_code)
+)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Wanted {
+    /// The fixed ID to register; `None`: lease one.
+    pub fixed: Option<u64>,
+    /// `embed` or `server`.
+    pub pool_name: &'static str,
+    /// The IDs a lease may take.
+    pub pool: RangeInclusive<u64>,
 }
 
 /// Where a machine ID's mark is kept (and, for a registry, what refuses a second holder). A
@@ -58,6 +179,34 @@ pub enum Keeper {
     /// etcd v3: a leased ID, or a fixed one registered there (feature `etcd`).
     #[cfg(feature = "etcd")]
     Etcd(Box<crate::lease::EtcdSettings>),
+}
+
+impl Keeper {
+    /// The registry it is, if it is one.
+    pub fn registry(&self) -> Option<Registry> {
+        match self {
+            #[cfg(feature = "zookeeper")]
+            Keeper::ZooKeeper(_) => Some(Registry::ZooKeeper),
+            #[cfg(feature = "sql")]
+            Keeper::Sql(_) => Some(Registry::Sql),
+            #[cfg(feature = "etcd")]
+            Keeper::Etcd(_) => Some(Registry::Etcd),
+            _ => None,
+        }
+    }
+
+    /// A registry for people (the SQL URL left out), or `None` for a local keeper.
+    fn describe(&self) -> Option<String> {
+        match self {
+            #[cfg(feature = "zookeeper")]
+            Keeper::ZooKeeper(s) => Some(format!("ZooKeeper {} under {}", s.connect, s.root)),
+            #[cfg(feature = "sql")]
+            Keeper::Sql(s) => Some(format!("the SQL table vesta_machine, scope {:?}", s.scope)),
+            #[cfg(feature = "etcd")]
+            Keeper::Etcd(s) => Some(format!("etcd {} under {}", s.shown, s.root)),
+            _ => None,
+        }
+    }
 }
 
 /// A registry of machine IDs: what leases one, or refuses a second holder of a fixed one.
@@ -111,25 +260,26 @@ impl Registry {
         }
     }
 
-    /// Its keeper for `config` (the settings checked), or why this build has none.
+    /// Its keeper for what the plan `wanted`, its settings built from its own section of
+    /// `config` and checked, or why this build has none.
     #[cfg_attr(
         not(any(feature = "zookeeper", feature = "sql", feature = "etcd")),
         allow(unused_variables)
     )]
-    fn keeper(self, config: &IssuerConfig) -> Result<Keeper, ConfigError> {
+    fn keeper(self, config: &IssuerConfig, wanted: Wanted) -> Result<Keeper, ConfigError> {
         match self {
             #[cfg(feature = "zookeeper")]
             Registry::ZooKeeper => Ok(Keeper::ZooKeeper(Box::new(
-                crate::lease::ZkSettings::from_config(config)?,
+                crate::lease::ZkSettings::planned(config, wanted)?,
             ))),
             #[cfg(feature = "sql")]
-            Registry::Sql => Ok(Keeper::Sql(Box::new(
-                crate::lease::SqlSettings::from_config(config)?,
-            ))),
+            Registry::Sql => Ok(Keeper::Sql(Box::new(crate::lease::SqlSettings::planned(
+                config, wanted,
+            )?))),
             #[cfg(feature = "etcd")]
-            Registry::Etcd => Ok(Keeper::Etcd(Box::new(
-                crate::lease::EtcdSettings::from_config(config)?,
-            ))),
+            Registry::Etcd => Ok(Keeper::Etcd(Box::new(crate::lease::EtcdSettings::planned(
+                config, wanted,
+            )?))),
             #[allow(unreachable_patterns)]
             other => {
                 let (feature, name) = other.feature();
@@ -163,7 +313,9 @@ pub enum ChoiceConflict {
     /// The config fixes a machine ID, and the command line gives a registry without one:
     /// leasing from the pool would silently drop the config's ID.
     #[error(
-        "the config's machine.id {machine} is set, and {} is given without a machine ID,          which leases one from the pool instead: register {machine} there, or remove          machine.id",
+        "the config's machine.id {machine} is set, and {} is given without a machine ID, \
+         which leases one from the pool instead: register {machine} there, or remove \
+         machine.id",
         registry.key()
     )]
     FixedIdWithLease {
@@ -216,10 +368,19 @@ impl MachineSections<'_> {
     }
 }
 
+impl MachineSource {
+    /// The registry this source leases a machine ID from; `None` for a fixed ID (`static`,
+    /// `ordinal`), which may still be registered in one ([`IssuerConfig::plan`] says).
+    pub fn registry(self) -> Option<Registry> {
+        Registry::ALL.into_iter().find(|r| r.source() == self)
+    }
+}
+
 impl IssuerConfig {
     /// Which machine ID and what keeps it honest, every key it depends on checked: the fixed ID
     /// in the pool of the genMethod, at most one registry for it, a registry's settings, a
-    /// static `machine.id` with a leasing source refused rather than ignored.
+    /// static `machine.id` with a leasing source refused rather than ignored. The one place
+    /// that decides fixed or leased: a registry's settings are built from its answer.
     pub fn plan(&self) -> Result<MachinePlan, ConfigError> {
         let m = &self.machine;
         if m.source != MachineSource::Ordinal && m.ordinal_offset != 0 {
@@ -228,45 +389,59 @@ impl IssuerConfig {
                 m.ordinal_offset
             )));
         }
-        let (_, pool) = self
+        let (pool_name, pool) = self
             .pools()?
             .for_gen_method(self.gen_method)
             .map_err(CoreConfigError::from)?;
-        let leased = Registry::ALL.into_iter().find(|r| r.source() == m.source);
-        if let Some(registry) = leased {
-            if let Some(id) = m.id {
-                return Err(ConfigError::Inconsistent(format!(
-                    "machine.id {id} is set but machine.source is {}, which leases a machine ID \
-                     from the pool: remove machine.id, or use source = \"static\"",
-                    m.source.name()
-                )));
+        let (choice, registry) = match m.source.registry() {
+            Some(registry) => {
+                if let Some(id) = m.id {
+                    return Err(ConfigError::Inconsistent(format!(
+                        "machine.id {id} is set but machine.source is {}, which leases a \
+                         machine ID from the pool: remove machine.id, or use source = \"static\"",
+                        m.source.name()
+                    )));
+                }
+                (MachineChoice::Leased, Some(registry))
             }
-            return Ok(MachinePlan {
-                fixed: None,
-                pool,
-                keeper: registry.keeper(self)?,
-            });
-        }
-        let registered: Vec<Registry> = Registry::ALL
-            .into_iter()
-            .filter(|r| r.is_set(self))
-            .collect();
-        if registered.len() > 1 {
-            let keys: Vec<&str> = registered.iter().map(|r| r.key()).collect();
-            return Err(ConfigError::Inconsistent(format!(
-                "{} are all set with a static machine ID: register it in one of them",
-                keys.join(" and ")
-            )));
-        }
-        let keeper = match registered.first() {
-            Some(registry) => registry.keeper(self)?,
+            None => {
+                let registered: Vec<Registry> = Registry::ALL
+                    .into_iter()
+                    .filter(|r| r.is_set(self))
+                    .collect();
+                if registered.len() > 1 {
+                    let keys: Vec<&str> = registered.iter().map(|r| r.key()).collect();
+                    return Err(ConfigError::Inconsistent(format!(
+                        "{} are all set with a static machine ID: register it in one of them",
+                        keys.join(" and ")
+                    )));
+                }
+                let (machine, from) = self.fixed_machine()?;
+                (
+                    MachineChoice::Fixed { machine, from },
+                    registered.first().copied(),
+                )
+            }
+        };
+        let mut plan = MachinePlan {
+            choice,
+            pool_name,
+            pool,
+            keeper: Keeper::Nothing,
+            host_hold: false,
+        };
+        plan.keeper = match registry {
+            Some(registry) => registry.keeper(self, plan.wanted())?,
             None => self.local_keeper()?,
         };
-        Ok(MachinePlan {
-            fixed: Some(self.static_machine()?),
-            pool,
-            keeper,
-        })
+        plan.host_hold = match plan.keeper {
+            Keeper::Nothing => self.hold_on_host,
+            #[cfg(feature = "state-file")]
+            Keeper::StateFile(_) => true,
+            #[allow(unreachable_patterns)]
+            _ => false,
+        };
+        Ok(plan)
     }
 
     /// A fixed ID's own keeper: its state file, if any.
@@ -281,17 +456,6 @@ impl IssuerConfig {
             #[cfg(not(feature = "state-file"))]
             Some(_) => Err(ConfigError::Inconsistent(super::STATE_FILE_FEATURE.into())),
         }
-    }
-
-    /// The registries a static (or ordinal) machine ID is registered in, by the key that
-    /// configures each: `machine.db`, `etcd.endpoints`, `zookeeper.connect` (at most one may be
-    /// set; [`plan`](Self::plan) says so).
-    pub fn registries(&self) -> Vec<&'static str> {
-        Registry::ALL
-            .into_iter()
-            .filter(|r| r.is_set(self))
-            .map(Registry::key)
-            .collect()
     }
 
     /// `--machine N` and a registry from a command line ([`MachineSections::choose`]).
@@ -310,19 +474,27 @@ impl IssuerConfig {
 
     /// The static machine ID: the configured one, else the pool's default for the genMethod
     /// (`MachinePools::default_machine`: an embedded issuer's 0, a server's first of Vesta's
-    /// share); for
-    /// `source = "ordinal"`, the host name's trailing number plus `machine.ordinal_offset`.
+    /// share); for `source = "ordinal"`, the host name's trailing number plus
+    /// `machine.ordinal_offset`.
     pub fn static_machine(&self) -> Result<u64, ConfigError> {
+        Ok(self.fixed_machine()?.0)
+    }
+
+    /// [`static_machine`](Self::static_machine), and where it comes from.
+    fn fixed_machine(&self) -> Result<(u64, FixedFrom), ConfigError> {
         let pools = self.pools()?;
         let (name, range) = pools
             .for_gen_method(self.gen_method)
             .map_err(CoreConfigError::from)?;
         if self.machine.source != MachineSource::Ordinal {
             return match self.machine.id {
-                Some(id) => Ok(id),
-                None => Ok(pools
-                    .default_machine(self.gen_method)
-                    .map_err(CoreConfigError::from)?),
+                Some(id) => Ok((id, FixedFrom::Config)),
+                None => Ok((
+                    pools
+                        .default_machine(self.gen_method)
+                        .map_err(CoreConfigError::from)?,
+                    FixedFrom::PoolDefault,
+                )),
             };
         }
         if let Some(id) = self.machine.id {
@@ -332,17 +504,17 @@ impl IssuerConfig {
             )));
         }
         let host = ordinal_host_name();
-        let machine = ordinal_machine(&host, self.machine.ordinal_offset)?;
+        let offset = self.machine.ordinal_offset;
+        let machine = ordinal_machine(&host, offset)?;
         if !range.contains(&machine) {
             return Err(ConfigError::Inconsistent(format!(
                 "machine.source = \"ordinal\": host name {host:?} gives machine ID {machine} \
-                 (ordinal + machine.ordinal_offset {}), outside the {name} pool {}..={}",
-                self.machine.ordinal_offset,
+                 (ordinal + machine.ordinal_offset {offset}), outside the {name} pool {}..={}",
                 range.start(),
                 range.end()
             )));
         }
-        Ok(machine)
+        Ok((machine, FixedFrom::Ordinal { host, offset }))
     }
 }
 

@@ -350,8 +350,11 @@ fn a_lease_flag_over_a_fixed_config_id_is_refused_naming_both() {
             registry: Registry::Sql
         }
     );
-    assert!(err.to_string().contains("machine.id 388"), "{err}");
-    assert!(err.to_string().contains("machine.db"), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "the config's machine.id 388 is set, and machine.db is given without a machine ID, \
+         which leases one from the pool instead: register 388 there, or remove machine.id"
+    );
     c.choose_machine(Some(388), Some((Registry::Sql, "sqlite://m.db")))
         .unwrap();
     assert_eq!(
@@ -390,4 +393,120 @@ fn layout_sections_are_read_from_any_vesta_config() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("unknown field `sever_pool_start`"), "{err}");
+}
+
+/// The plan says how the machine ID is chosen, what keeps it and whether it is held on this
+/// host, in one value that every registry's settings, the start and the console read.
+#[test]
+fn the_plan_decides_fixed_or_leased_its_keeper_and_the_host_hold_once() {
+    let mut c = IssuerConfig::default();
+    let plan = c.plan().unwrap();
+    assert_eq!(
+        plan.choice,
+        MachineChoice::Fixed {
+            machine: 0,
+            from: FixedFrom::PoolDefault
+        }
+    );
+    assert_eq!((plan.pool_name, plan.pool.clone()), ("embed", 0..=923));
+    assert_eq!(
+        (plan.keeper.clone(), plan.host_hold),
+        (Keeper::Nothing, false)
+    );
+    assert_eq!(
+        plan.to_string(),
+        "static (none chosen: the pool's first), not registered anywhere"
+    );
+
+    c.machine.id = Some(7);
+    c.hold_on_host = true;
+    let plan = c.plan().unwrap();
+    assert_eq!((plan.fixed(), plan.host_hold), (Some(7), true));
+    assert_eq!(
+        plan.to_string(),
+        "static, not registered anywhere, held on this host"
+    );
+    // A state file is always held on the host, whatever the program asks.
+    c.hold_on_host = false;
+    c.machine.state_file = Some("/var/lib/vesta/m7.state".into());
+    let plan = c.plan().unwrap();
+    assert_eq!(
+        (plan.keeper.clone(), plan.host_hold),
+        (Keeper::StateFile("/var/lib/vesta/m7.state".into()), true)
+    );
+    assert_eq!(
+        plan.to_string(),
+        "static, not registered anywhere, its mark in the state file /var/lib/vesta/m7.state, \
+         held on this host"
+    );
+
+    // Registered in ZooKeeper: the registry refuses a second holder; no host hold.
+    c.machine.state_file = None;
+    c.hold_on_host = true;
+    c.zookeeper.connect = "127.0.0.1:2181".into();
+    let plan = c.plan().unwrap();
+    let Keeper::ZooKeeper(zk) = &plan.keeper else {
+        panic!("{plan:?}")
+    };
+    assert_eq!((zk.fixed, zk.pool.clone()), (Some(7), 0..=923));
+    assert_eq!(
+        (plan.registry(), plan.host_hold),
+        (Some(Registry::ZooKeeper), false)
+    );
+    assert_eq!(
+        plan.to_string(),
+        "static, registered in ZooKeeper 127.0.0.1:2181 under /vesta/default"
+    );
+    assert_eq!(
+        crate::lease::ZkSettings::from_config(&c).unwrap(),
+        **zk,
+        "a registry's settings are the plan's"
+    );
+
+    // Leased from etcd, by a server: its pool; the settings say so, not machine.source again.
+    let mut e = IssuerConfig {
+        gen_method: vesta_core::GenMethod::Server,
+        ..IssuerConfig::default()
+    };
+    e.machine.source = MachineSource::Etcd;
+    e.etcd.endpoints = vec!["http://127.0.0.1:2379".into()];
+    let plan = e.plan().unwrap();
+    assert_eq!(plan.choice, MachineChoice::Leased);
+    assert_eq!((plan.first_machine(), plan.host_hold), (924, false));
+    let Keeper::Etcd(etcd) = &plan.keeper else {
+        panic!("{plan:?}")
+    };
+    assert_eq!(
+        (etcd.fixed, etcd.pool_name, etcd.pool.clone()),
+        (None, "server", 924..=1023)
+    );
+    assert_eq!(
+        plan.to_string(),
+        "leased from etcd http://127.0.0.1:2379 under /vesta/default"
+    );
+    // A static machine.id with a leasing source: refused once, by the plan, for every source
+    // (and for the settings built from it).
+    e.machine.id = Some(930);
+    let err = crate::lease::EtcdSettings::from_config(&e)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "invalid config: machine.id 930 is set but machine.source is etcd, which leases a \
+         machine ID from the pool: remove machine.id, or use source = \"static\""
+    );
+
+    // Registered in an SQL table: its URL is not shown, its scope is.
+    let mut q = IssuerConfig::default();
+    q.machine.id = Some(5);
+    q.machine.db = Some("sqlite:///tmp/m.db".into());
+    let plan = q.plan().unwrap();
+    assert_eq!(plan.registry(), Some(Registry::Sql));
+    assert_eq!(
+        plan.to_string(),
+        "static, registered in the SQL table vesta_machine, scope \"default\""
+    );
+    assert_eq!(q.sql_lease().unwrap().fixed, Some(5));
+    assert_eq!(MachineSource::Sql.registry(), Some(Registry::Sql));
+    assert_eq!(MachineSource::Ordinal.registry(), None);
 }

@@ -15,7 +15,7 @@ use vesta_core::{
 };
 
 use crate::clock::SystemClock;
-use crate::config::{ConfigError, IssuerConfig, RequireSync};
+use crate::config::{ConfigError, IssuerConfig, MachinePlan, RequireSync};
 use crate::error::{IssueError, ShutdownError, StartError};
 use crate::lease::leased_generator::LeasedGenerator;
 #[cfg(feature = "tokio")]
@@ -39,6 +39,8 @@ impl LeaseThread {
 pub struct Issuer<C: Clock + 'static = SystemClock> {
     leased: Arc<LeasedGenerator<C>>,
     config: IssuerConfig,
+    /// The machine plan it started on.
+    plan: MachinePlan,
     /// The lease thread (ZooKeeper, or a static ID's state file), if any; taken by `shutdown`.
     lease_thread: Mutex<Option<LeaseThread>>,
     /// A static machine ID held on this host without a state file
@@ -245,6 +247,12 @@ impl<C: Clock + 'static> Issuer<C> {
     /// The configuration the issuer started from.
     pub fn config(&self) -> &IssuerConfig {
         &self.config
+    }
+
+    /// The machine plan it started on ([`IssuerConfig::plan`]): how the machine ID is chosen,
+    /// what keeps its mark, whether it is held on this host. The ID in use is the status's.
+    pub fn plan(&self) -> &MachinePlan {
+        &self.plan
     }
 
     /// The layout of the issued IDs (fields, capacity per unit, time span, epoch).

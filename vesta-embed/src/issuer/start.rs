@@ -23,9 +23,11 @@ pub(super) fn with_keeper<C: Clock + 'static>(
     plan: MachinePlan,
     generator: Generator<C>,
 ) -> Result<Issuer<C>, StartError> {
+    #[cfg(feature = "state-file")]
     let machine = plan.first_machine();
+    let kept = plan.clone();
     match plan.keeper {
-        Keeper::Nothing => unkept(config, machine, generator),
+        Keeper::Nothing => unkept(config, kept, generator),
         #[cfg(feature = "state-file")]
         Keeper::StateFile(path) => {
             use crate::lease::static_source::{StaticSource, StaticStart};
@@ -40,7 +42,7 @@ pub(super) fn with_keeper<C: Clock + 'static>(
                 hold_wait: config.hold_wait,
             })?;
             let timing = (StaticSource::window(interval), interval);
-            leased(config, generator, reason, timing, source)
+            leased((config, kept), generator, reason, timing, source)
         }
         #[cfg(feature = "zookeeper")]
         Keeper::ZooKeeper(settings) => {
@@ -49,7 +51,7 @@ pub(super) fn with_keeper<C: Clock + 'static>(
             let reason = acquiring(settings.fixed, "ZooKeeper");
             let counted_in = counted_in(&generator);
             let source = ZkSource::new(*settings, generator.clock().now_ms(), counted_in)?;
-            leased(config, generator, reason, timing, source)
+            leased((config, kept), generator, reason, timing, source)
         }
         #[cfg(feature = "sql")]
         Keeper::Sql(settings) => {
@@ -58,7 +60,7 @@ pub(super) fn with_keeper<C: Clock + 'static>(
             let reason = acquiring(settings.fixed, "the SQL database");
             let counted_in = counted_in(&generator);
             let source = SqlSource::new(*settings, generator.clock().now_ms(), counted_in);
-            leased(config, generator, reason, timing, source)
+            leased((config, kept), generator, reason, timing, source)
         }
         #[cfg(feature = "etcd")]
         Keeper::Etcd(settings) => {
@@ -67,7 +69,7 @@ pub(super) fn with_keeper<C: Clock + 'static>(
             let reason = acquiring(settings.fixed, "etcd");
             let counted_in = counted_in(&generator);
             let source = EtcdSource::new(*settings, generator.clock().now_ms(), counted_in);
-            leased(config, generator, reason, timing, source)
+            leased((config, kept), generator, reason, timing, source)
         }
     }
 }
@@ -88,14 +90,15 @@ fn acquiring(fixed: Option<u64>, store: &str) -> String {
 }
 
 /// A fixed ID that nothing records: start after whatever an earlier run could have issued,
-/// held on this host first if the config asks.
+/// held on this host first if the plan says so.
 fn unkept<C: Clock + 'static>(
     config: IssuerConfig,
-    machine: u64,
+    plan: MachinePlan,
     generator: Generator<C>,
 ) -> Result<Issuer<C>, StartError> {
+    let machine = plan.first_machine();
     #[cfg(feature = "state-file")]
-    let hold = match config.hold_on_host {
+    let hold = match plan.host_hold {
         true => Some(HostHold::acquire(
             generator.layout(),
             config.gen_method,
@@ -128,6 +131,7 @@ fn unkept<C: Clock + 'static>(
     Ok(Issuer {
         leased: Arc::new(LeasedGenerator::new(generator, LeaseInfo::fixed())),
         config,
+        plan,
         lease_thread: Mutex::new(None),
         #[cfg(feature = "state-file")]
         host_hold: Mutex::new(host_hold),
@@ -158,7 +162,7 @@ impl HeldOnHost {
 /// until the source holds the machine ID; `timing` is the first (window, beat).
 #[cfg(any(feature = "state-file", feature = "sql", feature = "etcd"))]
 fn leased<C: Clock + 'static, S: crate::lease::worker::LeaseSource<C>>(
-    config: IssuerConfig,
+    (config, plan): (IssuerConfig, MachinePlan),
     generator: Generator<C>,
     reason: String,
     (window, beat): (Duration, Duration),
@@ -177,6 +181,7 @@ fn leased<C: Clock + 'static, S: crate::lease::worker::LeaseSource<C>>(
     Ok(Issuer {
         leased,
         config,
+        plan,
         lease_thread: Mutex::new(Some(thread)),
         #[cfg(feature = "state-file")]
         host_hold: Mutex::new(None),

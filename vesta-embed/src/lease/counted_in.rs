@@ -12,7 +12,7 @@
 //! and `vesta gen`'s own state file are keyed by it (and not by the epoch, so an epoch changed
 //! under one of them meets the refusal instead of a fresh file).
 
-use vesta_core::{Epoch, FieldKind, GenMethod, Layout};
+use vesta_core::{Epoch, FieldKind, GenMethod, Layout, Remedy};
 
 use crate::error::StartError;
 
@@ -115,13 +115,13 @@ impl CountedIn {
 
     /// Refuses a mark of `machine` that another layout or epoch counted (`theirs`; `None` for
     /// a record older than this check), unless no ID of the two can be equal. `held_in` says
-    /// where the mark is, `retire` the command that retires it.
+    /// where the mark is, `retire` what retires it.
     pub(crate) fn check(
         &self,
         theirs: Option<&CountedIn>,
         machine: u64,
         held_in: &str,
-        retire: &str,
+        retire: Remedy,
     ) -> Result<(), StartError> {
         match theirs {
             Some(theirs)
@@ -133,7 +133,7 @@ impl CountedIn {
                     held_in: held_in.to_owned(),
                     theirs: theirs.describe(),
                     ours: self.describe(),
-                    retire: retire.to_owned(),
+                    remedy: Box::new(retire),
                 })
             }
             _ => Ok(()),
@@ -263,8 +263,9 @@ mod tests {
             ours.layout,
             "time 30-59, seq 10-29, node 0-9, 1000 ms units"
         );
-        ours.check(Some(&ours.clone()), 5, "x", "y").unwrap();
-        ours.check(None, 5, "x", "y").unwrap();
+        let file = || Remedy::RetireStateFile { path: "/s".into() };
+        ours.check(Some(&ours.clone()), 5, "x", file()).unwrap();
+        ours.check(None, 5, "x", file()).unwrap();
 
         let moved = CountedIn::of(
             &IdType::MaxPeak
@@ -272,27 +273,23 @@ mod tests {
                 .with_epoch(Epoch::from_unix_ms(1_420_070_400_000)),
             GenMethod::Embed,
         );
-        let err = ours
-            .check(
-                Some(&moved),
-                5,
-                "the state file /s",
-                "vesta machine retire --state-file /s",
-            )
-            .unwrap_err()
-            .to_string();
+        let refused = ours
+            .check(Some(&moved), 5, "the state file /s", file())
+            .unwrap_err();
+        assert_eq!(refused.remedy(), Some(&file()));
+        let err = refused.to_string();
         assert!(err.contains("machine 5"), "{err}");
         assert!(err.contains("the state file /s"), "{err}");
         assert!(err.contains("2015-01-01T00:00:00.000Z"), "{err}");
         assert!(err.contains("2014-12-31T16:00:00.000Z"), "{err}");
         assert!(
-            err.contains("vesta machine retire --state-file /s"),
+            err.ends_with("can never meet the new ones: retire the state file /s"),
             "{err}"
         );
         // Max-peak and min-granularity IDs never meet (the type bit): no refusal; nor a
         // REST server's mark under a TCP server of another epoch (the genMethod bits).
         let millis = CountedIn::of(IdType::MinGranularity.layout(), GenMethod::Embed);
-        assert!(ours.check(Some(&millis), 5, "x", "y").is_ok());
+        assert!(ours.check(Some(&millis), 5, "x", file()).is_ok());
         let rest = CountedIn::of(
             &IdType::MaxPeak
                 .layout()
@@ -300,16 +297,16 @@ mod tests {
             GenMethod::Rest,
         );
         let tcp = CountedIn::of(IdType::MaxPeak.layout(), GenMethod::Server);
-        assert!(tcp.check(Some(&rest), 930, "x", "y").is_ok());
+        assert!(tcp.check(Some(&rest), 930, "x", file()).is_ok());
         // A mark of unknown fixed bits (written before they were recorded) may meet anything.
         let unknown = CountedIn {
             fixed: None,
             ..millis.clone()
         };
-        assert!(ours.check(Some(&unknown), 5, "x", "y").is_err());
+        assert!(ours.check(Some(&unknown), 5, "x", file()).is_err());
         // Leaf and Vesta max-peak may meet (no fixed bit tells them apart).
         let leaf = CountedIn::of(&vesta_core::Preset::Leaf.layout(), GenMethod::Embed);
-        assert!(ours.check(Some(&leaf), 5, "x", "y").is_err());
+        assert!(ours.check(Some(&leaf), 5, "x", file()).is_err());
         assert_eq!(CountedIn::decode(&ours.encode()), Some(ours.clone()));
         assert_eq!(CountedIn::decode(&unknown.encode()), Some(unknown));
         assert_eq!(CountedIn::decode(""), None);

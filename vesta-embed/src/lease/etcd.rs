@@ -26,7 +26,9 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
-use crate::config::{ConfigError, EtcdSection, IssuerConfig, MachineSource};
+use vesta_core::MarkStore;
+
+use crate::config::{ConfigError, EtcdSection, IssuerConfig, Keeper, Wanted};
 
 /// Everything an etcd lease needs, checked and converted from [`IssuerConfig`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,37 +49,34 @@ pub struct EtcdSettings {
     pub pool_name: &'static str,
     /// The machine IDs this issuer may lease.
     pub pool: RangeInclusive<u64>,
-    /// A static machine ID registered in etcd (`source = "static"` or `"ordinal"` with
-    /// `etcd.endpoints` set): only this ID is claimed, and a live holder of it refuses the start.
+    /// A static machine ID registered in etcd (the plan's fixed ID, `etcd.endpoints` set): only
+    /// this ID is claimed, and a live holder of it refuses the start.
     pub fixed: Option<u64>,
 }
 
 impl EtcdSettings {
-    /// Checks the `[etcd]` section (`source = "etcd"`, or a static ID with `etcd.endpoints`,
-    /// which registers it) and picks the pool of the config's genMethod.
+    /// The settings of `config`'s machine plan ([`IssuerConfig::plan`]), which keeps its
+    /// machine ID in etcd: leased (`source = "etcd"`) or a static one registered there
+    /// (`etcd.endpoints` set).
     pub fn from_config(config: &IssuerConfig) -> Result<Self, ConfigError> {
+        match config.plan()?.keeper {
+            Keeper::Etcd(settings) => Ok(*settings),
+            _ => Err(ConfigError::Inconsistent(
+                "machine.source is not \"etcd\" and etcd.endpoints is not set".into(),
+            )),
+        }
+    }
+
+    /// Built by the plan alone: what it `wanted` (the fixed ID, or the pool to lease from) and
+    /// the `[etcd]` section, checked.
+    pub(crate) fn planned(config: &IssuerConfig, wanted: Wanted) -> Result<Self, ConfigError> {
         let e = &config.etcd;
         let bad = |msg: String| Err(ConfigError::Inconsistent(msg));
-        let fixed = match config.machine.source {
-            MachineSource::Etcd => None,
-            MachineSource::Static | MachineSource::Ordinal if !e.endpoints.is_empty() => {
-                Some(config.static_machine()?)
-            }
-            _ => {
-                return bad("machine.source is not \"etcd\" and etcd.endpoints is not set".into());
-            }
-        };
         let base = Self::connection(e)?;
         if e.ttl_ms < 2_000 {
             return bad(format!(
                 "etcd.ttl_ms {} is too small: at least 2000",
                 e.ttl_ms
-            ));
-        }
-        if let (Some(id), None) = (config.machine.id, fixed) {
-            return bad(format!(
-                "machine.id {id} is set but machine.source is etcd, which leases a machine ID \
-                 from the pool: remove machine.id, or use source = \"static\""
             ));
         }
         if let Some(path) = &config.machine.state_file {
@@ -87,17 +86,21 @@ impl EtcdSettings {
                 path.display()
             ));
         }
-        let (pool_name, pool) = config
-            .pools()?
-            .for_gen_method(config.gen_method)
-            .map_err(vesta_core::ConfigError::from)?;
         Ok(EtcdSettings {
             start_guard_max_wait: config.start_guard_max_wait(),
-            pool_name,
-            pool,
-            fixed,
+            pool_name: wanted.pool_name,
+            pool: wanted.pool,
+            fixed: wanted.fixed,
             ..base
         })
+    }
+
+    /// The store, as a remedy names it.
+    pub fn store(&self) -> MarkStore {
+        MarkStore::Etcd {
+            endpoints: self.shown.clone(),
+            root: self.root.clone(),
+        }
     }
 
     /// Where and how to reach etcd from an `[etcd]` section alone (endpoints, root, timeout
@@ -514,6 +517,7 @@ async fn post(host: &str, port: u16, path: &str, body: &Value) -> Result<Value, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::MachineSource;
 
     #[test]
     fn settings_check_endpoints_root_and_ttl() {

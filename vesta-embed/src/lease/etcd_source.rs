@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use vesta_core::{Clock, Epoch};
+use vesta_core::{Clock, Epoch, Remedy};
 
 use super::Mark;
 use super::counted_in::CountedIn;
@@ -121,15 +121,17 @@ impl EtcdSource {
                     s.shown, s.root
                 )));
             }
-            return Err(StartError::Lease(format!(
-                "etcd {}: every machine ID of the {} pool {}..={} under {} is held (vesta \
-                 machine ls --etcd shows by whom)",
-                s.shown,
-                s.pool_name,
-                s.pool.start(),
-                s.pool.end(),
-                s.root
-            )));
+            return Err(StartError::Taken {
+                message: format!(
+                    "etcd {}: every machine ID of the {} pool {}..={} under {} is held",
+                    s.shown,
+                    s.pool_name,
+                    s.pool.start(),
+                    s.pool.end(),
+                    s.root
+                ),
+                remedy: Box::new(Remedy::ListHolders { store: s.store() }),
+            });
         };
         let taken = async {
             let mark = match self.client.get(&s.mark_key(machine)).await? {
@@ -153,10 +155,10 @@ impl EtcdSource {
                 mark.counted_in().as_ref(),
                 machine,
                 &format!("etcd {} {}", s.shown, s.mark_key(machine)),
-                &format!(
-                    "vesta machine retire {machine} --etcd {} --root {}",
-                    s.shown, s.root
-                ),
+                Remedy::RetireMark {
+                    machine,
+                    store: s.store(),
+                },
             );
             if let Err(e) = counted {
                 let _ = self.client.revoke(lease_id).await;

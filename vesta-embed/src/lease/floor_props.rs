@@ -122,7 +122,8 @@ proptest! {
             CountedIn::of(&ours, GenMethod::Embed),
             CountedIn::of(&moved, GenMethod::Embed),
         );
-        let checked = a.check(Some(&b), 5, "here", "retire");
+        let retire = vesta_core::Remedy::RetireStateFile { path: "here".into() };
+        let checked = a.check(Some(&b), 5, "here", retire);
         // Sonyflake's and Vesta's IDs can meet (no fixed bit tells them apart), Vesta's two
         // types cannot (the type bit): only the first kind is refused.
         let disjoint = ours.id_type().is_some()

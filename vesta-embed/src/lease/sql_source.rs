@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use vesta_core::{Clock, Epoch};
+use vesta_core::{Clock, Epoch, Remedy};
 
 use super::counted_in::CountedIn;
 use super::rules::{Promise, beat_interval, fence_window};
@@ -81,10 +81,7 @@ impl SqlSource {
             );
         }
         let db = self.db.as_ref().expect("connected above");
-        let Claimed { machine, mark_ms } = db
-            .claim(&self.holder, self.machine)
-            .await
-            .map_err(StartError::Lease)?;
+        let Claimed { machine, mark_ms } = db.claim(&self.holder, self.machine).await?;
         // Given back as found when the start fails: the mark and what it was counted in.
         let mut theirs = String::new();
         let checked = async {
@@ -98,10 +95,10 @@ impl SqlSource {
                 counted_in.as_ref(),
                 machine,
                 &format!("{} scope {:?}", s.db, s.scope),
-                &format!(
-                    "vesta machine retire {machine} --machine-db {} --scope {}",
-                    s.db, s.scope
-                ),
+                Remedy::RetireMark {
+                    machine,
+                    store: s.store(),
+                },
             )?;
             lease
                 .guarded_floor(machine, mark_ms, s.start_guard_max_wait)

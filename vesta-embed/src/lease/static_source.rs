@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use vesta_core::{Clock, Epoch, GenMethod, Layout, Position};
+use vesta_core::{Clock, Epoch, GenMethod, Layout, Position, Remedy};
 
 use super::counted_in::CountedIn;
 use super::hold::{self, HostHold, StateLock};
@@ -94,7 +94,7 @@ impl StaticSource {
                 record.counted_in().as_ref(),
                 machine,
                 &format!("the state file {}", path.display()),
-                &format!("vesta machine retire --state-file {}", path.display()),
+                Remedy::RetireStateFile { path: path.clone() },
             )?;
         }
         // Then the host's hold: another user's state file of this machine ID, and its epoch.

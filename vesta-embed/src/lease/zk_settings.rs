@@ -1,11 +1,14 @@
-//! What a ZooKeeper lease needs, checked and converted from [`IssuerConfig`] once, before
-//! anything connects. Public because `vesta zk ls` reads the same settings.
+//! What a ZooKeeper lease needs, built by the machine plan ([`IssuerConfig::plan`]: the fixed
+//! ID or the pool) from the `[zookeeper]` section, checked once before anything connects.
+//! Public because `vesta zk ls` reads the same settings.
 
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::{ConfigError, IssuerConfig, MachineSource, ZooKeeperSection};
+use vesta_core::MarkStore;
+
+use crate::config::{ConfigError, IssuerConfig, Wanted, ZooKeeperSection};
 
 /// Everything the ZooKeeper lease needs, checked and converted from [`IssuerConfig`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,30 +40,33 @@ pub struct ZkSettings {
     pub pool_name: &'static str,
     /// The machine IDs this issuer may lease (the pool of its genMethod).
     pub pool: RangeInclusive<u64>,
-    /// A static machine ID registered in ZooKeeper (`source = "static"` or `"ordinal"` with
-    /// `zookeeper.connect` set): only this ID is claimed, and a live holder of it refuses the
-    /// start.
+    /// A static machine ID registered in ZooKeeper (the plan's fixed ID, `zookeeper.connect`
+    /// set): only this ID is claimed, and a live holder of it refuses the start.
     pub fixed: Option<u64>,
 }
 
 impl ZkSettings {
-    /// Checks the `[zookeeper]` section and picks the pool of the config's genMethod.
+    /// The settings of `config`'s machine plan ([`IssuerConfig::plan`]), which keeps its
+    /// machine ID in ZooKeeper: leased (`source = "zookeeper"`) or a static one registered
+    /// there (`zookeeper.connect` set).
     pub fn from_config(config: &IssuerConfig) -> Result<Self, ConfigError> {
+        match config.plan()?.keeper {
+            #[cfg(feature = "zookeeper")]
+            crate::config::Keeper::ZooKeeper(settings) => Ok(*settings),
+            _ => Err(ConfigError::Inconsistent(
+                "machine.source is not \"zookeeper\" and zookeeper.connect is not set".into(),
+            )),
+        }
+    }
+
+    /// Built by the plan alone: what it `wanted` (the fixed ID, or the pool to lease from) and
+    /// the `[zookeeper]` section, checked.
+    #[cfg_attr(not(feature = "zookeeper"), allow(dead_code))]
+    pub(crate) fn planned(config: &IssuerConfig, wanted: Wanted) -> Result<Self, ConfigError> {
         let z = &config.zookeeper;
         let bad = |msg: String| Err(ConfigError::Inconsistent(msg));
-        let fixed = match config.machine.source {
-            MachineSource::Zookeeper => None,
-            MachineSource::Static | MachineSource::Ordinal if !z.connect.trim().is_empty() => {
-                Some(config.static_machine()?)
-            }
-            _ => {
-                return bad(
-                    "machine.source is not \"zookeeper\" and zookeeper.connect is not set".into(),
-                );
-            }
-        };
         let connection = Self::connection(z)?;
-        if fixed.is_some() && z.start_without_zookeeper {
+        if wanted.fixed.is_some() && z.start_without_zookeeper {
             return bad(
                 "zookeeper.start_without_zookeeper is set with a static machine ID registered \
                  in ZooKeeper: the registration is what refuses a second holder, so it cannot \
@@ -74,10 +80,6 @@ impl ZkSettings {
                 z.report_interval_ms
             ));
         }
-        let (pool_name, pool) = config
-            .pools()?
-            .for_gen_method(config.gen_method)
-            .map_err(vesta_core::ConfigError::from)?;
         Ok(ZkSettings {
             report_interval: Duration::from_millis(z.report_interval_ms),
             start_guard_max_wait: config.start_guard_max_wait(),
@@ -85,9 +87,9 @@ impl ZkSettings {
             instance: z.instance.clone(),
             state_file: config.machine.state_file.clone(),
             hold_wait: config.hold_wait,
-            pool_name,
-            pool,
-            fixed,
+            pool_name: wanted.pool_name,
+            pool: wanted.pool,
+            fixed: wanted.fixed,
             ..connection
         })
     }
@@ -137,6 +139,14 @@ impl ZkSettings {
         })
     }
 
+    /// The store, as a remedy names it.
+    pub fn store(&self) -> MarkStore {
+        MarkStore::ZooKeeper {
+            connect: self.connect.clone(),
+            root: self.root.clone(),
+        }
+    }
+
     /// The znode of the claim on `machine`.
     pub fn claim_path(&self, machine: u64) -> String {
         format!("{}/machines/{machine}", self.root)
@@ -151,6 +161,7 @@ impl ZkSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::MachineSource;
     use vesta_core::GenMethod;
 
     #[test]

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use vesta_core::{Clock, Epoch};
+use vesta_core::{Clock, Epoch, Remedy};
 use zookeeper_client::SessionState;
 
 use super::ZkSettings;
@@ -94,7 +94,7 @@ impl ZkSource {
                         r.counted_in().as_ref(),
                         r.machine,
                         &format!("the state file {}", path.display()),
-                        &format!("vesta machine retire --state-file {}", path.display()),
+                        Remedy::RetireStateFile { path: path.clone() },
                     )?;
                 }
                 (Some(lock), record)
@@ -184,10 +184,10 @@ impl ZkSource {
                     m.counted_in().as_ref(),
                     machine,
                     &format!("ZooKeeper {}", self.settings.mark_path(machine)),
-                    &format!(
-                        "vesta machine retire {machine} --zk {} --root {}",
-                        self.settings.connect, self.settings.root
-                    ),
+                    Remedy::RetireMark {
+                        machine,
+                        store: self.settings.store(),
+                    },
                 )?;
                 m.mark_ms
             }

@@ -15,6 +15,7 @@ use crate::error::{SegmentError, shown_tag};
 use crate::pool::{self, AnyPool, OpenError, PoolSettings};
 use crate::tag::validate_tag;
 use crate::url::DbUrl;
+use vesta_core::Remedy;
 
 use self::driver::{
     FETCH_TIMEOUT_KEY, UNIQUE, driver_message, is_missing_table, is_unreachable, no_answer,
@@ -179,7 +180,14 @@ impl Database {
                     dir,
                 });
             }
-            Err(OpenError::NoFile(path)) => return Err(SegmentError::NoDatabaseFile { path }),
+            Err(OpenError::NoFile(path)) => {
+                return Err(SegmentError::NoDatabaseFile {
+                    path,
+                    remedy: Remedy::CreateSegmentTable {
+                        db: url.to_string(),
+                    },
+                });
+            }
             Err(OpenError::Driver(e)) if is_unreachable(&e) => {
                 return Err(SegmentError::Unreachable {
                     db: url.to_string(),
@@ -240,9 +248,7 @@ impl Database {
     ) -> Result<T, SegmentError> {
         match tokio::time::timeout(self.timeout, op).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) if is_missing_table(&e) => Err(SegmentError::MissingTable {
-                db: self.url.to_string(),
-            }),
+            Ok(Err(e)) if is_missing_table(&e) => Err(SegmentError::missing_table(&self.url)),
             Ok(Err(e)) => Err(SegmentError::Database {
                 db: self.url.to_string(),
                 action: action(),

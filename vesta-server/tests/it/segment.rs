@@ -282,7 +282,8 @@ async fn a_missing_table_fails_the_start_before_anything_listens() {
     assert_eq!(
         err,
         format!(
-            "segments: table leaf_alloc does not exist at {url} (create it with `vesta segment init`)"
+            "segments: table leaf_alloc does not exist at {url} (to create it: create table \
+             leaf_alloc at {url})"
         )
     );
     let missing = format!("sqlite://{}/none.db", dir.path().display());

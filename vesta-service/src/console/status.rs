@@ -1,13 +1,15 @@
 //! The status page: what `/healthz` and the metrics say, for a person: the layout and its end
-//! of life, the machine ID with its pool, source and lease (deadline, mark, last renewal), the
-//! issuing and refusal rates over the last minutes (a chart drawn as inline SVG), refusals by
-//! reason, the issuer's own events and the connections.
+//! of life, the machine ID with its pool, its machine plan (how it is chosen, what keeps it,
+//! whether it is held on this host) and lease (deadline, mark, last renewal), the issuing and
+//! refusal rates over the last minutes (a chart drawn as inline SVG), refusals by reason, the
+//! issuer's own events and the connections.
 
 use std::fmt::Write;
 use std::time::{Duration, Instant};
 
 use vesta_core::{Clock, Epoch, Layout, describe_span};
-use vesta_embed::{IssuerConfig, MachineSource, Status};
+use vesta_embed::Status;
+use vesta_embed::config::MachinePlan;
 
 use super::Inner;
 use super::html::Html;
@@ -20,7 +22,7 @@ pub fn page<C: Clock + 'static>(console: &Inner<C>) -> String {
     let now_ms = issuer.clock().now_ms();
     let mut h = Html::default();
     issuer_facts(&mut h, console.server, &s, now_ms);
-    machine_facts(&mut h, issuer.config(), &s, now_ms);
+    machine_facts(&mut h, issuer.plan(), &s, now_ms);
     issuing(&mut h, console);
     refusals(&mut h, console, &s);
     h.into_string()
@@ -82,7 +84,7 @@ fn issuer_facts(h: &mut Html, server: &str, s: &Status, now_ms: u64) {
     h.end_facts();
 }
 
-fn machine_facts(h: &mut Html, config: &IssuerConfig, s: &Status, now_ms: u64) {
+fn machine_facts(h: &mut Html, plan: &MachinePlan, s: &Status, now_ms: u64) {
     h.heading("Machine ID and lease");
     h.facts("machine");
     h.fact(
@@ -90,7 +92,8 @@ fn machine_facts(h: &mut Html, config: &IssuerConfig, s: &Status, now_ms: u64) {
         "Machine ID",
         super::explain::machine_and_pool(&s.layout, s.machine),
     );
-    h.fact("source", "Source", source(config));
+    // Where the ID comes from, as the plan the issuer started on says it.
+    h.fact("source", "Source", plan);
     h.fact("lease", "Lease", s.lease.state);
     let ago = |t: u64| {
         format!(
@@ -142,33 +145,6 @@ fn machine_facts(h: &mut Html, config: &IssuerConfig, s: &Status, now_ms: u64) {
         h.fact("note", "Note", note);
     }
     h.end_facts();
-}
-
-/// Where the machine ID comes from, and the registry a static one is registered in. A SQL
-/// database's URL is not shown: it may carry a password.
-fn source(c: &IssuerConfig) -> String {
-    let registry = c.registries().first().map(|key| match *key {
-        "zookeeper.connect" => {
-            format!(
-                "ZooKeeper {} under {}",
-                c.zookeeper.connect, c.zookeeper.root
-            )
-        }
-        "etcd.endpoints" => format!("etcd {} under {}", c.etcd.endpoints.join(","), c.etcd.root),
-        _ => "the SQL table vesta_machine".to_owned(),
-    });
-    let registered = |what: &str| match &registry {
-        Some(r) => format!("{what}, registered in {r}"),
-        None => format!("{what}, not registered anywhere"),
-    };
-    match c.machine.source {
-        MachineSource::Static => registered("static"),
-        MachineSource::Ordinal => registered("StatefulSet ordinal"),
-        _ => format!(
-            "leased from {}",
-            registry.unwrap_or_else(|| "its store".into())
-        ),
-    }
 }
 
 fn mark(layout: &Layout, time: u64) -> String {

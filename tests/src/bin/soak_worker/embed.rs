@@ -226,10 +226,10 @@ fn shut(issuer: SoakIssuer, stats: &mut Stats) {
 fn start_error_kind(e: &StartError) -> &'static str {
     match e {
         StartError::Config(_) => "config",
-        StartError::StateFile { .. } => "state file",
+        StartError::StateFile { .. } | StartError::HoldRecord { .. } => "state file",
         StartError::ClockBehindMark { .. } => "clock behind mark",
         StartError::ClockUnsynchronised { .. } => "clock unsynchronised",
-        StartError::Lease(_) => "lease",
+        StartError::Lease(_) | StartError::Taken { .. } => "lease",
         StartError::ZooKeeper(_) => "zookeeper",
         StartError::Thread { .. } => "thread",
         _ => "other",

@@ -117,6 +117,7 @@ fn gen_without_a_usable_state_directory_runs_and_says_so() {
         for needle in [
             "vesta gen: ",
             "going on without a state file",
+            "machine 0 is still held on this host",
             "--state-file FILE",
         ] {
             assert!(err.contains(needle), "{what}: {err} lacks {needle:?}");

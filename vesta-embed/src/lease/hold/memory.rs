@@ -183,16 +183,12 @@ fn parse(path: &Path, text: &str) -> Result<Record, StartError> {
     if text.trim().is_empty() {
         return Ok(Record::default());
     }
-    let unreadable = |why: String| {
-        file_error(
-            path,
-            format!(
-                "this host's hold record does not read ({why}); if no issuer of this machine \
-                 ID ran on this host in another layout or epoch, retire it: vesta machine \
-                 retire --host-hold {}",
-                path.display()
-            ),
-        )
+    let unreadable = |why: String| StartError::HoldRecord {
+        path: path.to_owned(),
+        why,
+        remedy: Box::new(vesta_core::Remedy::RetireHostHold {
+            path: path.to_owned(),
+        }),
     };
     let at = text
         .rfind(SUM)
@@ -334,9 +330,22 @@ mod tests {
         let text = std::fs::read_to_string(f.path()).unwrap();
         // A shorter record written over a longer one, cut off before its length was set.
         std::fs::write(f.path(), format!("machine = 6\n{text}")).unwrap();
-        let err = f.update(|_, _| Ok(())).unwrap_err().to_string();
+        let refused = f.update(|_, _| Ok(())).unwrap_err();
+        assert_eq!(
+            refused.remedy(),
+            Some(&vesta_core::Remedy::RetireHostHold {
+                path: f.path().to_owned()
+            })
+        );
+        let err = refused.to_string();
         assert!(err.contains("does not read"), "{err}");
-        assert!(err.contains("vesta machine retire --host-hold"), "{err}");
+        assert!(
+            err.ends_with(&format!(
+                "in another layout or epoch: retire this host's hold record {}",
+                f.path().display()
+            )),
+            "{err}"
+        );
         std::fs::write(f.path(), "machine = 5\n").unwrap();
         assert!(f.update(|_, _| Ok(())).is_err(), "no checksum line");
     }

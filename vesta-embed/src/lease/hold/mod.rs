@@ -27,7 +27,7 @@ mod state_lock;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use vesta_core::{GenMethod, Layout};
+use vesta_core::{GenMethod, Layout, Remedy};
 
 use self::arbiter::Claim;
 use self::lock_file::holder_line;
@@ -139,7 +139,7 @@ impl HostHold {
                         path.display(),
                         entry.layout
                     ),
-                    &format!("vesta machine retire --host-hold {}", path.display()),
+                    Remedy::RetireHostHold { path: path.clone() },
                 )?;
             }
             let found: Vec<SpaceEntry> = rec

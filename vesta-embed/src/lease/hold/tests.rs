@@ -114,13 +114,22 @@ fn another_epoch_is_refused_under_any_name_until_retired() {
     let mut first = hold(&place, &leaf, GenMethod::Embed, 7).unwrap();
     first.begin().unwrap();
     drop(first);
-    let err = hold(&place, &moved, GenMethod::Embed, 7)
-        .unwrap_err()
-        .to_string();
+    let refused = hold(&place, &moved, GenMethod::Embed, 7).unwrap_err();
+    let path = record_path(&place);
+    assert_eq!(
+        refused.remedy(),
+        Some(&vesta_core::Remedy::RetireHostHold { path: path.clone() })
+    );
+    let err = refused.to_string();
     assert!(err.contains("this host's hold record"), "{err}");
     assert!(err.contains("its last holder's, leaf"), "{err}");
-    assert!(err.contains("vesta machine retire --host-hold"), "{err}");
-    let path = record_path(&place);
+    assert!(
+        err.ends_with(&format!(
+            "retire this host's hold record {}",
+            path.display()
+        )),
+        "{err}"
+    );
     let held = hold(&place, &leaf, GenMethod::Embed, 7).unwrap();
     let err = retire_at(&place, &path).unwrap_err().to_string();
     assert!(err.contains("stop it first"), "{err}");

@@ -18,9 +18,11 @@ mod statements;
 
 use std::time::Duration;
 
+use vesta_core::Remedy;
 use vesta_segment::pool::{self, AnyPool, OpenError, PoolSettings};
 
 use super::counted_in::CountedIn;
+use crate::error::StartError;
 use choose::{Choice, choose, choose_fixed};
 pub use settings::{MachineRow, SqlSettings};
 use statements::{ADD_COUNTED_IN, DDL, PROBE, PROBE_COUNTED_IN, Statements, safe};
@@ -277,7 +279,7 @@ impl SqlLease {
         &self,
         holder: &str,
         preferred: Option<u64>,
-    ) -> Result<Claimed, String> {
+    ) -> Result<Claimed, StartError> {
         for attempt in 1..=CLAIM_ATTEMPTS {
             match self.try_claim(holder, preferred).await? {
                 Some(claimed) => return Ok(claimed),
@@ -286,11 +288,11 @@ impl SqlLease {
                 None => tokio::time::sleep(Duration::from_millis(10) * attempt).await,
             }
         }
-        Err(format!(
+        Err(StartError::Lease(format!(
             "machine.db {}: claiming a machine ID in scope {:?}: lost {CLAIM_ATTEMPTS} races \
              with other claimers in a row",
             self.settings.db, self.settings.scope
-        ))
+        )))
     }
 
     /// One claim transaction; `None` when a racing claimer inserted the chosen ID first.
@@ -298,7 +300,7 @@ impl SqlLease {
         &self,
         holder: &str,
         preferred: Option<u64>,
-    ) -> Result<Option<Claimed>, String> {
+    ) -> Result<Option<Claimed>, StartError> {
         let s = &self.settings;
         let (lo, hi) = (to_i64(*s.pool.start()), to_i64(*s.pool.end()));
         let lease_ms = to_i64(s.lease.as_millis() as u64);
@@ -366,25 +368,31 @@ impl SqlLease {
                 other => other,
             }
         };
-        match self.bounded("claiming a machine ID", claiming).await? {
+        let taken = |message| StartError::Taken {
+            message,
+            remedy: Box::new(Remedy::ListHolders { store: s.store() }),
+        };
+        match self
+            .bounded("claiming a machine ID", claiming)
+            .await
+            .map_err(StartError::Lease)?
+        {
             Ok(claimed) => Ok(claimed),
-            Err(Some((holder, left_ms))) => Err(format!(
+            Err(Some((holder, left_ms))) => Err(taken(format!(
                 "machine {} is held by {holder} in {} scope {:?} for another {left_ms} ms: \
-                 another issuer runs with this static machine ID; give each its own \
-                 machine.id (vesta machine ls shows the holders)",
+                 another issuer runs with this static machine ID; give each its own machine.id",
                 s.fixed.unwrap_or_default(),
                 s.db,
                 s.scope
-            )),
-            Err(None) => Err(format!(
-                "machine.db {}: every machine ID of the {} pool {}..={} in scope {:?} is held \
-                 (vesta machine ls shows by whom)",
+            ))),
+            Err(None) => Err(taken(format!(
+                "machine.db {}: every machine ID of the {} pool {}..={} in scope {:?} is held",
                 s.db,
                 s.pool_name,
                 s.pool.start(),
                 s.pool.end(),
                 s.scope
-            )),
+            ))),
         }
     }
 

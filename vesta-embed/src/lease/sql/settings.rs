@@ -1,12 +1,14 @@
-//! What an SQL lease needs, checked and converted from the config once ([`SqlSettings`]), and
+//! What an SQL lease needs, built by the machine plan (the fixed ID or the pool) from the
+//! `[machine]` keys and checked once ([`SqlSettings`]), and
 //! one row of the table as `vesta machine ls` shows it ([`MachineRow`]).
 
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
+use vesta_core::MarkStore;
 use vesta_segment::url::DbUrl;
 
-use crate::config::{ConfigError, IssuerConfig, MachineSource};
+use crate::config::{ConfigError, IssuerConfig, Keeper, Wanted};
 
 /// The longest scope name.
 const MAX_SCOPE_LEN: usize = 128;
@@ -28,24 +30,29 @@ pub struct SqlSettings {
     pub pool_name: &'static str,
     /// The machine IDs this issuer may lease.
     pub pool: RangeInclusive<u64>,
-    /// A static machine ID registered in the table (`source = "static"` with `machine.db`):
+    /// A static machine ID registered in the table (the plan's fixed ID, `machine.db` set):
     /// only this ID is claimed, and a live holder of it refuses the start.
     pub fixed: Option<u64>,
 }
 
 impl SqlSettings {
-    /// Checks the `[machine]` keys of an SQL lease (`source = "sql"`, or a static ID with
-    /// `machine.db`, which registers it) and picks the pool of the genMethod.
+    /// The settings of `config`'s machine plan ([`IssuerConfig::plan`]), which keeps its
+    /// machine ID in an SQL table: leased (`source = "sql"`) or a static one registered there
+    /// (`machine.db` set).
     pub fn from_config(config: &IssuerConfig) -> Result<Self, ConfigError> {
+        match config.plan()?.keeper {
+            Keeper::Sql(settings) => Ok(*settings),
+            _ => Err(ConfigError::Inconsistent(
+                "machine.source is not \"sql\" and machine.db is not set".into(),
+            )),
+        }
+    }
+
+    /// Built by the plan alone: what it `wanted` (the fixed ID, or the pool to lease from) and
+    /// the `[machine]` keys of an SQL lease, checked.
+    pub(crate) fn planned(config: &IssuerConfig, wanted: Wanted) -> Result<Self, ConfigError> {
         let m = &config.machine;
         let bad = |msg: String| Err(ConfigError::Inconsistent(msg));
-        let fixed = match m.source {
-            MachineSource::Sql => None,
-            MachineSource::Static | MachineSource::Ordinal if m.db.is_some() => {
-                Some(config.static_machine()?)
-            }
-            _ => return bad("machine.source is not \"sql\" and machine.db is not set".into()),
-        };
         let Some(db) = m.db.as_deref() else {
             return bad("machine.source = \"sql\" needs machine.db: sqlite://PATH, \
                  postgres://USER[:PASS]@HOST:PORT/DB or mysql://USER[:PASS]@HOST:PORT/DB"
@@ -82,20 +89,24 @@ impl SqlSettings {
                 path.display()
             ));
         }
-        let (pool_name, pool) = config
-            .pools()?
-            .for_gen_method(config.gen_method)
-            .map_err(vesta_core::ConfigError::from)?;
         Ok(SqlSettings {
             db,
             scope: m.scope.clone(),
             lease: Duration::from_millis(m.lease_ms),
             timeout: Duration::from_millis(m.db_timeout_ms),
             start_guard_max_wait: config.start_guard_max_wait(),
-            pool_name,
-            pool,
-            fixed,
+            pool_name: wanted.pool_name,
+            pool: wanted.pool,
+            fixed: wanted.fixed,
         })
+    }
+
+    /// The store, as a remedy names it (the URL's password hidden).
+    pub fn store(&self) -> MarkStore {
+        MarkStore::Sql {
+            db: self.db.to_string(),
+            scope: self.scope.clone(),
+        }
     }
 }
 

@@ -435,7 +435,7 @@ pub fn retire(settings: &ZkSettings, machine: u64) -> std::result::Result<bool, 
         let claim = Claim {
             host: super::host_name(),
             pid: std::process::id(),
-            instance: Some("vesta machine retire".into()),
+            instance: Some("retiring the mark".into()),
             started_ms: 0,
             claimed_ms: 0,
         };
