@@ -92,6 +92,10 @@ fn now_ms(kind: Kind) -> u64 {
 /// (the latest precise reading) while `coarse <= last < coarse + tick_ms` — real time is at
 /// least `coarse`, and without a step back at least `last` too, and less than `coarse +
 /// tick_ms` — else a fresh precise reading, remembered.
+#[cfg_attr(
+    not(any(target_os = "linux", target_os = "android", target_os = "freebsd")),
+    allow(dead_code, reason = "lazy readings need the kernel's coarse clock")
+)]
 #[inline]
 fn lazy_ms(coarse: u64, tick_ms: u64, last: &AtomicU64, precise: impl FnOnce() -> u64) -> u64 {
     let seen = last.load(Ordering::Relaxed);
@@ -104,6 +108,10 @@ fn lazy_ms(coarse: u64, tick_ms: u64, last: &AtomicU64, precise: impl FnOnce() -
 /// Keeps `fresh`, a precise reading, for the lazy readings after it: the latest of the readings
 /// as a rule, `fresh` itself when `seen` was impossible (the clock stepped back more than a
 /// tick: `seen` is at least a tick past the coarse reading).
+#[cfg_attr(
+    not(any(target_os = "linux", target_os = "android", target_os = "freebsd")),
+    allow(dead_code, reason = "lazy readings need the kernel's coarse clock")
+)]
 fn remember(coarse: u64, tick_ms: u64, last: &AtomicU64, seen: u64, fresh: u64) -> u64 {
     if fresh >= seen {
         last.fetch_max(fresh, Ordering::Relaxed);

@@ -19,7 +19,6 @@ use std::time::Duration;
 use super::arbiter::{self, Claim};
 use super::lock_file::{LockFile, file_error, holder_line};
 use crate::error::StartError;
-use crate::lease::counted_in::fnv1a;
 
 /// What a refused second holder of one state file is told to do.
 const ONE_PROCESS_EACH: &str = "another process issues with this state file, and two on one \
@@ -137,6 +136,7 @@ pub(crate) fn resolve(path: &Path) -> Result<PathBuf, StartError> {
 /// The kernel name of the file's place: its directory's device and inode, and its name.
 #[cfg(unix)]
 fn place_name(real: &Path) -> Option<String> {
+    use crate::lease::counted_in::fnv1a;
     use std::os::unix::fs::MetadataExt;
     let dir = std::fs::metadata(real.parent()?).ok()?;
     let name = real.file_name()?.as_encoded_bytes();
