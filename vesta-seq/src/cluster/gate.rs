@@ -1,6 +1,10 @@
-//! The check every call of a clustered [`Sequences`](crate::Sequences) passes first: is the
-//! key's set served here, and is this member's lease confirmed within its term? One atomic load
+//! The check every call of a [`Sequences`](crate::Sequences) passes first: is the key's set
+//! served here, and is the lease it is served under confirmed within its term? One atomic load
 //! and one clock read on the fast path; the rest (who serves it instead) only when refused.
+//!
+//! A cluster member's gate serves the sets it took under its member lease; a standalone
+//! server's (or a `vesta seq` run's) serves every set under the table's lease
+//! (`crate::owner`), so both stop at the end of their term by the same check.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -10,10 +14,21 @@ use super::plan::Route;
 use crate::sets::SETS;
 use crate::{SeqError, SeqKey};
 
+/// Whose lease a gate's term is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GateOf {
+    /// A cluster member's (its machine ID).
+    Member(u64),
+    /// The table's: a standalone server or a `vesta seq` run serves every set.
+    Table,
+}
+
 /// What the calls and the beat task share.
 pub(crate) struct Gate {
-    /// The member: this server's machine ID.
+    /// The member: this server's machine ID (0 for the table's gate).
     pub member: u64,
+    /// Whose lease.
+    pub of: GateOf,
     /// Per set, the generation it is served at here; 0: not served here.
     owned: Box<[AtomicI64]>,
     /// Monotonic origin of `serve_until_ns`.
@@ -42,8 +57,21 @@ pub(crate) struct Gate {
 
 impl Gate {
     pub(crate) fn new(member: u64) -> Gate {
+        Gate::with(GateOf::Member(member))
+    }
+
+    /// The table's gate: every set, once [`Gate::serve_all`] and a term.
+    pub(crate) fn table() -> Gate {
+        Gate::with(GateOf::Table)
+    }
+
+    fn with(of: GateOf) -> Gate {
         Gate {
-            member,
+            member: match of {
+                GateOf::Member(m) => m,
+                GateOf::Table => 0,
+            },
+            of,
             owned: (0..SETS).map(|_| AtomicI64::new(0)).collect(),
             base: Instant::now(),
             serve_until_ns: AtomicU64::new(0),
@@ -95,6 +123,13 @@ impl Gate {
         self.owned[set as usize].store(generation.max(1), Ordering::Release);
     }
 
+    /// Serves every set (the table's gate, its lease taken).
+    pub(crate) fn serve_all(&self) {
+        for set in 0..SETS {
+            self.serve(set, 1);
+        }
+    }
+
     /// Stops serving `set` (calls already past the check finish; the caller drains them).
     pub(crate) fn stop(&self, set: u32) {
         self.owned[set as usize].store(0, Ordering::Release);
@@ -134,6 +169,20 @@ impl Gate {
         Arc::clone(&self.routes.read().unwrap_or_else(|e| e.into_inner()))
     }
 
+    #[cold]
+    fn lapsed(&self, key: &SeqKey) -> SeqError {
+        self.refused_lapsed.fetch_add(1, Ordering::Relaxed);
+        match self.of {
+            GateOf::Member(member) => SeqError::Lapsed {
+                key: key.to_string(),
+                member,
+            },
+            GateOf::Table => SeqError::TableLapsed {
+                key: key.to_string(),
+            },
+        }
+    }
+
     /// Passes when `set` (of `key`, named in the errors) is served here within the term; else
     /// says who serves it.
     pub(crate) fn check(&self, set: u32, key: &SeqKey) -> Result<(), SeqError> {
@@ -141,11 +190,11 @@ impl Gate {
             if self.in_term(Instant::now()) {
                 return Ok(());
             }
-            self.refused_lapsed.fetch_add(1, Ordering::Relaxed);
-            return Err(SeqError::Lapsed {
-                key: key.to_string(),
-                member: self.member,
-            });
+            return Err(self.lapsed(key));
+        }
+        if self.of == GateOf::Table {
+            // Stopped after the table's lease was lost: served again once it is taken back.
+            return Err(self.lapsed(key));
         }
         let routes = self.routes();
         match routes.get(set as usize) {
