@@ -67,6 +67,13 @@ impl Sequences {
         })
     }
 
+    /// Records `mode` as how the table is served unless it records one; refuses, naming
+    /// both, a table recorded otherwise. A member calls it before its server starts (its join
+    /// checks it again); a standalone owner's open does.
+    pub async fn record_mode(&self, mode: Mode) -> Result<(), SeqError> {
+        mode::claim(&self.inner.db, mode).await
+    }
+
     /// Changes the recorded mode to `to` (`vesta seq mode --set`); the previous one. Only from
     /// sequences opened as a tool ([`Owner::tool`](super::Owner::tool)), which hold the table's
     /// lease and saw no member live in the database; a cluster coordinated in etcd or
