@@ -50,6 +50,8 @@ struct OwnerSql {
     /// Binds the new value, the item, the expected value.
     swap_item: String,
     read_lease: String,
+    /// Binds holder, tcp, rest, ttl, the dead holder: the lease of a holder known gone.
+    take_from: String,
     /// Kinds 0 and 1 (numeric sections, string buckets): every row.
     rows: &'static str,
     /// Binds to, kind, section, to: never lowers.
@@ -94,6 +96,11 @@ impl OwnerSql {
                 "SELECT holder, tcp, rest, expires_ms, updated_ms, {now} FROM vesta_seq_member \
                  WHERE member = {TABLE_ROW}"
             ),
+            take_from: p(format!(
+                "UPDATE vesta_seq_member SET holder = ?, tcp = ?, rest = ?, \
+                 expires_ms = {now} + ?, updated_ms = {now} \
+                 WHERE member = {TABLE_ROW} AND holder = ?"
+            )),
             rows: "SELECT kind, section, max_seq FROM vesta_seq WHERE kind IN (0, 1) \
                    ORDER BY kind, section",
             raise_to: p(
@@ -217,6 +224,38 @@ impl Database {
                 now_ms,
             },
         ))
+    }
+
+    /// Takes the table's lease from `gone`, a holder known to have ended (its host's kernel
+    /// released its claim), before its lease runs out; whether it was still `gone`'s.
+    pub(crate) async fn owner_take_from(
+        &self,
+        gone: &str,
+        holder: &str,
+        tcp: &str,
+        rest: &str,
+        ttl_ms: i64,
+    ) -> Result<bool, SegmentError> {
+        let q = statements(self.url().kind());
+        let changed = self
+            .bounded(
+                || "taking the table's lease (vesta_seq_member)".into(),
+                async {
+                    on_pool!(self.pool(), p => {
+                        sqlx::query(q.take_from.as_str())
+                            .bind(holder)
+                            .bind(tcp)
+                            .bind(rest)
+                            .bind(ttl_ms)
+                            .bind(gone)
+                            .execute(p)
+                            .await
+                            .map(|r| r.rows_affected())
+                    })
+                },
+            )
+            .await?;
+        Ok(changed == 1)
     }
 
     /// Every row of `vesta_seq` but the meta rows: `(kind, section, max_seq)`.

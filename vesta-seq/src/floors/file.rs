@@ -130,15 +130,12 @@ impl HostFile {
         reopen_if_replaced(&self.path, &mut s)?;
         let read = read_tail(&self.path, &mut s)?;
         let line = format!("{} {} {max}\n", row.0, row.1);
+        // Appended at the end whatever the cursor; read back (with any line another process
+        // appended first) by the next read, never skipped.
         s.file
             .write_all(line.as_bytes())
             .and_then(|()| s.file.sync_data())
             .map_err(|e| failed(&self.path, "appending a raise", e))?;
-        s.lines += 1;
-        s.offset = s
-            .file
-            .seek(SeekFrom::End(0))
-            .map_err(|e| failed(&self.path, "seeking", e))?;
         let due = s.lines > 4 * (sections as u64 + 1) + COMPACT_SLACK;
         Ok((read, due))
     }

@@ -4,12 +4,18 @@
 //! was confirmed stops every call (the term had lapsed long before), drops every section, and
 //! is taken again as a new incarnation when the table is free — a table another process took
 //! meanwhile is left to it.
+//!
+//! On one host the kernel decides first: a holder also claims the table on its host
+//! (vesta-embed's `HostClaim`, `seq/<table>`, released however the process ends), so a
+//! second process there is refused at once, and a holder that died there (its claim free, its
+//! row marked with this host's arbiter) is taken over at once instead of after its lease — a
+//! restart after a SIGKILL waits for nothing. Holders on other hosts are judged by the lease.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use super::mode::{self, Mode};
-use super::{Held, Owner, Role};
+use super::{Held, Owner, Role, local_mark};
 use crate::SeqError;
 use crate::cluster::{Gate, SqlCoordinator, TTL_MS, beat, live_members, window};
 use crate::db::owner::{LeaseRow, TABLE_ROW};
@@ -38,6 +44,23 @@ pub(crate) async fn hold(this: &Arc<Inner>, owner: &Owner) -> Result<(), SeqErro
         TTL_MS,
     )?;
     let held = Held::new(owner, this.token);
+    match vesta_embed::lease::HostClaim::try_take(&claim_of(this)) {
+        Ok(Ok(claim)) => {
+            *held.claim.lock().unwrap_or_else(|e| e.into_inner()) = Some(claim);
+        }
+        // Another process of this host holds the table: refused now, naming it.
+        Ok(Err(claimant)) => {
+            let row = this.db.owner_read().await.ok().flatten();
+            return Err(SeqError::Held {
+                db: this.db.url().to_string(),
+                holder: row
+                    .filter(LeaseRow::live)
+                    .map_or_else(|| format!("{claimant} on this host"), |r| describe(&r)),
+            });
+        }
+        // No claim here (a host without the hold directory): the lease alone decides.
+        Err(e) => tracing::warn!("claiming the table on this host: {e}"),
+    }
     let gate = Arc::new(Gate::table());
     take(this, &held, &gate).await?;
     // Our claim is written: now the members' (a member writes its row, then reads this one).
@@ -74,6 +97,7 @@ pub(crate) async fn release(this: &Inner) {
     if let Err(e) = this.db.lease_leave(TABLE_ROW, &held.holder()).await {
         tracing::warn!("ending the table's lease: {e}; it runs out by itself");
     }
+    held.claim.lock().unwrap_or_else(|e| e.into_inner()).take();
 }
 
 /// Refuses while a cluster's members are live in the table's database.
@@ -113,6 +137,35 @@ async fn take(this: &Inner, held: &Held, gate: &Gate) -> Result<(), SeqError> {
             return Ok(());
         }
         let row = this.db.owner_read().await?;
+        // A holder of this host whose claim is free (this process holds it) is gone.
+        if let Some(gone) = row.as_ref().filter(|r| r.live() && is_local(&r.holder))
+            && held
+                .claim
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some()
+        {
+            let sent = Instant::now();
+            let taken = this
+                .db
+                .owner_take_from(
+                    &gone.holder,
+                    &held.holder(),
+                    &held.tcp,
+                    &held.rest,
+                    ttl_ms(held.ttl),
+                )
+                .await?;
+            if taken {
+                tracing::info!(
+                    "took the table's lease from {}, gone from this host",
+                    gone.holder
+                );
+                gate.extend(sent + window(held.ttl));
+                return Ok(());
+            }
+            continue;
+        }
         if let Some(holder) = watch.judge(row.as_ref()) {
             return Err(SeqError::Held {
                 db: this.db.url().to_string(),
@@ -129,8 +182,21 @@ pub(crate) async fn until_table_free(this: &Inner, ttl: Duration) -> Result<(), 
     let mut watch = Watch::new(ttl + this.options.store_timeout);
     loop {
         let row = this.db.owner_read().await?;
-        if !row.as_ref().is_some_and(LeaseRow::live) {
+        let Some(live) = row.as_ref().filter(|r| r.live()) else {
             return Ok(());
+        };
+        // A holder of this host: its claim says at once whether it lives.
+        if is_local(&live.holder) {
+            match vesta_embed::lease::HostClaim::try_take(&claim_of(this)) {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(_)) => {
+                    return Err(SeqError::Held {
+                        db: this.db.url().to_string(),
+                        holder: describe(live),
+                    });
+                }
+                Err(_) => {}
+            }
         }
         if let Some(holder) = watch.judge(row.as_ref()) {
             return Err(SeqError::Held {
@@ -140,6 +206,16 @@ pub(crate) async fn until_table_free(this: &Inner, ttl: Duration) -> Result<(), 
         }
         tokio::time::sleep(beat(ttl)).await;
     }
+}
+
+/// The host claim's name of the table: `seq/<store>`.
+fn claim_of(this: &Inner) -> String {
+    format!("seq/{}", this.store)
+}
+
+/// Whether `holder` held a claim this host's kernel decides.
+fn is_local(holder: &str) -> bool {
+    local_mark().is_some_and(|mark| holder.ends_with(&mark))
 }
 
 /// Judges, read after read, whether a live lease is a holder at work (refuse now) or maybe an

@@ -143,6 +143,8 @@ pub(crate) struct Held {
     beat_failures: AtomicU64,
     taken_by: Mutex<Option<String>>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The host's claim on the table (`lease.rs`), held as long as the lease.
+    claim: Mutex<Option<vesta_embed::lease::HostClaim>>,
 }
 
 impl Held {
@@ -158,19 +160,26 @@ impl Held {
             beat_failures: AtomicU64::new(0),
             taken_by: Mutex::default(),
             task: Mutex::default(),
+            claim: Mutex::default(),
         };
         held.new_holder(token);
         held
     }
 
-    /// A new incarnation: `server host:pid:token.n` (`vesta-seq` for a tool's run).
+    /// A new incarnation: `server host:pid:token.n` (`vesta-seq` for a tool's run), and the
+    /// arbiter of its host's claims (` kNAME`, `lease.rs`).
     fn new_holder(&self, token: i64) {
         let n = self.incarnation.fetch_add(1, Ordering::Relaxed) + 1;
         let what = match self.role {
             Role::Tool => "vesta-seq",
             _ => "server",
         };
-        let mut holder = format!("{what} {}:{}:{token:x}.{n}", host(), std::process::id());
+        let arbiter = local_mark().unwrap_or_default();
+        let mut holder = format!(
+            "{what} {}:{}:{token:x}.{n}{arbiter}",
+            host(),
+            std::process::id()
+        );
         if holder.len() > 255 {
             holder = holder.split_off(holder.len() - 255);
         }
@@ -206,6 +215,12 @@ impl Drop for Held {
             task.abort();
         }
     }
+}
+
+/// The mark ending a holder whose claim this host's kernel decides (` k<arbiter>`), where
+/// claims are the kernel's.
+pub(crate) fn local_mark() -> Option<String> {
+    vesta_embed::lease::arbiter_name().map(|a| format!(" k{a}"))
 }
 
 /// This host's name, for holders (what people read; the database decides the holder).
