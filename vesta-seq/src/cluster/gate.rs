@@ -1,6 +1,7 @@
 //! The check every call of a [`Sequences`](crate::Sequences) passes first: is the key's set
-//! served here, and is the lease it is served under confirmed within its term? One atomic load
-//! and one clock read on the fast path; the rest (who serves it instead) only when refused.
+//! served here, and is the lease it is served under confirmed within its term? Two atomic loads
+//! and one read of the coarse monotonic clock (`mono.rs`) on the fast path; the rest (who
+//! serves it instead) only when refused.
 //!
 //! A cluster member's gate serves the sets it took under its member lease; a standalone
 //! server's (or a `vesta seq` run's) serves every set under the table's lease
@@ -10,6 +11,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use super::mono;
 use super::plan::Route;
 use crate::sets::SETS;
 use crate::{SeqError, SeqKey};
@@ -31,9 +33,8 @@ pub(crate) struct Gate {
     pub of: GateOf,
     /// Per set, the generation it is served at here; 0: not served here.
     owned: Box<[AtomicI64]>,
-    /// Monotonic origin of `serve_until_ns`.
-    base: Instant,
-    /// The end of the term (ns since `base`): no number after it until a renewal is confirmed.
+    /// The end of the term on the monotonic clock (`mono`), lowered by the coarse clock's slack:
+    /// no number after it until a renewal is confirmed.
     serve_until_ns: AtomicU64,
     /// Who serves each set, as of the last beat.
     routes: RwLock<Arc<Vec<Route>>>,
@@ -73,7 +74,6 @@ impl Gate {
             },
             of,
             owned: (0..SETS).map(|_| AtomicI64::new(0)).collect(),
-            base: Instant::now(),
             serve_until_ns: AtomicU64::new(0),
             routes: RwLock::new(Arc::new(vec![Route::Moving { to: None }; SETS as usize])),
             refused_moving: AtomicU64::new(0),
@@ -87,14 +87,10 @@ impl Gate {
         }
     }
 
-    fn since_base(&self, at: Instant) -> u64 {
-        u64::try_from(at.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX)
-    }
-
     /// Extends the term to `until` (never shortens it).
     pub(crate) fn extend(&self, until: Instant) {
-        self.serve_until_ns
-            .fetch_max(self.since_base(until), Ordering::AcqRel);
+        let until = mono::ns_of(until).saturating_sub(mono::slack_ns());
+        self.serve_until_ns.fetch_max(until, Ordering::AcqRel);
     }
 
     /// Ends the term now: nothing is served until the next confirmed renewal.
@@ -102,15 +98,16 @@ impl Gate {
         self.serve_until_ns.store(0, Ordering::Release);
     }
 
-    /// Whether the term runs at `now`.
-    pub(crate) fn in_term(&self, now: Instant) -> bool {
-        self.since_base(now) < self.serve_until_ns.load(Ordering::Acquire)
+    /// Whether the term runs now (the coarse clock: see `mono`).
+    #[inline]
+    pub(crate) fn in_term(&self) -> bool {
+        mono::coarse_ns() < self.serve_until_ns.load(Ordering::Acquire)
     }
 
     /// How long the term still runs (zero once lapsed).
     pub(crate) fn term_left(&self) -> Duration {
         let until = self.serve_until_ns.load(Ordering::Acquire);
-        Duration::from_nanos(until.saturating_sub(self.since_base(Instant::now())))
+        Duration::from_nanos(until.saturating_sub(mono::precise_ns()))
     }
 
     /// The generation set `set` is served at here (0: not served).
@@ -187,7 +184,7 @@ impl Gate {
     /// says who serves it.
     pub(crate) fn check(&self, set: u32, key: &SeqKey) -> Result<(), SeqError> {
         if self.served(set) != 0 {
-            if self.in_term(Instant::now()) {
+            if self.in_term() {
                 return Ok(());
             }
             return Err(self.lapsed(key));

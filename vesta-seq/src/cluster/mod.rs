@@ -20,6 +20,7 @@
 
 mod coord;
 mod gate;
+mod mono;
 mod plan;
 
 use std::sync::Arc;
