@@ -53,8 +53,7 @@ impl Calls {
             .trim()
             .parse()
             .unwrap_or_else(|_| panic!("/seq/{key}: not a number: {body}"));
-        self.history
-            .extend(history::calls(key, vec![n..n + 1], start, end));
+        self.history.record(one(key, n, start, end));
         Ok(n)
     }
 
@@ -86,17 +85,24 @@ impl Calls {
     /// Records numbers printed by `vesta seq next KEY -n N` (one call, from `start` to now).
     pub fn printed(&self, key: &str, numbers: &[u64], start: Instant) {
         let end = Instant::now();
-        self.history.extend(
-            numbers
-                .iter()
-                .map(|&n| n..n + 1)
-                .flat_map(|r| history::calls(key, vec![r], start, end).collect::<Vec<_>>()),
-        );
+        self.history
+            .extend(numbers.iter().map(|&n| one(key, n, start, end)));
     }
 
     /// The history checker over every answer: the summary, or a panic naming the violation.
     pub fn check(&self) -> history::Summary {
         self.history.check().unwrap_or_else(|v| panic!("{v}"))
+    }
+}
+
+/// One number answered to a call on `key`.
+fn one(key: &str, n: u64, start: Instant, end: Instant) -> history::Call {
+    history::Call {
+        key: key.to_owned(),
+        first: n,
+        last: n,
+        start,
+        end,
     }
 }
 

@@ -89,7 +89,10 @@ mod tests {
             assert!(c <= p, "coarse {c} ahead of precise {p}");
             lag = lag.max(p - c);
         }
-        eprintln!("coarse clock: tick {} ns, largest lag seen {lag} ns", slack_ns());
+        eprintln!(
+            "coarse clock: tick {} ns, largest lag seen {lag} ns",
+            slack_ns()
+        );
         // An instant on the same clock: between the precise readings around it.
         let before = precise_ns();
         let now = Instant::now();

@@ -1,9 +1,9 @@
 //! How a table is served, as the table records it (`vesta_seq_store`, item `mode`): by one
 //! standalone server, or by a cluster coordinated in the database, etcd or ZooKeeper. The first
 //! server records it; a server configured otherwise is refused naming both, and only an
-//! explicit change ([`set_mode`]) while nothing serves the table moves it. So members of two
-//! coordinations, or a standalone server beside a cluster (each invisible to the other's
-//! leases), never serve one table at once.
+//! explicit change ([`Sequences::set_mode`](crate::Sequences::set_mode)) while nothing serves
+//! the table moves it. So members of two coordinations, or a standalone server beside a
+//! cluster (each invisible to the other's leases), never serve one table at once.
 
 use std::fmt;
 
