@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use vesta_seq::cluster::{Cluster, ClusterOptions};
-use vesta_seq::{DbUrl, SeqKey, SeqNext, SeqOptions, Sequences};
+use vesta_seq::{DbUrl, Owner, SeqKey, SeqNext, SeqOptions, Sequences};
 
 /// The sequences on a fresh SQLite file and their runtime (kept alive for the prefetch).
 struct Warm {
@@ -47,7 +47,12 @@ fn warm_as(keys: &[&SeqKey], clustered: bool) -> Warm {
     let dir = tempfile::tempdir().expect("temp dir");
     let url = DbUrl::parse(&format!("sqlite://{}/bench.db", dir.path().display())).expect("url");
     let seqs = runtime.block_on(async {
-        let seqs = Sequences::open(&url, SeqOptions::default())
+        let owner = if clustered {
+            Owner::member()
+        } else {
+            Owner::standalone()
+        };
+        let seqs = Sequences::open_as(&url, SeqOptions::default(), owner.floors_in(dir.path()))
             .await
             .expect("sequences");
         if clustered {

@@ -354,8 +354,14 @@ impl Collector for SeqCollector {
             (
                 "seq_fenced_sections",
                 "Sections this server serves no more: another process raised them in the same \
-                 table",
+                 table, or the table went back under it",
                 usize::try_from(s.fenced).unwrap_or(usize::MAX),
+            ),
+            (
+                "seq_went_back_sections",
+                "Sections found below what they were raised to (the table restored from a \
+                 backup?): their keys are refused until the table is raised back",
+                self.0.guard_status().went_back,
             ),
         ];
         for (name, help, value) in gauges {
@@ -364,6 +370,24 @@ impl Collector for SeqCollector {
         }
         if let Some(c) = self.0.cluster_status() {
             encode_cluster(&mut encoder, &c)?;
+        }
+        if let Some(o) = self.0.owner_status() {
+            let g = ConstGauge::new(i64::try_from(o.term_left_ms / 1000).unwrap_or(i64::MAX));
+            g.encode(encoder.encode_descriptor(
+                "seq_owner_term_left_seconds",
+                "How long this standalone server may serve without another confirmed renewal of \
+                 the table's lease (0: it serves nothing)",
+                None,
+                g.metric_type(),
+            )?)?;
+            let k = ConstCounter::new(o.leases_lost);
+            k.encode(encoder.encode_descriptor(
+                "seq_owner_leases_lost",
+                "Times the table's lease expired before a renewal was confirmed: every section \
+                 was dropped, and the lease taken again once the table was free",
+                None,
+                k.metric_type(),
+            )?)?;
         }
         Ok(())
     }

@@ -31,6 +31,8 @@ mod segment_serve;
 mod segment_tls;
 mod seq_cluster;
 mod seq_dbs;
+mod seq_owner;
+mod seq_restore;
 mod sql_lease;
 mod tcp_cli;
 mod tls;

@@ -167,7 +167,7 @@ impl Inner {
     pub(super) fn check_gate(&self, key: &SeqKey) -> Result<(), SeqError> {
         match self.gate.get() {
             Some(gate) => gate.check(key.set().get(), key),
-            None => Ok(()),
+            None => Err(unserved(key)),
         }
     }
 
@@ -175,7 +175,16 @@ impl Inner {
     pub(super) fn check_set(&self, set: u32, key: &SeqKey) -> Result<(), SeqError> {
         match self.gate.get() {
             Some(gate) => gate.check(set, key),
-            None => Ok(()),
+            None => Err(unserved(key)),
         }
     }
+}
+
+/// A member's sequences before they joined a cluster serve nothing.
+#[cold]
+fn unserved(key: &SeqKey) -> SeqError {
+    SeqError::Cluster(format!(
+        "key {key}: these sequences were opened as a cluster member and serve nothing until they \
+         join the cluster"
+    ))
 }

@@ -45,6 +45,16 @@ impl Inner {
         }
     }
 
+    /// Drops section `(kind, id)` from memory (one that went back): its next call loads it
+    /// again. Calls holding it finish on it.
+    pub(super) fn forget(&self, kind: i16, id: i64) {
+        if kind == super::NUMERIC {
+            take_out(&self.numeric, |k| i64::try_from(*k) == Ok(id));
+        } else {
+            take_out(&self.strings, |k| i64::from(*k) == id);
+        }
+    }
+
     pub(super) fn sections(&self) -> usize {
         read(&self.numeric).len() + read(&self.strings).len()
     }

@@ -28,7 +28,7 @@
 //! options (`options.rs`) and errors (`error.rs`).
 
 mod call;
-mod error;
+pub(crate) mod error;
 mod map;
 mod memory;
 mod options;
@@ -41,6 +41,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use vesta_segment::{AnyPool, DbUrl};
+
+use crate::floors::{Floors, GuardStatus};
+use crate::owner::{self, Owner, OwnerStatus, Role};
 
 pub use self::call::{PendingNext, SeqNext};
 pub use self::error::SeqError;
@@ -113,25 +116,55 @@ pub(crate) struct Inner {
     loads: AtomicU64,
     evictions: AtomicU64,
     fenced: AtomicU64,
-    /// Set when the sequences join a cluster: which sets are served here.
+    /// Set when the sequences join a cluster (which sets are served here) or take the table's
+    /// lease (every set): nothing is served before.
     pub(crate) gate: OnceLock<Arc<cluster::Gate>>,
+    /// The table's identity: the store's name in `vesta_seq_store`.
+    pub(crate) store: String,
+    /// The restore guard: what each section was raised to, kept where a restore cannot reach.
+    pub(crate) floors: Floors,
+    /// The table's lease, when a standalone server or a tool holds it.
+    pub(crate) held: OnceLock<owner::Held>,
+    /// How the table was opened.
+    pub(crate) role: Role,
 }
 
 impl Sequences {
     /// Opens the sequences on the database at `url` (an SQLite file is created), creating
-    /// `vesta_seq` on first use.
+    /// `vesta_seq` on first use, as its standalone owner ([`Owner::standalone`]: the table's
+    /// lease held while open; refused, naming the holder, while another process serves it).
     pub async fn open(url: &DbUrl, options: SeqOptions) -> Result<Sequences, SeqError> {
+        Self::open_as(url, options, Owner::standalone()).await
+    }
+
+    /// [`Sequences::open`] as `owner` says: a standalone server, a tool's run, or a cluster
+    /// member (serving nothing until [`Cluster::join`](cluster::Cluster::join)).
+    pub async fn open_as(
+        url: &DbUrl,
+        options: SeqOptions,
+        owner: Owner,
+    ) -> Result<Sequences, SeqError> {
         let db = Database::open(url, options.store_timeout, true, TIMEOUT_KEY).await?;
-        Self::start(db, options).await
+        Self::start(db, options, owner).await
     }
 
-    /// On a pool the application already has (it stays the application's to close).
+    /// On a pool the application already has (it stays the application's to close), as its
+    /// standalone owner.
     pub async fn from_pool(pool: AnyPool, options: SeqOptions) -> Result<Sequences, SeqError> {
-        let db = Database::from_pool(pool, options.store_timeout, TIMEOUT_KEY)?;
-        Self::start(db, options).await
+        Self::from_pool_as(pool, options, Owner::standalone()).await
     }
 
-    async fn start(db: Database, options: SeqOptions) -> Result<Sequences, SeqError> {
+    /// [`Sequences::from_pool`] as `owner` says.
+    pub async fn from_pool_as(
+        pool: AnyPool,
+        options: SeqOptions,
+        owner: Owner,
+    ) -> Result<Sequences, SeqError> {
+        let db = Database::from_pool(pool, options.store_timeout, TIMEOUT_KEY)?;
+        Self::start(db, options, owner).await
+    }
+
+    async fn start(db: Database, options: SeqOptions, owner: Owner) -> Result<Sequences, SeqError> {
         config::check_options(&options)?;
         // Servers started together on a fresh PostgreSQL race in `CREATE TABLE IF NOT EXISTS`
         // (the loser gets a unique violation on the type it creates): try again, twice.
@@ -158,10 +191,13 @@ impl Sequences {
                 });
             }
         }
+        let token = token();
+        let store = init_owner(&db, token).await?;
+        let floors = Floors::open(&owner.floors, &store).await?;
         let inner = Arc::new(Inner {
             db,
             options,
-            token: token(),
+            token,
             numeric: Map::default(),
             strings: Map::default(),
             loading: tokio::sync::Mutex::new(()),
@@ -173,7 +209,15 @@ impl Sequences {
             evictions: AtomicU64::new(0),
             fenced: AtomicU64::new(0),
             gate: OnceLock::new(),
+            store,
+            floors,
+            held: OnceLock::new(),
+            role: owner.role,
         });
+        owner::hold(&inner, &owner).await?;
+        if owner.role != Role::Member {
+            inner.scan_floors().await?;
+        }
         tokio::spawn(memory::sweeper(Arc::downgrade(&inner)));
         Ok(Sequences { inner })
     }
@@ -245,7 +289,33 @@ impl Sequences {
 
     /// What this server's membership of a cluster is doing, once it joined one.
     pub fn cluster_status(&self) -> Option<cluster::ClusterStatus> {
-        self.inner.gate.get().map(|g| g.status())
+        self.inner
+            .gate
+            .get()
+            .filter(|g| g.of != cluster::GateOf::Table)
+            .map(|g| g.status())
+    }
+
+    /// What the table's lease is doing, when these sequences hold it (standalone, tool).
+    pub fn owner_status(&self) -> Option<OwnerStatus> {
+        let held = self.inner.held.get()?;
+        let term = self
+            .inner
+            .gate
+            .get()
+            .map(|g| g.term_left())
+            .unwrap_or_default();
+        Some(held.status(term))
+    }
+
+    /// What the restore guard is doing (docs/seq.md, "A restored table").
+    pub fn guard_status(&self) -> GuardStatus {
+        self.inner.floors.status()
+    }
+
+    /// The table's identity: the store's name kept in `vesta_seq_store`.
+    pub fn store_id(&self) -> &str {
+        &self.inner.store
     }
 
     /// The options in force.
@@ -268,7 +338,29 @@ impl Sequences {
     /// way (within the bound) and none starts after it, when the pool is the one this opened;
     /// a pool the application handed in stays open, and is the application's to close.
     pub async fn close(&self) {
+        owner::release(&self.inner).await;
         self.inner.db.close().await;
+    }
+}
+
+/// Creates the owner's tables (`vesta_seq_store`, `vesta_seq_member`) and reads the store's
+/// name (drawn now if the table has none), trying three times as `vesta_seq`'s creation does.
+async fn init_owner(db: &Database, token: i64) -> Result<String, SeqError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let candidate = format!("{token:016x}{:08x}", nanos & 0xffff_ffff);
+    let mut tries = 0u64;
+    loop {
+        match db.owner_init(&candidate).await {
+            Ok(store) => return Ok(store),
+            Err(e) if tries >= 2 => return Err(e.into()),
+            Err(e) => {
+                tries += 1;
+                tracing::warn!("creating the owner's tables (try {tries} of 3): {e}");
+                tokio::time::sleep(Duration::from_millis(200 * tries)).await;
+            }
+        }
     }
 }
 

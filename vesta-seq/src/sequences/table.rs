@@ -94,10 +94,18 @@ impl Inner {
             });
         }
         let row = i64::try_from(id.into()).expect("section numbers fit in i64");
+        // A section that went back is refused from memory, its row read again once a second.
+        if let Some(refused) = this.floors.refused((S::KIND, row), key) {
+            return Err(refused);
+        }
         let max = tokio::time::timeout_at(deadline, this.db.seq_load(S::KIND, row, 0))
             .await
             .map_err(|_| unavailable(waited(this.options.store_timeout, "a section load")))?
             .map_err(|e| unavailable(e.to_string()))?;
+        this.floors
+            .check((S::KIND, row), max, key)
+            .await
+            .map_err(|e| this.unguarded(key, e))?;
         let max = u64::try_from(max).map_err(|_| SeqError::Fenced {
             key: key.to_string(),
             why: format!("section {row} of vesta_seq holds max_seq {max}, below 0"),
@@ -156,8 +164,14 @@ impl Inner {
                     .seq_raise(section.kind, section.id, from as i64, to as i64, self.token),
             )
             .await;
+            let row = (section.kind, section.id);
             match cas {
                 Ok(Ok(Cas::Done)) => {
+                    // Remembered where a restore cannot reach it before a number goes out.
+                    if let Err(e) = self.floors.record(row, to).await {
+                        self.raise_failures.fetch_add(1, Ordering::Relaxed);
+                        return Err(self.unguarded(key, e));
+                    }
                     section.raised(to);
                     section.adapt(
                         std::time::Instant::now(),
@@ -172,7 +186,29 @@ impl Inner {
                 Ok(Ok(Cas::Moved(Some((found, owner)))))
                     if owner == self.token && found >= from as i64 =>
                 {
+                    if let Err(e) = self.floors.record(row, found as u64).await {
+                        self.raise_failures.fetch_add(1, Ordering::Relaxed);
+                        return Err(self.unguarded(key, e));
+                    }
                     section.raised(found as u64);
+                }
+                // Below what this process last wrote (or this host remembers): the table went
+                // back, it was not raised by another.
+                Ok(Ok(Cas::Moved(Some((found, _))))) if found < from as i64 => {
+                    let (floor, remembered) = match self.floors.floor(row).await {
+                        Ok((f, at)) if f >= from => (f, at),
+                        _ => (from, "by this server".into()),
+                    };
+                    // Fenced for the calls holding it; dropped from memory, so the next call
+                    // loads it again, refused while the row stays below (the guard's state,
+                    // not a fence: served again once the table is raised back).
+                    let why = super::error::went_back(row.0, row.1, found, floor, &remembered);
+                    let e = self.floors.note(row, found, floor, remembered, key);
+                    if section.fenced().is_none() {
+                        section.fence(why);
+                    }
+                    self.forget(section.kind, section.id);
+                    return Err(e);
                 }
                 Ok(Ok(Cas::Moved(found))) => {
                     let why = match found {
@@ -223,6 +259,29 @@ impl Inner {
             let _ = inner.raise(&section, need, deadline, &SeqKey::Num(0)).await;
             section.prefetched();
         });
+    }
+}
+
+impl Inner {
+    /// The refusal of `key` when the restore guard could not be read or written (`e`): a
+    /// member whose coordinator keeps its floors and is out of reach is about to lapse (its
+    /// renewals go there too), so its clients wait and retry as for a lapsed term; anything
+    /// else is the table's trouble. A section that went back stays that.
+    fn unguarded(&self, key: &SeqKey, e: SeqError) -> SeqError {
+        match (e, self.gate.get().map(|g| g.of)) {
+            (e @ SeqError::WentBack { .. }, _) => e,
+            (SeqError::Cluster(cause), Some(crate::cluster::GateOf::Member(member))) => {
+                tracing::warn!("the cluster's coordinator keeps the floors: {cause}");
+                SeqError::Lapsed {
+                    key: key.to_string(),
+                    member,
+                }
+            }
+            (e, _) => SeqError::Unavailable {
+                key: key.to_string(),
+                cause: e.to_string(),
+            },
+        }
     }
 }
 

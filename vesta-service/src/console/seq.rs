@@ -226,7 +226,8 @@ mod tests {
             step: 10,
             ..SeqOptions::default()
         };
-        Sequences::open(&url, options).await.unwrap()
+        let owner = vesta_seq::Owner::standalone().floors_in(dir.join("floors"));
+        Sequences::open_as(&url, options, owner).await.unwrap()
     }
 
     /// A console on a service with `seqs`.
@@ -364,10 +365,19 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn fenced_sections_are_flagged() {
         let dir = tempfile::tempdir().unwrap();
-        let (a, b) = (open(dir.path()).await, open(dir.path()).await);
+        let a = open(dir.path()).await;
         let k = SeqKey::Num(5);
         a.next(&k).await.unwrap();
-        b.next(&k).await.unwrap(); // raises the row past what `a` last wrote
+        // Another process raises the row past what `a` last wrote (one holding no lease: an
+        // older build, a hand edit).
+        let other = sqlx::SqlitePool::connect(&format!("sqlite://{}/seq.db", dir.path().display()))
+            .await
+            .unwrap();
+        sqlx::query("UPDATE vesta_seq SET max_seq = max_seq + 100, owner = 7 WHERE kind = 0")
+            .execute(&other)
+            .await
+            .unwrap();
+        other.close().await;
         let mut fenced = false;
         for _ in 0..20 {
             if let Err(e) = a.next(&k).await {

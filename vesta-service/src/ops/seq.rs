@@ -117,9 +117,14 @@ impl From<SeqError> for OpError {
         match &e {
             SeqError::Key(_) => OpError::bad_parameter("key", message),
             SeqError::Count { .. } => OpError::bad_parameter("count", message),
-            SeqError::Unavailable { .. } | SeqError::Store(_) => {
+            SeqError::Unavailable { .. }
+            | SeqError::Store(_)
+            | SeqError::TableLapsed { .. }
+            | SeqError::Guard(_) => {
                 OpError::new(ErrorKind::StoreDown, message).retry_after(Some(1))
             }
+            // The table went back: refused until an operator raises it (no retry helps sooner).
+            SeqError::WentBack { .. } => OpError::new(ErrorKind::StoreDown, message),
             SeqError::Full { .. } => {
                 OpError::new(ErrorKind::Saturated, message).retry_after(Some(1))
             }
