@@ -22,8 +22,11 @@ mod key;
 mod section;
 mod sequences;
 pub mod sets;
+mod slots;
 
 pub use config::{Coordination, DEFAULT_SEQ_DB, SeqSection};
-pub use key::{KeyError, MAX_KEY_BYTES, SECTION_KEYS, STRING_BUCKETS, SeqKey};
+pub use key::{
+    KeyError, MAX_KEY_BYTES, SECTION_KEYS, SPREAD_BUCKETS, SPREAD_FROM, STRING_BUCKETS, SeqKey,
+};
 pub use sequences::{PendingNext, SeqError, SeqNext, SeqOptions, SeqPeek, SeqStatus, Sequences};
 pub use vesta_segment::{AnyPool, ConfigError, DbUrl, SegmentError, UrlError};

@@ -3,9 +3,10 @@
 //! a compare-and-set from the value this process last read or wrote, so a second process on the
 //! same table is detected at its first raise of a section the other one moved, never followed.
 //!
-//! Two meta rows (kind [`META`]) pin the layout of keys over sections (keys per numeric section,
-//! buckets of string keys): a build that grouped keys differently would put a key in a section
-//! with another `max_seq`, so it is refused at open instead.
+//! Meta rows (kind [`META`]) pin the layout of keys over sections (keys per numeric section,
+//! buckets of string keys, the first spread key and the spread buckets): a build that grouped
+//! keys differently would put a key in a section with another `max_seq`, so it is refused at
+//! open instead (`sequences/layout.rs`).
 
 use crate::db::Database;
 use vesta_segment::DbKind;
@@ -23,6 +24,8 @@ struct SeqSql {
     read: &'static str,
     /// Binds the new max_seq, the owner, kind, section, the expected max_seq.
     raise: &'static str,
+    /// Binds kind, the first section; reads section, max_seq of every row from it on.
+    rows_from: &'static str,
 }
 
 fn sql(kind: DbKind) -> &'static SeqSql {
@@ -46,6 +49,7 @@ static SQLITE: SeqSql = SeqSql {
     read: "SELECT max_seq, owner FROM vesta_seq WHERE kind = ? AND section = ?",
     raise: "UPDATE vesta_seq SET max_seq = ?, owner = ?, update_time = CURRENT_TIMESTAMP \
             WHERE kind = ? AND section = ? AND max_seq = ?",
+    rows_from: "SELECT section, max_seq FROM vesta_seq WHERE kind = ? AND section >= ?",
 };
 
 static POSTGRES: SeqSql = SeqSql {
@@ -62,6 +66,7 @@ static POSTGRES: SeqSql = SeqSql {
     read: "SELECT max_seq, owner FROM vesta_seq WHERE kind = $1 AND section = $2",
     raise: "UPDATE vesta_seq SET max_seq = $1, owner = $2, update_time = CURRENT_TIMESTAMP \
             WHERE kind = $3 AND section = $4 AND max_seq = $5",
+    rows_from: "SELECT section, max_seq FROM vesta_seq WHERE kind = $1 AND section >= $2",
 };
 
 static MYSQL: SeqSql = SeqSql {
@@ -77,6 +82,7 @@ static MYSQL: SeqSql = SeqSql {
     read: "SELECT max_seq, owner FROM vesta_seq WHERE kind = ? AND section = ?",
     raise: "UPDATE vesta_seq SET max_seq = ?, owner = ?, update_time = CURRENT_TIMESTAMP \
             WHERE kind = ? AND section = ? AND max_seq = ?",
+    rows_from: "SELECT section, max_seq FROM vesta_seq WHERE kind = ? AND section >= ?",
 };
 
 /// What a compare-and-set raise found.
@@ -169,6 +175,24 @@ impl Database {
             return Ok(Cas::Done);
         }
         Ok(Cas::Moved(self.seq_read(kind, section, action).await?))
+    }
+
+    /// `(section, max_seq)` of every row of `kind` from section `from` on (a read only).
+    pub(crate) async fn seq_rows_from(
+        &self,
+        kind: i16,
+        from: i64,
+    ) -> Result<Vec<(i64, i64)>, SegmentError> {
+        let q = sql(self.url().kind()).rows_from;
+        self.bounded(
+            || format!("reading the sections of kind {kind} from {from} on in vesta_seq"),
+            async {
+                on_pool!(self.pool(), p => {
+                    sqlx::query_as(q).bind(kind).bind(from).fetch_all(p).await
+                })
+            },
+        )
+        .await
     }
 
     /// The section's row: `(max_seq, owner)`, if there is one (a read only: nothing created).

@@ -1,5 +1,6 @@
 //! A section's trips to the table: its load (the row read, created at 0 when missing, and the
-//! section put in memory, an idle one evicted first at the cap) and its raises (a
+//! section put in memory, the least recently used evicted first at the memory bound) and its
+//! raises (a
 //! compare-and-set from the maximum this process last saw: a row another process moved fences
 //! the section), when a call needs one or a step ahead of need.
 
@@ -9,69 +10,49 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::map::{Map, read};
+use super::map::read;
 use super::memory::set_of;
-use super::{Inner, LIMIT, NUMERIC, STRINGS, SeqError, TIMEOUT_KEY};
+use super::shape::Shape;
+use super::{Inner, LIMIT, SeqError, TIMEOUT_KEY};
 use crate::db::seq::Cas;
 use crate::key::SeqKey;
-use crate::section::{Dense, Section, Slots, Sparse, raise_target};
-
-/// The slots of a new section of kind `S`.
-pub(super) trait Fresh: Slots + Sized {
-    const KIND: i16;
-    fn fresh(inner: &Inner, max: u64) -> Self;
-}
-
-impl Fresh for Dense {
-    const KIND: i16 = NUMERIC;
-    fn fresh(_: &Inner, max: u64) -> Self {
-        Dense::new(max)
-    }
-}
-
-impl Fresh for Sparse {
-    const KIND: i16 = STRINGS;
-    fn fresh(inner: &Inner, _: u64) -> Self {
-        Sparse::new(
-            Arc::clone(&inner.string_keys),
-            inner.options.max_string_keys,
-        )
-    }
-}
+use crate::section::{Section, raise_target};
+use crate::slots::Slots;
 
 impl Inner {
     /// The section, loaded if it is not in memory.
     pub(super) async fn section<K, S>(
         this: &Arc<Inner>,
-        which: fn(&Inner) -> &Map<K, S>,
+        shape: &Shape<K, S>,
         id: K,
         key: &SeqKey,
     ) -> Result<Arc<Section<S>>, SeqError>
     where
         K: Copy + Eq + std::hash::Hash + Into<u64> + Send + Sync + 'static,
-        S: Fresh,
+        S: Slots,
     {
+        let deadline = Instant::now() + this.options.store_timeout;
         loop {
-            if let Some(s) = read(which(this)).get(&id) {
+            if let Some(s) = read((shape.map)(this)).get(&id) {
                 return Ok(Arc::clone(s));
             }
-            let deadline = Instant::now() + this.options.store_timeout;
-            Inner::load(this, which, id, key, deadline).await?;
+            Inner::load(this, shape, id, key, deadline).await?;
         }
     }
 
     /// Reads section `id`'s maximum from the table (its row created at 0 when missing) and puts
-    /// it in memory, evicting an idle section first if the cap is reached.
+    /// it in memory, evicting the least recently used sections first if the memory bound is
+    /// reached.
     pub(super) async fn load<K, S>(
         this: &Arc<Inner>,
-        which: fn(&Inner) -> &Map<K, S>,
+        shape: &Shape<K, S>,
         id: K,
         key: &SeqKey,
         deadline: Instant,
     ) -> Result<(), SeqError>
     where
         K: Copy + Eq + std::hash::Hash + Into<u64> + Send + Sync + 'static,
-        S: Fresh,
+        S: Slots,
     {
         let unavailable = |cause: String| SeqError::Unavailable {
             key: key.to_string(),
@@ -83,18 +64,12 @@ impl Inner {
         // A set stopped while this load waited its turn is not loaded (stop_set drains loads
         // by taking the same turn).
         this.check_set(set_of(id.into()), key)?;
-        if read(which(this)).contains_key(&id) {
+        if read((shape.map)(this)).contains_key(&id) {
             return Ok(());
         }
-        if this.sections() >= this.options.max_sections && !this.evict_one() {
-            return Err(SeqError::Full {
-                key: key.to_string(),
-                what: format!("{} sections", this.options.max_sections),
-                setting: "seq.max_sections",
-            });
-        }
+        this.room_for(SECTION_ROOM, key)?;
         let row = i64::try_from(id.into()).expect("section numbers fit in i64");
-        let max = tokio::time::timeout_at(deadline, this.db.seq_load(S::KIND, row, 0))
+        let max = tokio::time::timeout_at(deadline, this.db.seq_load(shape.kind, row, 0))
             .await
             .map_err(|_| unavailable(waited(this.options.store_timeout, "a section load")))?
             .map_err(|e| unavailable(e.to_string()))?;
@@ -102,8 +77,8 @@ impl Inner {
             key: key.to_string(),
             why: format!("section {row} of vesta_seq holds max_seq {max}, below 0"),
         })?;
-        let section = Section::new(S::KIND, row, max, this.options.step, S::fresh(this, max));
-        which(this)
+        let section = Section::new(shape.kind, row, max, this.options.step, (shape.fresh)(this));
+        (shape.map)(this)
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id, Arc::new(section));
@@ -225,6 +200,9 @@ impl Inner {
         });
     }
 }
+
+/// Room a load makes before it loads: a section's own bytes and a first table, with margin.
+const SECTION_ROOM: usize = 1024;
 
 fn waited(limit: Duration, what: &str) -> String {
     format!(
