@@ -36,8 +36,8 @@ pub(crate) struct Section<S> {
     /// Its row: `(kind, section)`.
     pub(crate) kind: i16,
     pub(crate) id: i64,
-    /// `max` when the section was loaded: every number handed out for any of its keys before
-    /// is at most this, so a key first seen here starts at it.
+    /// Where its keys start: `max` when the section was loaded (every number handed out for
+    /// any of its keys before is at most that), or 0 for a row the load created.
     base: u64,
     /// The highest number the table allows; only goes up, and only after the table does.
     max: AtomicU64,
@@ -59,12 +59,13 @@ pub(crate) struct Section<S> {
 }
 
 impl<S: Slots> Section<S> {
-    /// The section `(kind, id)` as loaded with `max`, raised by `step` at first.
-    pub(crate) fn new(kind: i16, id: i64, max: u64, step: u64, slots: S) -> Self {
+    /// The section `(kind, id)` as loaded with `max`, its keys starting at `base` (`max`, or 0
+    /// for a row the load created), raised by `step` at first.
+    pub(crate) fn new(kind: i16, id: i64, base: u64, max: u64, step: u64, slots: S) -> Self {
         Section {
             kind,
             id,
-            base: max,
+            base,
             max: AtomicU64::new(max),
             slots,
             raising: tokio::sync::Mutex::new(()),
@@ -195,7 +196,7 @@ mod tests {
 
     #[test]
     fn the_step_doubles_when_raised_often_and_halves_when_seldom() {
-        let s = Section::new(0, 0, 0, 10, numbers());
+        let s = Section::new(0, 0, 0, 0, 10, numbers());
         let t0 = Instant::now();
         s.adapt(t0, 10, 80);
         assert_eq!(s.step(), 10, "the first raise sets the clock only");
@@ -226,7 +227,7 @@ mod tests {
 
     #[test]
     fn a_number_is_ready_only_under_max() {
-        let s = Section::new(0, 0, 100, 10, numbers());
+        let s = Section::new(0, 0, 100, 100, 10, numbers());
         assert_eq!(s.take(&7, 1), Take::Wait(101));
         s.raised(110);
         assert_eq!(s.take(&7, 1), Take::Ready(102));
@@ -241,7 +242,7 @@ mod tests {
     #[test]
     fn string_keys_start_at_the_max_of_the_load_and_are_bounded() {
         let budget = Arc::new(Budget::new(300));
-        let s = Section::new(1, 3, 100, 10, Strings::new(Arc::clone(&budget), 0));
+        let s = Section::new(1, 3, 100, 100, 10, Strings::new(Arc::clone(&budget), 0));
         s.raised(200);
         assert_eq!(s.take("a", 1), Take::Ready(101));
         // A key first seen after a raise still starts at the load's max: no raise per new key.

@@ -250,14 +250,25 @@ async fn a_second_process_on_the_table_is_fenced_not_followed() {
         .await
         .unwrap();
     let k = SeqKey::Num(5);
-    // Both load section 0 at max 0; A raises it first.
+    // B loads section 0 first, creating its row a step up (10): B's keys start at 0 under
+    // it. A loads the row B made: its keys start at 10, and its first call raises it.
     let _ = b.current(&k).await.unwrap();
     let mut check = Checker::default();
     for _ in 0..5 {
         let n = a.next(&k).await.unwrap();
         check.saw(&k, n, n);
     }
-    let err = b.next(&k).await.unwrap_err();
+    // B hands out what it created (below A's: never one of A's numbers), and its first raise
+    // finds the row A moved.
+    let mut from_b = Vec::new();
+    let err = loop {
+        match b.next(&k).await {
+            Ok(n) => from_b.push(n),
+            Err(e) => break e,
+        }
+        assert!(from_b.len() <= 10, "B raised past A's row: {from_b:?}");
+    };
+    assert!(from_b.iter().all(|n| *n <= 10), "{from_b:?}");
     assert!(matches!(err, SeqError::Fenced { .. }), "{err:?}");
     let text = err.to_string();
     assert!(

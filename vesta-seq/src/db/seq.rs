@@ -114,29 +114,43 @@ impl Database {
         section: i64,
         initial: i64,
     ) -> Result<i64, SegmentError> {
+        Ok(self.seq_load_new(kind, section, initial).await?.0)
+    }
+
+    /// The section's `max_seq`, and whether this call created its row (with `initial`): a
+    /// row created here was never handed a number from, so its keys may start at 0 under it.
+    pub(crate) async fn seq_load_new(
+        &self,
+        kind: i16,
+        section: i64,
+        initial: i64,
+    ) -> Result<(i64, bool), SegmentError> {
         let q = sql(self.url().kind());
-        let found: Option<(i64, i64)> = self
+        let (created, found): (bool, Option<(i64, i64)>) = self
             .bounded(
                 || format!("loading section {section} (kind {kind}) of vesta_seq"),
                 async {
                     on_pool!(self.pool(), p => {
-                        sqlx::query(q.insert_missing)
+                        let created = sqlx::query(q.insert_missing)
                             .bind(kind)
                             .bind(section)
                             .bind(initial)
                             .execute(p)
-                            .await?;
+                            .await?
+                            .rows_affected()
+                            == 1;
                         sqlx::query_as(q.read)
                             .bind(kind)
                             .bind(section)
                             .fetch_optional(p)
                             .await
+                            .map(|found| (created, found))
                     })
                 },
             )
             .await?;
         found
-            .map(|(max, _)| max)
+            .map(|(max, _)| (max, created && max == initial))
             .ok_or_else(|| SegmentError::Database {
                 db: self.url().to_string(),
                 action: format!("loading section {section} (kind {kind}) of vesta_seq"),

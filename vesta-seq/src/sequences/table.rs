@@ -1,4 +1,4 @@
-//! A section's trips to the table: its load (the row read, created at 0 when missing, and the
+//! A section's trips to the table: its load (the row read, created a step up when missing, and the
 //! section put in memory, the least recently used evicted first at the memory bound) and its
 //! raises (a
 //! compare-and-set from the maximum this process last saw: a row another process moved fences
@@ -40,7 +40,7 @@ impl Inner {
         }
     }
 
-    /// Reads section `id`'s maximum from the table (its row created at 0 when missing) and puts
+    /// Reads section `id`'s maximum from the table (its row created a step up when missing) and puts
     /// it in memory, evicting the least recently used sections first if the memory bound is
     /// reached.
     pub(super) async fn load<K, S>(
@@ -69,15 +69,22 @@ impl Inner {
         }
         this.room_for(SECTION_ROOM, key)?;
         let row = i64::try_from(id.into()).expect("section numbers fit in i64");
-        let max = tokio::time::timeout_at(deadline, this.db.seq_load(shape.kind, row, 0))
-            .await
-            .map_err(|_| unavailable(waited(this.options.store_timeout, "a section load")))?
-            .map_err(|e| unavailable(e.to_string()))?;
+        // A row created here starts a step up, its keys at 0 under it: nothing was ever handed
+        // out from a row that did not exist, and the section's first call needs no raise.
+        let step = this.options.step;
+        let (max, created) = tokio::time::timeout_at(
+            deadline,
+            this.db.seq_load_new(shape.kind, row, step as i64),
+        )
+        .await
+        .map_err(|_| unavailable(waited(this.options.store_timeout, "a section load")))?
+        .map_err(|e| unavailable(e.to_string()))?;
         let max = u64::try_from(max).map_err(|_| SeqError::Fenced {
             key: key.to_string(),
             why: format!("section {row} of vesta_seq holds max_seq {max}, below 0"),
         })?;
-        let section = Section::new(shape.kind, row, max, this.options.step, (shape.fresh)(this));
+        let base = if created { 0 } else { max };
+        let section = Section::new(shape.kind, row, base, max, step, (shape.fresh)(this));
         (shape.map)(this)
             .write()
             .unwrap_or_else(|e| e.into_inner())
