@@ -120,8 +120,9 @@ impl From<SeqError> for OpError {
             SeqError::Unavailable { .. } | SeqError::Store(_) => {
                 OpError::new(ErrorKind::StoreDown, message).retry_after(Some(1))
             }
-            SeqError::Full { .. } => {
-                OpError::new(ErrorKind::Saturated, message).retry_after(Some(1))
+            // Room frees when the calls holding the sections end: within store_timeout.
+            SeqError::Full { retry_after_s, .. } => {
+                OpError::new(ErrorKind::Saturated, message).retry_after(Some(*retry_after_s))
             }
             SeqError::Fenced { .. } | SeqError::Exhausted { .. } | SeqError::Layout { .. } => {
                 OpError::new(ErrorKind::StoreDown, message)
