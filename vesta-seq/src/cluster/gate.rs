@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use super::coarse::Coarse;
 use super::plan::Route;
 use crate::sets::SETS;
 use crate::{SeqError, SeqKey};
@@ -18,6 +19,8 @@ pub(crate) struct Gate {
     owned: Box<[AtomicI64]>,
     /// Monotonic origin of `serve_until_ns`.
     base: Instant,
+    /// A cheap upper bound of the time since `base`, for the call path.
+    coarse: Coarse,
     /// The end of the term (ns since `base`): no number after it until a renewal is confirmed.
     serve_until_ns: AtomicU64,
     /// Who serves each set, as of the last beat.
@@ -42,10 +45,12 @@ pub(crate) struct Gate {
 
 impl Gate {
     pub(crate) fn new(member: u64) -> Gate {
+        let (coarse, base) = Coarse::start();
         Gate {
             member,
             owned: (0..SETS).map(|_| AtomicI64::new(0)).collect(),
-            base: Instant::now(),
+            base,
+            coarse,
             serve_until_ns: AtomicU64::new(0),
             routes: RwLock::new(Arc::new(vec![Route::Moving { to: None }; SETS as usize])),
             refused_moving: AtomicU64::new(0),
@@ -74,9 +79,15 @@ impl Gate {
         self.serve_until_ns.store(0, Ordering::Release);
     }
 
-    /// Whether the term runs at `now`.
-    pub(crate) fn in_term(&self, now: Instant) -> bool {
-        self.since_base(now) < self.serve_until_ns.load(Ordering::Acquire)
+    /// Whether the term runs now: the coarse clock's bound when it says so (a few ns), else
+    /// the precise clock.
+    #[inline]
+    fn in_term_now(&self) -> bool {
+        let until = self.serve_until_ns.load(Ordering::Acquire);
+        match self.coarse.elapsed_at_most() {
+            Some(at_most) if at_most < until => true,
+            _ => self.since_base(Instant::now()) < until,
+        }
     }
 
     /// How long the term still runs (zero once lapsed).
@@ -138,7 +149,7 @@ impl Gate {
     /// says who serves it.
     pub(crate) fn check(&self, set: u32, key: &SeqKey) -> Result<(), SeqError> {
         if self.served(set) != 0 {
-            if self.in_term(Instant::now()) {
+            if self.in_term_now() {
                 return Ok(());
             }
             self.refused_lapsed.fetch_add(1, Ordering::Relaxed);
