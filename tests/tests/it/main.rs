@@ -30,6 +30,7 @@ mod segment_serve;
 mod segment_tls;
 mod seq_cluster;
 mod seq_dbs;
+mod seq_shapes;
 mod sql_lease;
 mod tcp_cli;
 mod tls;
