@@ -102,10 +102,16 @@ fn next_dense(state: &mut u64) -> u64 {
 }
 
 fn dense(c: &mut Criterion) {
-    let keys: Vec<SeqKey> = (DENSE_FROM..DENSE_FROM + DENSE_KEYS).map(SeqKey::Num).collect();
+    let keys: Vec<SeqKey> = (DENSE_FROM..DENSE_FROM + DENSE_KEYS)
+        .map(SeqKey::Num)
+        .collect();
     let refs: Vec<&SeqKey> = keys.iter().collect();
     let w = warm(&refs);
-    assert_eq!(w.seqs.status().dense_sections, 1, "the section is its array");
+    assert_eq!(
+        w.seqs.status().dense_sections,
+        1,
+        "the section is its array"
+    );
     let _entered = w.runtime.enter();
     let mut g = c.benchmark_group("seq/dense keys (one section of 100,000, random key), 1 thread");
     g.throughput(Throughput::Elements(1));
@@ -113,8 +119,11 @@ fn dense(c: &mut Criterion) {
     g.bench_function("vesta Sequences", |b| {
         b.iter(|| black_box(w.next(&SeqKey::Num(next_dense(&mut state)))));
     });
-    let fnv_map: Mutex<HashMap<u64, u64, BuildHasherDefault<fnv::FnvHasher>>> =
-        Mutex::new((DENSE_FROM..DENSE_FROM + DENSE_KEYS).map(|k| (k, 0)).collect());
+    let fnv_map: Mutex<HashMap<u64, u64, BuildHasherDefault<fnv::FnvHasher>>> = Mutex::new(
+        (DENSE_FROM..DENSE_FROM + DENSE_KEYS)
+            .map(|k| (k, 0))
+            .collect(),
+    );
     g.bench_function("peer: Mutex<HashMap<u64, u64>> (FNV)", |b| {
         b.iter(|| {
             let mut m = fnv_map.lock().expect("lock");
@@ -123,8 +132,11 @@ fn dense(c: &mut Criterion) {
             black_box(*v)
         });
     });
-    let std_map: Mutex<HashMap<u64, u64>> =
-        Mutex::new((DENSE_FROM..DENSE_FROM + DENSE_KEYS).map(|k| (k, 0)).collect());
+    let std_map: Mutex<HashMap<u64, u64>> = Mutex::new(
+        (DENSE_FROM..DENSE_FROM + DENSE_KEYS)
+            .map(|k| (k, 0))
+            .collect(),
+    );
     g.bench_function("peer: Mutex<HashMap<u64, u64>> (SipHash)", |b| {
         b.iter(|| {
             let mut m = std_map.lock().expect("lock");
@@ -153,9 +165,12 @@ fn seq(c: &mut Criterion) {
     g.bench_function("vesta Sequences, numeric key alone in its section", |b| {
         b.iter(|| black_box(w.next(black_box(&num))));
     });
-    g.bench_function("vesta Sequences, snowflake-sized key (spread bucket)", |b| {
-        b.iter(|| black_box(w.next(black_box(&snow))));
-    });
+    g.bench_function(
+        "vesta Sequences, snowflake-sized key (spread bucket)",
+        |b| {
+            b.iter(|| black_box(w.next(black_box(&snow))));
+        },
+    );
     g.bench_function("vesta Sequences, string key (15 bytes)", |b| {
         b.iter(|| black_box(w.next(black_box(&text))));
     });

@@ -303,10 +303,7 @@ impl TcpLoad {
                 message: message.to_owned(),
             })
         };
-        if self.seq_shape != KeyShape::Dense
-            && self.peer.is_none()
-            && self.load.targets.len() > 1
-        {
+        if self.seq_shape != KeyShape::Dense && self.peer.is_none() && self.load.targets.len() > 1 {
             return Err(BenchError::Invalid {
                 field: Field::SeqKeys,
                 message: "a cluster run (more than one server) routes dense keys only".into(),

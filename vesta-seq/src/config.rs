@@ -286,7 +286,9 @@ impl TryFrom<RawSection> for SeqSection {
             // The old bounds, as the memory they stood for.
             (None, sections, strings) => {
                 let bytes = sections.unwrap_or(125).saturating_mul(OLD_SECTION_BYTES)
-                    + strings.unwrap_or(1_000_000).saturating_mul(OLD_STRING_KEY_BYTES);
+                    + strings
+                        .unwrap_or(1_000_000)
+                        .saturating_mul(OLD_STRING_KEY_BYTES);
                 bytes.div_ceil(1 << 20).max(MAX_MEMORY_MB.0)
             }
         };
@@ -382,7 +384,10 @@ mod tests {
             parse("[seq]\nmax_memory_mb = 0\n").unwrap_err(),
             "seq.max_memory_mb 0 is out of range: allowed 4..=1048576"
         );
-        assert_eq!(parse("[seq]\nmax_memory_mb = 64\n").unwrap().max_memory_mb, 64);
+        assert_eq!(
+            parse("[seq]\nmax_memory_mb = 64\n").unwrap().max_memory_mb,
+            64
+        );
         // The renamed bounds are read as the memory they stood for: 300 sections of 800 KB and
         // the default million string keys of 100 bytes; the new key wins over them.
         assert_eq!(

@@ -65,7 +65,9 @@ impl Place<'_> {
     pub(crate) fn set(&self) -> u32 {
         match *self {
             Place::Num { section, .. } => (section % SETS) as u32,
-            Place::Spread { bucket, .. } | Place::Str { bucket, .. } => (u64::from(bucket) % SETS) as u32,
+            Place::Spread { bucket, .. } | Place::Str { bucket, .. } => {
+                (u64::from(bucket) % SETS) as u32
+            }
         }
     }
 }
@@ -245,17 +247,26 @@ mod tests {
             assert_eq!(key, k);
             assert!(u64::from(bucket) < SPREAD_BUCKETS);
             assert_eq!(u64::from(bucket) % 256, (k / 100_000) % 256, "{k}: its set");
-            assert_eq!(place(k - k % 100_000), place(k - k % 100_000), "one range, one bucket");
+            assert_eq!(
+                place(k - k % 100_000),
+                place(k - k % 100_000),
+                "one range, one bucket"
+            );
             let Place::Spread { bucket: first, .. } = place(k - k % 100_000) else {
                 panic!()
             };
             assert_eq!(first, bucket, "{k}: its range's bucket");
         }
         // Pinned: a snowflake-sized key's bucket never changes.
-        assert_eq!(spread_bucket(412_345_678_901_234_567), spread_bucket(412_345_678_901_200_000));
+        assert_eq!(
+            spread_bucket(412_345_678_901_234_567),
+            spread_bucket(412_345_678_901_200_000)
+        );
         assert_eq!(
             spread_bucket(u64::MAX),
-            ((u64::MAX / 100_000) % 256 + 256 * (fnv1a64(&(u64::MAX / 100_000 / 256).to_le_bytes()) % 16)) as u32
+            ((u64::MAX / 100_000) % 256
+                + 256 * (fnv1a64(&(u64::MAX / 100_000 / 256).to_le_bytes()) % 16))
+                as u32
         );
         // FNV-1a-64's published test vectors: the bucket of a key never changes.
         assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);

@@ -540,7 +540,11 @@ mod tests {
         );
         let c = Config::from_toml_str("[seq]\nmax_sections = 3\nmax_memory_mb = 64\n").unwrap();
         assert_eq!(c.seq.max_memory_mb, 64);
-        assert!(c.warnings[0].contains("the old key is ignored"), "{:?}", c.warnings);
+        assert!(
+            c.warnings[0].contains("the old key is ignored"),
+            "{:?}",
+            c.warnings
+        );
     }
 
     #[test]

@@ -192,7 +192,10 @@ fn snowflake_and_string_keys_are_all_served_on_defaults() {
 /// set is the range modulo 256; its bucket in the set FNV-1a of the rest, modulo 16).
 fn ranges_in_one_bucket() -> (u64, u64) {
     let bucket = |range: u64| {
-        (range % 256, vesta_core::seq_place::fnv1a64(&(range / 256).to_le_bytes()) % 16)
+        (
+            range % 256,
+            vesta_core::seq_place::fnv1a64(&(range / 256).to_le_bytes()) % 16,
+        )
     };
     let first = 70_000;
     let second = (1..)
@@ -268,7 +271,11 @@ fn a_refusal_at_the_memory_bound_names_the_setting_and_a_true_retry_after() {
     let refused = conn.get(&format!("/seq/{new_key}"));
     let at = Instant::now();
     assert_eq!(refused.status, 503, "{}", refused.body);
-    assert_eq!(refused.retry_after, Some(2), "store_timeout_ms 2000, rounded up");
+    assert_eq!(
+        refused.retry_after,
+        Some(2),
+        "store_timeout_ms 2000, rounded up"
+    );
     assert!(
         refused.body.contains("seq.max_memory_mb") && refused.body.contains("4 MiB"),
         "{}",

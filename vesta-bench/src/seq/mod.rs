@@ -181,7 +181,10 @@ mod tests {
             assert!((4e17 as u64..5e17 as u64).contains(&k));
             let (text, k) = text_keys.next_text();
             assert_eq!(k, i);
-            assert!((16..=24).contains(&text.len()) && text.starts_with("user:"), "{text}");
+            assert!(
+                (16..=24).contains(&text.len()) && text.starts_with("user:"),
+                "{text}"
+            );
         }
         let mut a = String::new();
         let mut b = String::new();

@@ -40,7 +40,13 @@ pub struct Args {
     seq_keys: Option<u64>,
     /// What the --seq-keys keys look like: dense (key i is i), sparse (snowflake-sized
     /// numbers, about 4e17, one to a range of 100,000) or string (16-24 bytes, user:...)
-    #[arg(long, value_enum, value_name = "SHAPE", default_value = "dense", requires = "seq_keys")]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "SHAPE",
+        default_value = "dense",
+        requires = "seq_keys"
+    )]
     seq_shape: ShapeArg,
 }
 

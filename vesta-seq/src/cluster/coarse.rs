@@ -28,7 +28,13 @@ impl Coarse {
             let origin_ns = ns(clock_gettime(ClockId::Monotonic));
             let base = Instant::now();
             let slack_ns = 2 * ns(clock_getres(ClockId::MonotonicCoarse)).max(1_000_000);
-            (Coarse { origin_ns, slack_ns }, base)
+            (
+                Coarse {
+                    origin_ns,
+                    slack_ns,
+                },
+                base,
+            )
         }
         #[cfg(not(any(target_os = "linux", target_os = "android")))]
         {

@@ -20,7 +20,11 @@ use crate::key::{SECTION_KEYS, SPREAD_BUCKETS, SPREAD_FROM, STRING_BUCKETS, spre
 /// Checks (and on a new table pins) the layout; carries an old table's numeric sections from
 /// [`SPREAD_FROM`] on over into their spread buckets first. `token` marks the rows it raises.
 pub(super) async fn pin(db: &Database, token: i64) -> Result<(), SeqError> {
-    if db.seq_read(META, 2, || "reading the layout of vesta_seq".into()).await?.is_none() {
+    if db
+        .seq_read(META, 2, || "reading the layout of vesta_seq".into())
+        .await?
+        .is_none()
+    {
         carry_over(db, token).await?;
     }
     for (section, what, expected) in [

@@ -229,7 +229,13 @@ impl Sequences {
         SeqStatus {
             sections: numeric.len() + spread.len() + strings.len(),
             dense_sections,
-            numeric_keys: keys(&mut numeric.values().chain(spread.values()).filter(|s| !s.slots().is_dense()).map(|s| s.slots().keys())),
+            numeric_keys: keys(
+                &mut numeric
+                    .values()
+                    .chain(spread.values())
+                    .filter(|s| !s.slots().is_dense())
+                    .map(|s| s.slots().keys()),
+            ),
             string_keys: keys(&mut strings.values().map(|s| s.slots().keys())),
             memory_bytes: i.budget.used(),
             raises: i.raises.load(Ordering::Relaxed),

@@ -64,7 +64,8 @@ macro_rules! on_place {
     ($place:expr, |$shape:ident, $id:ident, $slot:ident| $body:expr) => {
         match $place {
             $crate::key::Place::Num { section, slot } => {
-                let ($shape, $id, $slot) = (&$crate::sequences::shape::NUM, section, &u64::from(slot));
+                let ($shape, $id, $slot) =
+                    (&$crate::sequences::shape::NUM, section, &u64::from(slot));
                 $body
             }
             $crate::key::Place::Spread { bucket, key } => {
@@ -79,3 +80,18 @@ macro_rules! on_place {
     };
 }
 pub(crate) use on_place;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slots::table_bytes;
+
+    /// docs/seq.md, "Memory": a section costs at most 400 bytes with its first table of keys.
+    #[test]
+    fn a_section_with_its_first_table_is_within_the_documented_bound() {
+        let numbers = overhead::<Numbers>() + table_bytes(3, 16);
+        let strings = overhead::<Strings>() + table_bytes(3, 24);
+        eprintln!("numbers {numbers}, strings {strings}");
+        assert!(numbers <= 400 && strings <= 400, "{numbers}, {strings}");
+    }
+}

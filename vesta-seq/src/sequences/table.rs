@@ -72,13 +72,11 @@ impl Inner {
         // A row created here starts a step up, its keys at 0 under it: nothing was ever handed
         // out from a row that did not exist, and the section's first call needs no raise.
         let step = this.options.step;
-        let (max, created) = tokio::time::timeout_at(
-            deadline,
-            this.db.seq_load_new(shape.kind, row, step as i64),
-        )
-        .await
-        .map_err(|_| unavailable(waited(this.options.store_timeout, "a section load")))?
-        .map_err(|e| unavailable(e.to_string()))?;
+        let (max, created) =
+            tokio::time::timeout_at(deadline, this.db.seq_load_new(shape.kind, row, step as i64))
+                .await
+                .map_err(|_| unavailable(waited(this.options.store_timeout, "a section load")))?
+                .map_err(|e| unavailable(e.to_string()))?;
         let max = u64::try_from(max).map_err(|_| SeqError::Fenced {
             key: key.to_string(),
             why: format!("section {row} of vesta_seq holds max_seq {max}, below 0"),

@@ -79,7 +79,11 @@ mod tests {
             m.insert(i, i);
             let buckets = (table_bytes(m.capacity(), 16) - 16) / 17;
             assert!(buckets.is_power_of_two());
-            assert!(m.capacity() < buckets && buckets <= 2 * m.capacity() + 2, "{}", m.capacity());
+            assert!(
+                m.capacity() < buckets && buckets <= 2 * m.capacity() + 2,
+                "{}",
+                m.capacity()
+            );
         }
     }
 }

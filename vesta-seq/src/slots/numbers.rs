@@ -120,7 +120,12 @@ impl Slots for Numbers {
             }
             table.reserve(1);
             self.bytes.fetch_add(grown - now, Ordering::AcqRel);
-            settle(&self.budget, &self.bytes, grown, table_bytes(table.capacity(), ENTRY));
+            settle(
+                &self.budget,
+                &self.bytes,
+                grown,
+                table_bytes(table.capacity(), ENTRY),
+            );
         }
         table.insert(*key, start + n);
         self.count.fetch_add(1, Ordering::Relaxed);
@@ -186,7 +191,10 @@ mod tests {
         assert_eq!(s.bytes(), table_bytes(28_672, ENTRY));
         assert!(s.bytes() < DENSE_BYTES);
         s.add(&50_000, 1, 100).unwrap();
-        assert!(s.is_dense(), "the next key would double the table past the array");
+        assert!(
+            s.is_dense(),
+            "the next key would double the table past the array"
+        );
         assert_eq!((s.bytes(), budget.used()), (DENSE_BYTES, DENSE_BYTES));
         // Every number moved with its key.
         assert_eq!(s.get(&7, 100), 104);

@@ -75,7 +75,12 @@ impl Slots for Strings {
         self.bytes.fetch_add(charge, Ordering::AcqRel);
         if grown > 0 {
             table.reserve(1);
-            settle(&self.budget, &self.bytes, grown, table_bytes(table.capacity(), ENTRY));
+            settle(
+                &self.budget,
+                &self.bytes,
+                grown,
+                table_bytes(table.capacity(), ENTRY),
+            );
         }
         table.insert(key.into(), start + n);
         self.count.fetch_add(1, Ordering::Relaxed);

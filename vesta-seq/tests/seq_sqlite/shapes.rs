@@ -28,7 +28,13 @@ fn snowflakes(n: u64) -> Vec<SeqKey> {
 /// String keys of 16 to 24 bytes.
 fn strings(n: u64) -> Vec<SeqKey> {
     (0..n)
-        .map(|i| key(&format!("user:{:0w$}", i * 7_919, w = 11 + (i % 9) as usize)))
+        .map(|i| {
+            key(&format!(
+                "user:{:0w$}",
+                i * 7_919,
+                w = 11 + (i % 9) as usize
+            ))
+        })
         .collect()
 }
 
@@ -42,8 +48,13 @@ fn promised(sections: usize, numeric_keys: usize, string_keys: usize) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sparse_and_string_keys_are_served_per_key_in_few_rows() {
     let dir = tempfile::tempdir().unwrap();
-    let seqs = Sequences::open(&url(dir.path()), options(1000)).await.unwrap();
-    let keys: Vec<SeqKey> = snowflakes(4_000).into_iter().chain(strings(4_000)).collect();
+    let seqs = Sequences::open(&url(dir.path()), options(1000))
+        .await
+        .unwrap();
+    let keys: Vec<SeqKey> = snowflakes(4_000)
+        .into_iter()
+        .chain(strings(4_000))
+        .collect();
     let mut check = Checker::default();
     for round in 0..2 {
         for k in &keys {
@@ -51,7 +62,11 @@ async fn sparse_and_string_keys_are_served_per_key_in_few_rows() {
             check.saw(k, n, n);
         }
         let s = seqs.status();
-        assert_eq!((s.numeric_keys, s.string_keys), (4_000, 4_000), "round {round}");
+        assert_eq!(
+            (s.numeric_keys, s.string_keys),
+            (4_000, 4_000),
+            "round {round}"
+        );
         assert!(
             s.memory_bytes <= promised(s.sections, s.numeric_keys, s.string_keys),
             "{s:?}"
@@ -62,11 +77,16 @@ async fn sparse_and_string_keys_are_served_per_key_in_few_rows() {
     let pool = locker(dir.path()).await;
     let table = rows(&pool).await;
     assert!(table.len() <= 4096 + 4096 + 4, "{} rows", table.len());
-    assert!(table.iter().all(|r| r.0 != 0), "no numeric section: every key is spread");
+    assert!(
+        table.iter().all(|r| r.0 != 0),
+        "no numeric section: every key is spread"
+    );
     // Across a restart: every key above its last.
     seqs.close().await;
     drop(seqs);
-    let seqs = Sequences::open(&url(dir.path()), options(1000)).await.unwrap();
+    let seqs = Sequences::open(&url(dir.path()), options(1000))
+        .await
+        .unwrap();
     for k in keys.iter().step_by(97) {
         let n = seqs.next(k).await.unwrap();
         check.saw(k, n, n);
@@ -77,7 +97,9 @@ async fn sparse_and_string_keys_are_served_per_key_in_few_rows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_numeric_section_turns_into_an_array_and_keeps_every_number() {
     let dir = tempfile::tempdir().unwrap();
-    let seqs = Sequences::open(&url(dir.path()), options(100_000)).await.unwrap();
+    let seqs = Sequences::open(&url(dir.path()), options(100_000))
+        .await
+        .unwrap();
     let mut check = Checker::default();
     // 28,672 keys fit the table; the next turns section 0 into its array.
     for k in (0..28_673u64).map(|k| SeqKey::Num(k * 3 % 100_000)) {
@@ -85,15 +107,24 @@ async fn a_numeric_section_turns_into_an_array_and_keeps_every_number() {
         check.saw(&k, n, n);
     }
     let s = seqs.status();
-    assert_eq!((s.dense_sections, s.sections, s.numeric_keys), (1, 1, 0), "{s:?}");
-    assert!(s.memory_bytes >= 800_000 && s.memory_bytes < 801_000, "{s:?}");
+    assert_eq!(
+        (s.dense_sections, s.sections, s.numeric_keys),
+        (1, 1, 0),
+        "{s:?}"
+    );
+    assert!(
+        s.memory_bytes >= 800_000 && s.memory_bytes < 801_000,
+        "{s:?}"
+    );
     for k in (0..100_000u64).step_by(7).map(SeqKey::Num) {
         let n = seqs.next(&k).await.unwrap();
         check.saw(&k, n, n);
     }
     seqs.close().await;
     drop(seqs);
-    let seqs = Sequences::open(&url(dir.path()), options(100_000)).await.unwrap();
+    let seqs = Sequences::open(&url(dir.path()), options(100_000))
+        .await
+        .unwrap();
     for k in (0..100_000u64).step_by(3).map(SeqKey::Num) {
         let n = seqs.next(&k).await.unwrap();
         check.saw(&k, n, n);
@@ -117,7 +148,10 @@ async fn at_the_bound_the_least_recently_used_sections_make_room() {
     let mut check = Checker::default();
     for round in 0..2 {
         for k in &keys {
-            let n = seqs.next(k).await.unwrap_or_else(|e| panic!("round {round}, {k}: {e}"));
+            let n = seqs
+                .next(k)
+                .await
+                .unwrap_or_else(|e| panic!("round {round}, {k}: {e}"));
             check.saw(k, n, n);
             assert!(seqs.status().memory_bytes <= bound);
         }
@@ -154,10 +188,19 @@ async fn a_refusal_at_the_bound_names_the_setting_and_room_frees_in_its_retry_af
     tokio::time::sleep(Duration::from_millis(100)).await;
     let e = seqs.next(&b).await.unwrap_err();
     let refused = Instant::now();
-    let SeqError::Full { retry_after_s, setting, .. } = &e else {
+    let SeqError::Full {
+        retry_after_s,
+        setting,
+        ..
+    } = &e
+    else {
         panic!("{e:?}");
     };
-    assert_eq!((*retry_after_s, *setting), (1, "seq.max_memory_mb"), "800 ms, rounded up");
+    assert_eq!(
+        (*retry_after_s, *setting),
+        (1, "seq.max_memory_mb"),
+        "800 ms, rounded up"
+    );
     assert!(e.to_string().contains("room frees within 1 s"), "{e}");
     // The call holding the bucket ends within its store_timeout, and room with it.
     let (r, ended) = waiting.await.unwrap();
@@ -174,14 +217,30 @@ async fn a_refusal_at_the_bound_names_the_setting_and_room_frees_in_its_retry_af
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_old_tables_wide_sections_are_carried_into_their_buckets() {
     let dir = tempfile::tempdir().unwrap();
-    drop(Sequences::open(&url(dir.path()), options(10)).await.unwrap());
+    drop(
+        Sequences::open(&url(dir.path()), options(10))
+            .await
+            .unwrap(),
+    );
     // As a build before spread buckets left it: a section per snowflake key, no rows 2 and 3.
     let pool = locker(dir.path()).await;
     let snow: u64 = 412_345_678_901_234_567;
     for (q, section, max) in [
-        ("DELETE FROM vesta_seq WHERE kind = 2 AND section >= 2", 0, 0),
-        ("INSERT INTO vesta_seq (kind, section, max_seq) VALUES (0, ?, ?)", snow / 100_000, 90_000),
-        ("INSERT INTO vesta_seq (kind, section, max_seq) VALUES (0, ?, ?)", 49_999, 7),
+        (
+            "DELETE FROM vesta_seq WHERE kind = 2 AND section >= 2",
+            0,
+            0,
+        ),
+        (
+            "INSERT INTO vesta_seq (kind, section, max_seq) VALUES (0, ?, ?)",
+            snow / 100_000,
+            90_000,
+        ),
+        (
+            "INSERT INTO vesta_seq (kind, section, max_seq) VALUES (0, ?, ?)",
+            49_999,
+            7,
+        ),
     ] {
         sqlx::query(q)
             .bind(section as i64)
@@ -190,13 +249,26 @@ async fn an_old_tables_wide_sections_are_carried_into_their_buckets() {
             .await
             .unwrap();
     }
-    let seqs = Sequences::open(&url(dir.path()), options(10)).await.unwrap();
+    let seqs = Sequences::open(&url(dir.path()), options(10))
+        .await
+        .unwrap();
     let n = seqs.next(&SeqKey::Num(snow)).await.unwrap();
     assert!(n > 90_000, "{n}: the old section's numbers are below it");
     assert!(seqs.next(&SeqKey::Num(snow + 1)).await.unwrap() > 90_000);
-    assert!(seqs.next(&SeqKey::Num(4_999_999_999)).await.unwrap() > 7, "kept its section");
-    let meta: Vec<_> = rows(&pool).await.into_iter().filter(|r| r.0 == 2).map(|r| (r.1, r.2)).collect();
-    assert_eq!(meta, [(0, 100_000), (1, 4096), (2, 5_000_000_000), (3, 4096)]);
+    assert!(
+        seqs.next(&SeqKey::Num(4_999_999_999)).await.unwrap() > 7,
+        "kept its section"
+    );
+    let meta: Vec<_> = rows(&pool)
+        .await
+        .into_iter()
+        .filter(|r| r.0 == 2)
+        .map(|r| (r.1, r.2))
+        .collect();
+    assert_eq!(
+        meta,
+        [(0, 100_000), (1, 4096), (2, 5_000_000_000), (3, 4096)]
+    );
     pool.close().await;
 }
 
