@@ -118,7 +118,13 @@ fn call_all(addr: &str, keys: &[String], calls: usize, history: &History) -> Vec
                             continue;
                         }
                         let n: u64 = a.body.trim().parse().expect("a number");
-                        mine.extend(history::calls(key, vec![n..n + 1], start, end));
+                        mine.push(history::Call {
+                            key: key.clone(),
+                            first: n,
+                            last: n,
+                            start,
+                            end,
+                        });
                     }
                     history.extend(mine);
                     failed

@@ -39,10 +39,15 @@ impl Sequences {
             if let Some(p) = in_memory((shape.map)(i), id, slot) {
                 return Ok(p);
             }
-            (kind_of(shape), u64::from(id))
+            (kind_of(shape), row_of(id))
         });
         stored(i, kind, row, key).await
     }
+}
+
+/// The row of section or bucket `id`.
+fn row_of(id: impl Into<u64>) -> u64 {
+    id.into()
 }
 
 /// The row kind of `shape`.
