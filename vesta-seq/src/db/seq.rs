@@ -158,6 +158,60 @@ impl Database {
             })
     }
 
+    /// [`Database::seq_load_new`] for many sections in one transaction (one commit: SQLite
+    /// writes one transaction at a time, so sections loaded together cost one write), in the
+    /// order given.
+    pub(crate) async fn seq_load_batch(
+        &self,
+        rows: &[(i16, i64)],
+        initial: i64,
+    ) -> Result<Vec<(i64, bool)>, SegmentError> {
+        let q = sql(self.url().kind());
+        let found: Vec<(bool, Option<(i64, i64)>)> = self
+            .bounded(
+                || format!("loading {} sections of vesta_seq", rows.len()),
+                async {
+                    on_pool!(self.pool(), p => {
+                        let mut tx = p.begin().await?;
+                        let mut created = Vec::with_capacity(rows.len());
+                        for (kind, section) in rows {
+                            let r = sqlx::query(q.insert_missing)
+                                .bind(kind)
+                                .bind(section)
+                                .bind(initial)
+                                .execute(&mut *tx)
+                                .await?;
+                            created.push(r.rows_affected() == 1);
+                        }
+                        let mut found = Vec::with_capacity(rows.len());
+                        for ((kind, section), created) in rows.iter().zip(created) {
+                            let row: Option<(i64, i64)> = sqlx::query_as(q.read)
+                                .bind(kind)
+                                .bind(section)
+                                .fetch_optional(&mut *tx)
+                                .await?;
+                            found.push((created, row));
+                        }
+                        tx.commit().await?;
+                        Ok::<_, sqlx::Error>(found)
+                    })
+                },
+            )
+            .await?;
+        found
+            .into_iter()
+            .zip(rows)
+            .map(|((created, row), (kind, section))| {
+                row.map(|(max, _)| (max, created && max == initial))
+                    .ok_or_else(|| SegmentError::Database {
+                        db: self.url().to_string(),
+                        action: format!("loading section {section} (kind {kind}) of vesta_seq"),
+                        cause: "the row vanished between its INSERT and its SELECT".into(),
+                    })
+            })
+            .collect()
+    }
+
     /// Sets the section's `max_seq` to `to`, and its owner to `owner` (the raiser's token), if
     /// it still holds `from`.
     pub(crate) async fn seq_raise(

@@ -118,8 +118,11 @@ pub(crate) struct Inner {
     pub(crate) strings: Map<u32, Strings>,
     /// The bytes every section holds, under `seq.max_memory_mb`.
     pub(crate) budget: Arc<Budget>,
-    /// One load at a time (a load is rare; two of one section would be one wasted).
+    /// One load at a time: its holder loads every section asked for meanwhile, in one
+    /// transaction (`table.rs`).
     loading: tokio::sync::Mutex<()>,
+    /// Sections waiting for a load, `(kind, section)`.
+    wanted: std::sync::Mutex<std::collections::HashSet<(i16, u64)>>,
     raises: AtomicU64,
     raise_failures: AtomicU64,
     raise_micros: AtomicU64,
@@ -168,6 +171,7 @@ impl Sequences {
             spread: Map::default(),
             strings: Map::default(),
             loading: tokio::sync::Mutex::new(()),
+            wanted: std::sync::Mutex::default(),
             raises: AtomicU64::new(0),
             raise_failures: AtomicU64::new(0),
             raise_micros: AtomicU64::new(0),

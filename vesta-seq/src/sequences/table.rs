@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::map::read;
 use super::memory::set_of;
-use super::shape::Shape;
+use super::shape::{NUM, NUMERIC, SPREAD, Shape, TEXT, WIDE};
 use super::{Inner, LIMIT, SeqError, TIMEOUT_KEY};
 use crate::db::seq::Cas;
 use crate::key::SeqKey;
@@ -40,9 +40,12 @@ impl Inner {
         }
     }
 
-    /// Reads section `id`'s maximum from the table (its row created a step up when missing) and puts
-    /// it in memory, evicting the least recently used sections first if the memory bound is
-    /// reached.
+    /// Reads section `id`'s maximum from the table (its row created a step up when missing) and
+    /// puts it in memory, evicting the least recently used sections first if the memory bound
+    /// is reached. Loads are batched: a call asks for its section, then takes the one turn to
+    /// load; the holder of the turn loads every section asked for meanwhile (served here) in
+    /// one transaction, so a burst of keys of new sections (snowflake or string keys after a
+    /// start) costs a write per batch, not per section.
     pub(super) async fn load<K, S>(
         this: &Arc<Inner>,
         shape: &Shape<K, S>,
@@ -58,37 +61,98 @@ impl Inner {
             key: key.to_string(),
             cause,
         };
+        let own = (shape.kind, id.into());
+        lock(&this.wanted).insert(own);
         let _turn = tokio::time::timeout_at(deadline, this.loading.lock())
             .await
             .map_err(|_| unavailable(waited(this.options.store_timeout, "a section load")))?;
         // A set stopped while this load waited its turn is not loaded (stop_set drains loads
         // by taking the same turn).
-        this.check_set(set_of(id.into()), key)?;
+        this.check_set(set_of(own.1), key)?;
         if read((shape.map)(this)).contains_key(&id) {
             return Ok(());
         }
-        this.room_for(SECTION_ROOM, key)?;
-        let row = i64::try_from(id.into()).expect("section numbers fit in i64");
+        let mut batch: Vec<(i16, u64)> = std::mem::take(&mut *lock(&this.wanted))
+            .into_iter()
+            .filter(|w| *w != own && this.serves(set_of(w.1)) && !this.in_memory(*w))
+            .collect();
+        batch.sort_unstable();
+        batch.truncate(MAX_BATCH - 1);
+        batch.insert(0, own);
+        if this.room_for(SECTION_ROOM * batch.len(), key).is_err() {
+            batch.truncate(1);
+            this.room_for(SECTION_ROOM, key)?;
+        }
+        let rows: Vec<(i16, i64)> = batch
+            .iter()
+            .map(|(kind, s)| {
+                (
+                    *kind,
+                    i64::try_from(*s).expect("section numbers fit in i64"),
+                )
+            })
+            .collect();
         // A row created here starts a step up, its keys at 0 under it: nothing was ever handed
         // out from a row that did not exist, and the section's first call needs no raise.
         let step = this.options.step;
-        let (max, created) =
-            tokio::time::timeout_at(deadline, this.db.seq_load_new(shape.kind, row, step as i64))
-                .await
-                .map_err(|_| unavailable(waited(this.options.store_timeout, "a section load")))?
-                .map_err(|e| unavailable(e.to_string()))?;
-        let max = u64::try_from(max).map_err(|_| SeqError::Fenced {
-            key: key.to_string(),
-            why: format!("section {row} of vesta_seq holds max_seq {max}, below 0"),
-        })?;
-        let base = if created { 0 } else { max };
-        let section = Section::new(shape.kind, row, base, max, step, (shape.fresh)(this));
-        (shape.map)(this)
+        let loaded = tokio::time::timeout_at(deadline, this.db.seq_load_batch(&rows, step as i64))
+            .await
+            .map_err(|_| unavailable(waited(this.options.store_timeout, "a section load")))?
+            .map_err(|e| unavailable(e.to_string()))?;
+        for ((kind, row), (max, created)) in rows.into_iter().zip(loaded) {
+            let Ok(max) = u64::try_from(max) else {
+                if (kind, row as u64) == own {
+                    return Err(SeqError::Fenced {
+                        key: key.to_string(),
+                        why: format!("section {row} of vesta_seq holds max_seq {max}, below 0"),
+                    });
+                }
+                continue;
+            };
+            let base = if created { 0 } else { max };
+            match kind {
+                NUMERIC => this.put(&NUM, row as u64, row, base, max),
+                SPREAD => this.put(&WIDE, row as u32, row, base, max),
+                _ => this.put(&TEXT, row as u32, row, base, max),
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts section `id` (row `row`) of `shape` in memory, as loaded.
+    fn put<K, S>(&self, shape: &Shape<K, S>, id: K, row: i64, base: u64, max: u64)
+    where
+        K: Copy + Eq + std::hash::Hash,
+        S: Slots,
+    {
+        let section = Section::new(
+            shape.kind,
+            row,
+            base,
+            max,
+            self.options.step,
+            (shape.fresh)(self),
+        );
+        (shape.map)(self)
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(id, Arc::new(section));
-        this.loads.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+            .entry(id)
+            .or_insert_with(|| Arc::new(section));
+        self.loads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether section `(kind, id)` is in memory.
+    fn in_memory(&self, (kind, id): (i16, u64)) -> bool {
+        match kind {
+            NUMERIC => read(&self.numeric).contains_key(&id),
+            SPREAD => read(&self.spread).contains_key(&(id as u32)),
+            _ => read(&self.strings).contains_key(&(id as u32)),
+        }
+    }
+
+    /// Whether `set` is served here (always, outside a cluster).
+    fn serves(&self, set: u32) -> bool {
+        self.gate.get().is_none_or(|g| g.served(set) != 0)
     }
 
     /// Raises `section` until its maximum covers `need`, by `deadline`.
@@ -206,8 +270,16 @@ impl Inner {
     }
 }
 
-/// Room a load makes before it loads: a section's own bytes and a first table, with margin.
+/// Room a load makes before it loads, per section: its own bytes and a first table, with
+/// margin.
 const SECTION_ROOM: usize = 1024;
+/// Most sections one load reads (one transaction of twice as many statements).
+const MAX_BATCH: usize = 256;
+
+/// Locks `m`, through a poisoned lock (a set of ids is never left half-changed).
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn waited(limit: Duration, what: &str) -> String {
     format!(
