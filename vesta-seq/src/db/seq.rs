@@ -158,14 +158,23 @@ impl Database {
             })
     }
 
-    /// [`Database::seq_load_new`] for many sections in one transaction (one commit: SQLite
-    /// writes one transaction at a time, so sections loaded together cost one write), in the
-    /// order given.
+    /// [`Database::seq_load_new`] for many sections, in the order given. On SQLite in one
+    /// transaction: it writes one transaction at a time, each a sync, so sections loaded
+    /// together cost one. On PostgreSQL and MySQL one statement at a time, each committed: a
+    /// transaction left open by a server cut off mid-batch would hold its new rows' locks
+    /// against the other servers of a cluster until the database noticed.
     pub(crate) async fn seq_load_batch(
         &self,
         rows: &[(i16, i64)],
         initial: i64,
     ) -> Result<Vec<(i64, bool)>, SegmentError> {
+        if self.url().kind() != DbKind::Sqlite {
+            let mut loaded = Vec::with_capacity(rows.len());
+            for (kind, section) in rows {
+                loaded.push(self.seq_load_new(*kind, *section, initial).await?);
+            }
+            return Ok(loaded);
+        }
         let q = sql(self.url().kind());
         let found: Vec<(bool, Option<(i64, i64)>)> = self
             .bounded(
