@@ -159,8 +159,10 @@ impl<S: Slots> Section<S> {
     }
 
     /// Stops the section for good, saying why.
-    pub(crate) fn fence(&self, why: String) {
-        let _ = self.fenced.set(why);
+    /// True the first time (a raise ahead of need and a call's raise may both find the row
+    /// moved: the section is fenced, and counted, once).
+    pub(crate) fn fence(&self, why: String) -> bool {
+        self.fenced.set(why).is_ok()
     }
 
     /// Why the section serves no more, if it does not.

@@ -43,9 +43,10 @@ impl Inner {
     /// Reads section `id`'s maximum from the table (its row created a step up when missing) and
     /// puts it in memory, evicting the least recently used sections first if the memory bound
     /// is reached. Loads are batched: a call asks for its section, then takes the one turn to
-    /// load; the holder of the turn loads every section asked for meanwhile (served here) in
-    /// one transaction, so a burst of keys of new sections (snowflake or string keys after a
-    /// start) costs a write per batch, not per section.
+    /// load; the holder of the turn loads every section asked for meanwhile (served here), and
+    /// for a bucket the other buckets of its kind not in memory, up to [`MAX_BATCH`], in one
+    /// transaction on SQLite; so a burst of keys of new sections (snowflake or string keys
+    /// after a start) costs a write per batch, not per section.
     pub(super) async fn load<K, S>(
         this: &Arc<Inner>,
         shape: &Shape<K, S>,
@@ -76,13 +77,26 @@ impl Inner {
             .into_iter()
             .filter(|w| *w != own && this.serves(set_of(w.1)) && !this.in_memory(*w))
             .collect();
+        // A bucket's kind has 4,096 rows, each holding keys of any range or text: one key of
+        // it asked for is a key of every bucket soon (snowflake IDs, user names). Load them
+        // all while at it (those served here): a burst of new keys after a start then waits
+        // for a few loads, not one per bucket.
+        if own.0 != NUMERIC {
+            let wide = (0..BUCKETS)
+                .map(|b| (own.0, b))
+                .filter(|w| *w != own && this.serves(set_of(w.1)) && !this.in_memory(*w));
+            batch.extend(wide);
+            batch.sort_unstable();
+            batch.dedup();
+        }
         batch.sort_unstable();
         batch.truncate(MAX_BATCH - 1);
         batch.insert(0, own);
-        if this.room_for(SECTION_ROOM * batch.len(), key).is_err() {
-            batch.truncate(1);
-            this.room_for(SECTION_ROOM, key)?;
-        }
+        // The others only as far as they fit now (nothing is evicted for them); this one
+        // evicts to make room if it must.
+        let free = this.budget.bound().saturating_sub(this.budget.used());
+        batch.truncate((free / SECTION_ROOM).max(1));
+        this.room_for(SECTION_ROOM * batch.len(), key)?;
         let rows: Vec<(i16, i64)> = batch
             .iter()
             .map(|(kind, s)| {
@@ -233,9 +247,10 @@ impl Inner {
                         ),
                     };
                     // Once per section: its keys are refused from here on, and the log says why.
-                    tracing::error!(section = section.id, kind = section.kind, "{why}");
-                    section.fence(why.clone());
-                    self.fenced.fetch_add(1, Ordering::Relaxed);
+                    if section.fence(why.clone()) {
+                        tracing::error!(section = section.id, kind = section.kind, "{why}");
+                        self.fenced.fetch_add(1, Ordering::Relaxed);
+                    }
                     return Err(SeqError::Fenced {
                         key: key.to_string(),
                         why,
@@ -274,7 +289,9 @@ impl Inner {
 /// margin.
 const SECTION_ROOM: usize = 1024;
 /// Most sections one load reads (one transaction of twice as many statements).
-const MAX_BATCH: usize = 256;
+const MAX_BATCH: usize = 1024;
+/// Buckets of a kind (spread, string): 4,096 each.
+const BUCKETS: u64 = 4096;
 
 /// Locks `m`, through a poisoned lock (a set of ids is never left half-changed).
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
