@@ -24,10 +24,13 @@ pub mod owner;
 mod section;
 mod sequences;
 pub mod sets;
+mod slots;
 
 pub use config::{Coordination, DEFAULT_SEQ_DB, SeqSection};
 pub use floors::{FloorsAt, GuardStatus};
-pub use key::{KeyError, MAX_KEY_BYTES, SECTION_KEYS, STRING_BUCKETS, SeqKey};
+pub use key::{
+    KeyError, MAX_KEY_BYTES, SECTION_KEYS, SPREAD_BUCKETS, SPREAD_FROM, STRING_BUCKETS, SeqKey,
+};
 pub use owner::mode::Mode;
 pub use owner::{Owner, OwnerStatus, RaiseTo, RaisedRow, Role, Served};
 pub use sequences::{PendingNext, SeqError, SeqNext, SeqOptions, SeqPeek, SeqStatus, Sequences};

@@ -329,7 +329,7 @@ impl Collector for SeqCollector {
             ),
             (
                 "seq_section_evictions",
-                "Idle sections evicted",
+                "Sections evicted: idle, or the least recently used at seq.max_memory_mb",
                 s.evictions,
             ),
         ];
@@ -347,10 +347,25 @@ impl Collector for SeqCollector {
         let gauges = [
             (
                 "seq_sections",
-                "Sections in memory (numeric: 800 KB each)",
+                "Sections in memory (numeric sections, spread and string buckets)",
                 s.sections,
             ),
+            (
+                "seq_dense_sections",
+                "Numeric sections in memory as flat arrays (800 KB each)",
+                s.dense_sections,
+            ),
+            (
+                "seq_numeric_keys",
+                "Numeric keys in memory in tables (a dense section's not counted)",
+                s.numeric_keys,
+            ),
             ("seq_string_keys", "String keys in memory", s.string_keys),
+            (
+                "seq_memory_bytes",
+                "Bytes the sections hold, under seq.max_memory_mb",
+                s.memory_bytes,
+            ),
             (
                 "seq_fenced_sections",
                 "Sections this server serves no more: another process raised them in the same \

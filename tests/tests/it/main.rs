@@ -33,6 +33,7 @@ mod seq_cluster;
 mod seq_dbs;
 mod seq_owner;
 mod seq_restore;
+mod seq_shapes;
 mod sql_lease;
 mod tcp_cli;
 mod tls;

@@ -150,10 +150,10 @@ async fn raise_on(
 }
 
 fn raised_line(r: &RaisedRow) -> String {
-    let what = if r.kind == 0 {
-        "numeric section"
-    } else {
-        "string bucket"
+    let what = match r.kind {
+        0 => "numeric section",
+        3 => "spread bucket",
+        _ => "string bucket",
     };
     match r.from {
         Some(from) => format!("{what} {}: max_seq {from} -> {}", r.section, r.to),

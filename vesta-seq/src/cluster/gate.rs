@@ -33,8 +33,8 @@ pub(crate) struct Gate {
     pub of: GateOf,
     /// Per set, the generation it is served at here; 0: not served here.
     owned: Box<[AtomicI64]>,
-    /// The end of the term on the monotonic clock (`mono`), lowered by the coarse clock's slack:
-    /// no number after it until a renewal is confirmed.
+    /// The end of the term on the monotonic clock (`mono`, precise ns): no number after it
+    /// until a renewal is confirmed.
     serve_until_ns: AtomicU64,
     /// Who serves each set, as of the last beat.
     routes: RwLock<Arc<Vec<Route>>>,
@@ -89,7 +89,7 @@ impl Gate {
 
     /// Extends the term to `until` (never shortens it).
     pub(crate) fn extend(&self, until: Instant) {
-        let until = mono::ns_of(until).saturating_sub(mono::slack_ns());
+        let until = mono::ns_of(until);
         self.serve_until_ns.fetch_max(until, Ordering::AcqRel);
     }
 
@@ -98,10 +98,12 @@ impl Gate {
         self.serve_until_ns.store(0, Ordering::Release);
     }
 
-    /// Whether the term runs now (the coarse clock: see `mono`).
+    /// Whether the term runs now: the coarse clock says so when the term's end is more than its
+    /// slack away (a read of a few ns), else the precise clock decides (`mono`).
     #[inline]
     pub(crate) fn in_term(&self) -> bool {
-        mono::coarse_ns() < self.serve_until_ns.load(Ordering::Acquire)
+        let until = self.serve_until_ns.load(Ordering::Acquire);
+        mono::coarse_ns().saturating_add(mono::slack_ns()) < until || mono::precise_ns() < until
     }
 
     /// How long the term still runs (zero once lapsed).

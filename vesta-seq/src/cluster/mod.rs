@@ -4,7 +4,8 @@
 //! each is served by one member at a time.
 //!
 //! - `plan`: what a member does at a beat, pure (unit-tested);
-//! - `gate`: the check every call passes (set served here, term running);
+//! - `gate`: the check every call passes (set served here, term running; `coarse`: its
+//!   cheap clock);
 //! - `coord`: the [`Coordinator`], where leases and set owners live (the sequences' database
 //!   by default; etcd or ZooKeeper in [`coordination`](crate::coordination));
 //! - here: [`Cluster`], the beat task that renews the lease, reads the rows, stops serving a

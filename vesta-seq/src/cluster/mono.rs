@@ -1,13 +1,12 @@
 //! Monotonic time for the term every call checks (`gate.rs`): the kernel's coarse monotonic
 //! clock where it exists (Linux, Android, FreeBSD: a read in the vDSO, 15 ns on the test VM
-//! against 70 ns for the precise clock), else std's `Instant`. Terms are set from the precise
-//! clock and checked on the coarse one, which is the same clock as of the kernel's last tick:
-//! never ahead of it, and behind by a tick while ticks come on time, so a deadline lowered by
-//! one tick ([`slack_ns`]) is not passed unseen. A tick delayed further (a loaded host, a
-//! virtual CPU descheduled) lets a call through that much later, out of the third of a lease
-//! between a term's end and the lease's expiry — as a thread preempted between the check and
-//! its number already could with the precise clock: the term bounds how long a holder serves
-//! under ordinary scheduling, not under a stall of a third of a lease.
+//! against 70 ns for the precise clock), else std's `Instant`. Terms end at a precise reading;
+//! a call passes on the coarse reading while the end is more than [`slack_ns`] (two ticks)
+//! away, and the precise clock decides the last two ticks of a term, so a lapse is never seen
+//! late while ticks come on time. A tick delayed further (a loaded host, a virtual CPU
+//! descheduled) could let a call through that much later, out of the third of a lease between a
+//! term's end and the lease's expiry — as a thread preempted between the check and its number
+//! already could with the precise clock alone.
 
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -53,13 +52,13 @@ pub(crate) fn precise_ns() -> u64 {
     }
 }
 
-/// How far the coarse clock may be behind the precise one: its tick (plus a microsecond), 0
-/// where the precise clock is read.
+/// How far the coarse clock may be behind the precise one, with a margin: two of its ticks
+/// (plus a microsecond), 0 where the precise clock is read.
 pub(crate) fn slack_ns() -> u64 {
     static SLACK: OnceLock<u64> = OnceLock::new();
     *SLACK.get_or_init(|| {
         #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
-        return kernel::coarse_tick() + 1_000;
+        return 2 * kernel::coarse_tick() + 1_000;
         #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
         return 0;
     })

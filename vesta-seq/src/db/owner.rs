@@ -52,7 +52,8 @@ struct OwnerSql {
     read_lease: String,
     /// Binds holder, tcp, rest, ttl, the dead holder: the lease of a holder known gone.
     take_from: String,
-    /// Kinds 0 and 1 (numeric sections, string buckets): every row.
+    /// Every row but the meta rows: kinds 0 (numeric sections), 1 (string buckets) and 3 (spread
+    /// buckets).
     rows: &'static str,
     /// Binds to, kind, section, to: never lowers.
     raise_to: String,
@@ -101,7 +102,8 @@ impl OwnerSql {
                  expires_ms = {now} + ?, updated_ms = {now} \
                  WHERE member = {TABLE_ROW} AND holder = ?"
             )),
-            rows: "SELECT kind, section, max_seq FROM vesta_seq WHERE kind IN (0, 1) \
+            // Every row but the meta rows (kind 2, `db::seq::META`).
+            rows: "SELECT kind, section, max_seq FROM vesta_seq WHERE kind <> 2 \
                    ORDER BY kind, section",
             raise_to: p(
                 "UPDATE vesta_seq SET max_seq = ?, update_time = CURRENT_TIMESTAMP \

@@ -118,13 +118,12 @@ impl HostFile {
         read_tail(&self.path, &mut s)
     }
 
-    /// Appends the raise of `row` to `max` and syncs it; what others appended meanwhile comes
-    /// back too, and whether the file is due for compaction (more than four lines for each of
-    /// the `sections` the caller knows).
+    /// Appends the raises `rows` (each a row and its maximum) and syncs them once; what others
+    /// appended meanwhile comes back too, and whether the file is due for compaction (more than
+    /// four lines for each of the `sections` the caller knows).
     pub(crate) fn append(
         &self,
-        row: Row,
-        max: u64,
+        rows: &[(Row, u64)],
         sections: usize,
     ) -> Result<(Vec<(Row, u64)>, bool), String> {
         let lock = self.lock_file()?;
@@ -133,11 +132,14 @@ impl HostFile {
         let mut s = self.state();
         reopen_if_replaced(&self.path, &mut s)?;
         let read = read_tail(&self.path, &mut s)?;
-        let line = format!("{} {} {max}\n", row.0, row.1);
+        let mut lines = String::new();
+        for ((kind, section), max) in rows {
+            lines.push_str(&format!("{kind} {section} {max}\n"));
+        }
         // Appended at the end whatever the cursor; read back (with any line another process
         // appended first) by the next read, never skipped.
         s.file
-            .write_all(line.as_bytes())
+            .write_all(lines.as_bytes())
             .and_then(|()| s.file.sync_data())
             .map_err(|e| failed(&self.path, "appending a raise", e))?;
         let due = s.lines > 4 * (sections as u64 + 1) + COMPACT_SLACK;
@@ -310,9 +312,9 @@ mod tests {
         let (a, read) = HostFile::open(dir.path(), "abc").unwrap();
         assert!(read.is_empty());
         let (b, _) = HostFile::open(dir.path(), "abc").unwrap();
-        a.append((0, 5), 1000, 1).unwrap();
-        a.append((0, 5), 2000, 1).unwrap();
-        a.append((1, 7), 10, 2).unwrap();
+        a.append(&[((0, 5), 1000)], 1).unwrap();
+        a.append(&[((0, 5), 2000)], 1).unwrap();
+        a.append(&[((1, 7), 10)], 2).unwrap();
         let seen = maxima(&b.refresh().unwrap());
         assert_eq!(seen[&(0, 5)], 2000);
         assert_eq!(seen[&(1, 7)], 10);
@@ -340,7 +342,7 @@ mod tests {
         for i in 1..=(COMPACT_SLACK + 50) {
             let row = (0, (i % 3) as i64);
             known.insert(row, i);
-            let (_, due) = a.append(row, i, known.len()).unwrap();
+            let (_, due) = a.append(&[(row, i)], known.len()).unwrap();
             if due {
                 let all: Vec<(Row, u64)> = known.iter().map(|(r, m)| (*r, *m)).collect();
                 a.compact(&all).unwrap();
@@ -352,7 +354,7 @@ mod tests {
             "not compacted: {} lines",
             text.lines().count()
         );
-        b.append((1, 9), 5, 1).unwrap();
+        b.append(&[((1, 9), 5)], 1).unwrap();
         let seen = maxima(&HostFile::open(dir.path(), "s").unwrap().1);
         assert_eq!(
             seen[&(1, 9)],

@@ -22,7 +22,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use self::file::{HostFile, Row};
+use self::file::HostFile;
+pub(crate) use self::file::Row;
 use crate::cluster::Coordinator;
 use crate::{SeqError, SeqKey};
 
@@ -160,33 +161,50 @@ impl Floors {
 
     /// Records a raise of `row` to `max` the table confirmed, before its numbers go out.
     pub(crate) async fn record(&self, row: Row, max: u64) -> Result<(), SeqError> {
-        if self.known().get(&row).is_some_and(|m| *m >= max) {
+        self.record_many(&[(row, max)]).await
+    }
+
+    /// Records the maxima `rows` the table confirmed (a batch of loads: one sync for all),
+    /// before their numbers go out.
+    pub(crate) async fn record_many(&self, rows: &[(Row, u64)]) -> Result<(), SeqError> {
+        let new: Vec<(Row, u64)> = {
+            let known = self.known();
+            rows.iter()
+                .filter(|(row, max)| known.get(row).is_none_or(|m| m < max))
+                .copied()
+                .collect()
+        };
+        if new.is_empty() {
             return Ok(());
         }
-        let written = self.append(row, max).await;
-        let written = match (written, self.remote.get()) {
-            (Ok(_), Some(coord)) => coord
-                .raise_floor(row.0, row.1, max)
-                .await
-                .map_err(SeqError::from),
-            (Ok(_), None) => Ok(()),
-            (Err(e), _) => Err(e),
-        };
+        let mut written = self.append(new.clone()).await;
+        if let (Ok(()), Some(coord)) = (&written, self.remote.get()) {
+            for ((kind, section), max) in new {
+                if let Err(e) = coord.raise_floor(kind, section, max).await {
+                    written = Err(SeqError::from(e));
+                    break;
+                }
+            }
+        }
         *self.error.lock().unwrap_or_else(|e| e.into_inner()) =
             written.as_ref().err().map(ToString::to_string);
         written
     }
 
-    /// Appends the raise to the host file (compacting it when due), merging what others
+    /// Appends the raises to the host file (compacting it when due), merging what others
     /// appended.
-    async fn append(&self, row: Row, max: u64) -> Result<(), SeqError> {
+    async fn append(&self, rows: Vec<(Row, u64)>) -> Result<(), SeqError> {
         let file = Arc::clone(&self.file);
-        let sections = self.known().len();
-        let (read, due) = blocking(move || file.append(row, max, sections)).await?;
+        let sections = self.known().len() + rows.len();
+        let (read, due, rows) = blocking(move || {
+            file.append(&rows, sections)
+                .map(|(read, due)| (read, due, rows))
+        })
+        .await?;
         let all = {
             let mut known = self.known();
             merge(&mut known, read);
-            merge(&mut known, [(row, max)]);
+            merge(&mut known, rows);
             due.then(|| known.iter().map(|(r, m)| (*r, *m)).collect::<Vec<_>>())
         };
         if let Some(all) = all {
@@ -218,6 +236,55 @@ impl Floors {
             return Ok(());
         }
         Err(self.note(row, found, floor, remembered, key))
+    }
+
+    /// Checks a batch of loaded rows, `(row, found)` each, as [`Floors::check`] does, with one
+    /// read of the host file (and of the coordinator's floors): a verdict per row, or the error
+    /// when the guard cannot be read.
+    pub(crate) async fn check_many(
+        &self,
+        rows: &[(Row, i64)],
+        key: &SeqKey,
+    ) -> Result<Vec<Result<(), SeqError>>, SeqError> {
+        if let [(row, found)] = rows {
+            return match self.check(*row, *found, key).await {
+                Err(e) if !matches!(e, SeqError::WentBack { .. }) => Err(e),
+                verdict => Ok(vec![verdict]),
+            };
+        }
+        let file = Arc::clone(&self.file);
+        let read = blocking(move || file.refresh()).await?;
+        merge(&mut self.known(), read);
+        let remote: HashMap<Row, u64> = match self.remote.get() {
+            Some(coord) => coord.floors().await?.into_iter().collect(),
+            None => HashMap::new(),
+        };
+        let mut verdicts = Vec::with_capacity(rows.len());
+        for &(row, found) in rows {
+            let local = self.known().get(&row).copied().unwrap_or(0);
+            let (floor, remembered) = match remote.get(&row) {
+                Some(&r) if r > local => {
+                    merge(&mut self.known(), [(row, r)]);
+                    (r, self.remembered(true))
+                }
+                _ => (local, self.remembered(false)),
+            };
+            verdicts.push(if found >= 0 && found as u64 >= floor {
+                self.went().remove(&row);
+                Ok(())
+            } else {
+                Err(self.note(row, found, floor, remembered, key))
+            });
+        }
+        Ok(verdicts)
+    }
+
+    /// Whether `row` went back and was checked within the last second (its load would be
+    /// refused from memory).
+    pub(crate) fn went_back(&self, row: Row) -> bool {
+        self.went()
+            .get(&row)
+            .is_some_and(|w| w.checked.elapsed() < RECHECK)
     }
 
     /// Notes `row` as went back (found at `found`, raised to `floor`); the refusal for `key`.

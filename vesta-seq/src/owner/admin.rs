@@ -9,7 +9,6 @@ use super::lease::describe;
 use super::mode::{self, Mode};
 use crate::cluster::{Coordinator, MemberRow, SqlCoordinator, live_members};
 use crate::db::owner::LeaseRow;
-use crate::key::Place;
 use crate::{SeqError, SeqKey, Sequences};
 
 /// How a table is served now, as its database says.
@@ -39,7 +38,7 @@ pub enum RaiseTo {
 /// A row `vesta seq raise` moved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct RaisedRow {
-    /// The row's kind (0 numeric sections, 1 string buckets).
+    /// The row's kind (0 numeric sections, 1 string buckets, 3 spread buckets).
     pub kind: i16,
     /// The section (or bucket).
     pub section: i64,
@@ -177,8 +176,5 @@ impl Sequences {
 
 /// The row of `key`'s section.
 fn row_of(key: &SeqKey) -> (i16, i64) {
-    match key.place() {
-        Place::Num { section, .. } => (0, i64::try_from(section).unwrap_or(i64::MAX)),
-        Place::Str { bucket } => (1, i64::from(bucket)),
-    }
+    key.place().row()
 }

@@ -42,15 +42,23 @@ pub enum SeqError {
         /// The key.
         key: String,
     },
-    /// Memory bound reached: a section or string key more would pass its setting.
-    #[error("key {key}: {what} already in memory ({setting}); raise it or spread the load")]
+    /// Memory bound reached and every section in memory in use by a call under way (a raise
+    /// or a load waiting for the table): a section or key more would pass the bound. Each
+    /// such call ends within `store_timeout`, and its section can then be evicted.
+    #[error(
+        "key {key}: the sequences' memory bound ({bound_mb} MiB, {setting}) is reached and \
+         every section in memory is in use by a call waiting for the table; room frees within \
+         {retry_after_s} s (seq.store_timeout_ms): retry then, or raise {setting}"
+    )]
     Full {
         /// The key.
         key: String,
-        /// How many of what.
-        what: String,
+        /// The bound, MiB.
+        bound_mb: usize,
         /// The setting.
         setting: &'static str,
+        /// When room frees: every call holding a section ends within `store_timeout`.
+        retry_after_s: u64,
     },
     /// The table's layout of keys differs from this build's.
     #[error(

@@ -125,8 +125,9 @@ impl From<SeqError> for OpError {
             }
             // The table went back: refused until an operator raises it (no retry helps sooner).
             SeqError::WentBack { .. } => OpError::new(ErrorKind::StoreDown, message),
-            SeqError::Full { .. } => {
-                OpError::new(ErrorKind::Saturated, message).retry_after(Some(1))
+            // Room frees when the calls holding the sections end: within store_timeout.
+            SeqError::Full { retry_after_s, .. } => {
+                OpError::new(ErrorKind::Saturated, message).retry_after(Some(*retry_after_s))
             }
             SeqError::Fenced { .. } | SeqError::Exhausted { .. } | SeqError::Layout { .. } => {
                 OpError::new(ErrorKind::StoreDown, message)

@@ -35,9 +35,9 @@ use crate::servers::{Kind, Server};
 pub const TTL_MS: u64 = 2_000;
 /// The members' `[seq] store_timeout_ms`.
 const STORE_TIMEOUT_MS: u64 = 1_000;
-/// The members' `[seq] max_sections`: the random string keys fall in up to 4,096 buckets, one
-/// section each, far above the default 125 (which refuses calls as `SATURATED` once full).
-const MAX_SECTIONS: u64 = 5_000;
+/// The members' `[seq] max_memory_mb`: every key of the run in memory at once with room (the
+/// default, 256, would do; a smaller bound would evict, which the library's tests cover).
+const MAX_MEMORY_MB: u64 = 128;
 /// How long a partitioned member stays cut off: its lease expires and its sets move meanwhile.
 pub const PARTITION_FOR: Duration = Duration::from_millis(3 * TTL_MS);
 /// The first member's machine ID (the server pool's top: the leasing servers, lowest free ID
@@ -170,7 +170,7 @@ impl SeqGroup {
         let ports = free_ports(members);
         let conf = format!(
             "[seq]\nstore_timeout_ms = {STORE_TIMEOUT_MS}\ncluster_ttl_ms = {TTL_MS}\n\
-             max_sections = {MAX_SECTIONS}\ncoordination = \"{}\"\n",
+             max_memory_mb = {MAX_MEMORY_MB}\ncoordination = \"{}\"\n",
             coordination
                 .to_possible_value()
                 .map_or("sql".into(), |v| v.get_name().to_owned())
