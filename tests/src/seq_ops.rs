@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 use crate::bin::http;
 use crate::history::{self, History};
 
+/// How long [`Calls::rest`] retries a 503 that says to retry shortly.
+const RETRY_FOR: Duration = Duration::from_secs(5);
+
 /// Calls to servers, every answered one recorded.
 pub struct Calls {
     /// What was answered.
@@ -44,7 +47,16 @@ impl Calls {
     /// `GET /seq/{key}` on a REST server: its number, recorded, or the refusal.
     pub fn rest(&self, addr: &str, key: &str) -> Result<u64, Refused> {
         let start = Instant::now();
-        let (status, body) = http(addr, "GET", &format!("/seq/{key}"));
+        // A 503 that says to retry shortly (a term not confirmed in time on a loaded host) is
+        // retried for up to 5 s, as a client honouring `Retry-After` does: one call.
+        let (status, body) = loop {
+            let (status, body) = http(addr, "GET", &format!("/seq/{key}"));
+            if status == 503 && body.contains("retry shortly") && start.elapsed() < RETRY_FOR {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            break (status, body);
+        };
         let end = Instant::now();
         if status != 200 {
             return Err(Refused { status, said: body });

@@ -315,7 +315,10 @@ fn put_back_under_two_members(table: &Table, dir: &Path) {
         "every key refused once its section needed a raise"
     );
     let raised = host.raise(&cfg);
-    assert_eq!(raised.lines().count(), keys.len(), "{raised}");
+    // A line per section the keys live in, and one per row a load created alongside them
+    // (a bucket's load creates its kind's others on SQLite) that the backup lacks.
+    assert!(raised.lines().count() >= keys.len(), "{raised}");
+    assert!(raised.lines().all(|l| l.contains("max_seq")), "{raised}");
     let deadline = Instant::now() + Duration::from_secs(10);
     for k in &keys {
         loop {

@@ -158,6 +158,12 @@ impl Database {
             })
     }
 
+    /// Whether [`Database::seq_load_batch`] loads its rows in one transaction (SQLite, which
+    /// commits one at a time), rather than one round trip each.
+    pub(crate) fn loads_in_one_transaction(&self) -> bool {
+        self.url().kind() == DbKind::Sqlite
+    }
+
     /// [`Database::seq_load_new`] for many sections, in the order given. On SQLite in one
     /// transaction: it writes one transaction at a time, each a sync, so sections loaded
     /// together cost one. On PostgreSQL and MySQL one statement at a time, each committed: a
@@ -168,7 +174,7 @@ impl Database {
         rows: &[(i16, i64)],
         initial: i64,
     ) -> Result<Vec<(i64, bool)>, SegmentError> {
-        if self.url().kind() != DbKind::Sqlite {
+        if !self.loads_in_one_transaction() {
             let mut loaded = Vec::with_capacity(rows.len());
             for (kind, section) in rows {
                 loaded.push(self.seq_load_new(*kind, *section, initial).await?);

@@ -89,8 +89,11 @@ impl Inner {
         // A bucket's kind has 4,096 rows, each holding keys of any range or text: one key of
         // it asked for is a key of every bucket soon (snowflake IDs, user names). Load them
         // all while at it (those served here): a burst of new keys after a start then waits
-        // for a few loads, not one per bucket.
-        if own.0 != NUMERIC {
+        // for a few loads, not one per bucket. Only where a batch is one transaction (SQLite):
+        // elsewhere each row is a round trip, and a thousand of them would outlast the load's
+        // store timeout.
+        let one_transaction = this.db.loads_in_one_transaction();
+        if own.0 != NUMERIC && one_transaction {
             let wide = (0..BUCKETS)
                 .map(|b| (own.0, b))
                 .filter(|w| *w != own && this.loadable(*w));
@@ -99,7 +102,11 @@ impl Inner {
             batch.dedup();
         }
         batch.sort_unstable();
-        batch.truncate(MAX_BATCH - 1);
+        batch.truncate(if one_transaction {
+            MAX_BATCH - 1
+        } else {
+            MAX_ROW_BY_ROW - 1
+        });
         batch.insert(0, own);
         // The others only as far as they fit now (nothing is evicted for them); this one
         // evicts to make room if it must.
@@ -389,6 +396,8 @@ impl Inner {
 const SECTION_ROOM: usize = 1024;
 /// Most sections one load reads (one transaction of twice as many statements).
 const MAX_BATCH: usize = 1024;
+/// Most sections one load reads where each is a round trip of its own (PostgreSQL, MySQL).
+const MAX_ROW_BY_ROW: usize = 32;
 /// Buckets of a kind (spread, string): 4,096 each.
 const BUCKETS: u64 = 4096;
 

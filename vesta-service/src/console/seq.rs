@@ -289,12 +289,15 @@ mod tests {
         assert_eq!(fact(h, "store_timeout_ms"), Some("3000 ms"));
         assert_eq!(fact(h, "max_memory_mb"), Some("256 MiB"));
         assert_eq!(fact(h, "idle_s"), Some("600 s"));
-        assert_eq!(fact(h, "sections"), Some("2 (0 dense)"));
+        // Section 0, and the string buckets one load brought (up to 1,024 on SQLite).
+        let status = seqs.status();
+        assert!(status.sections >= 2, "{status:?}");
+        let sections = format!("{} (0 dense)", status.sections);
+        assert_eq!(fact(h, "sections"), Some(sections.as_str()));
         assert_eq!(fact(h, "numeric_keys"), Some("1"));
         assert_eq!(fact(h, "string_keys"), Some("1"));
-        assert_eq!(fact(h, "memory"), Some("0.0 of 256 MiB"));
+        assert!(fact(h, "memory").unwrap().ends_with(" of 256 MiB"), "{h}");
         assert_eq!(fact(h, "issued"), Some("12"));
-        let status = seqs.status();
         assert!(status.raises >= 1, "{status:?}");
         assert_eq!(fact(h, "raises"), Some(status.raises.to_string().as_str()));
         assert!(fact(h, "raise_latency").unwrap().ends_with(" ms"), "{h}");
