@@ -302,7 +302,7 @@ mod tests {
         assert_eq!(fact(h, "raises"), Some(status.raises.to_string().as_str()));
         assert!(fact(h, "raise_latency").unwrap().ends_with(" ms"), "{h}");
         assert_eq!(fact(h, "raise_failures"), Some("0"));
-        assert_eq!(fact(h, "loads"), Some("2"));
+        assert_eq!(fact(h, "loads"), Some(status.loads.to_string().as_str()));
         assert_eq!(fact(h, "evictions"), Some("0"));
         assert_eq!(fact(h, "fenced"), Some("0"));
         assert!(!h.contains("class=\"bad\""), "{h}");
