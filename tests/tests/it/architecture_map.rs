@@ -86,10 +86,7 @@ fn check(root: &Path, map: &str) -> Checked {
                 // Words: the last crate they name is where the next paths are.
                 if let Some(named) = piece
                     .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
-                    .filter(|w| {
-                        w.starts_with("vesta-") && root.join(w).join("Cargo.toml").is_file()
-                    })
-                    .last()
+                    .rfind(|w| w.starts_with("vesta-") && root.join(w).join("Cargo.toml").is_file())
                 {
                     krate = Some(root.join(named));
                 }
