@@ -37,6 +37,27 @@ pub fn command(remedy: &Remedy) -> Option<String> {
             word(tag),
             word(db)
         ),
+        Remedy::AskSeqOwner { db } => format!(
+            "ask it instead (vesta seq next KEY --server HOST:PORT for a TCP server, GET \
+             /seq/KEY for a REST one) or stop it first; vesta seq mode --db {} shows who serves \
+             the table",
+            word(db)
+        ),
+        Remedy::SetSeqMode { db, mode } => format!(
+            "if nothing serves it that way any more, record this one: vesta seq mode --db {} \
+             --set {}",
+            word(db),
+            word(mode)
+        ),
+        Remedy::RaiseSeqTable { db } => format!(
+            "to recover: vesta seq raise --db {db} (to what this host remembers; add --config \
+             FILE for a cluster in etcd or ZooKeeper), or vesta seq raise --db {db} --by N where \
+             nothing remembers it (docs/seq.md, \"A restored table\")",
+            db = word(db)
+        ),
+        Remedy::ServeSequences => {
+            "[seq] db in its config, or vesta serve rest|tcp --seq-db URL".into()
+        }
         _ => return None,
     })
 }
@@ -141,6 +162,35 @@ mod tests {
                     db: "sqlite:///tmp/l.db".into(),
                 },
                 "vesta segment raise orders --to N --db sqlite:///tmp/l.db (N >= 251)",
+            ),
+            (
+                Remedy::AskSeqOwner {
+                    db: "sqlite:///tmp/s.db".into(),
+                },
+                "ask it instead (vesta seq next KEY --server HOST:PORT for a TCP server, GET \
+                 /seq/KEY for a REST one) or stop it first; vesta seq mode --db \
+                 sqlite:///tmp/s.db shows who serves the table",
+            ),
+            (
+                Remedy::SetSeqMode {
+                    db: "sqlite:///tmp/s.db".into(),
+                    mode: "cluster etcd".into(),
+                },
+                "if nothing serves it that way any more, record this one: vesta seq mode --db \
+                 sqlite:///tmp/s.db --set 'cluster etcd'",
+            ),
+            (
+                Remedy::RaiseSeqTable {
+                    db: "postgres://vesta:***@db1/ids".into(),
+                },
+                "to recover: vesta seq raise --db 'postgres://vesta:***@db1/ids' (to what this \
+                 host remembers; add --config FILE for a cluster in etcd or ZooKeeper), or vesta \
+                 seq raise --db 'postgres://vesta:***@db1/ids' --by N where nothing remembers it \
+                 (docs/seq.md, \"A restored table\")",
+            ),
+            (
+                Remedy::ServeSequences,
+                "[seq] db in its config, or vesta serve rest|tcp --seq-db URL",
             ),
         ];
         for (remedy, line) in cases {

@@ -1,12 +1,16 @@
 //! Libraries return remedies as data; only vesta-cli spells `vesta ...` command lines and their
 //! flags (ARCHITECTURE.md's invariant). This reads every library crate's sources (`vesta-*/src`
-//! but vesta-cli's) and fails listing each string literal that spells one: `vesta machine`,
-//! `vesta segment`, `vesta seq`, `--host-hold`, `--state-file`, `--machine-db`. Comments and
-//! doc comments may name commands (they explain, and are not printed).
+//! but vesta-cli's) and fails listing each string literal that spells one: `vesta <command>`
+//! for each command of the `vesta` binary and each of its long flags, as its own `--help` names
+//! them (so a flag added later is covered too). Comments and doc comments may name commands
+//! (they explain, and are not printed).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
-/// What a library may not spell in a string.
+/// What a library may not spell in a string, whatever the help says (the reader's test uses
+/// these; the help must name each).
 const SPELLED: [&str; 6] = [
     "vesta machine",
     "vesta segment",
@@ -16,14 +20,80 @@ const SPELLED: [&str; 6] = [
     "--machine-db",
 ];
 
-/// Crates whose sources are not read (yet).
-const NOT_READ: [&str; 2] = [
+/// Words of the `vesta` help a library may spell.
+const NOT_SPELLED: [&str; 4] = [
+    // Every program's (clap's).
+    "--help",
+    "--version",
+    // Also the name of the bit layout ("id.type applies to the vesta layout only").
+    "vesta layout",
+    // vesta-rest's refusal of a console that is off names it; the transports' one gate
+    // (issue 48, item 2, another branch) rewrites that refusal: the lead removes this line then.
+    "--console",
+];
+
+/// Crates whose sources are not read.
+const NOT_READ: [&str; 1] = [
     // The one crate that spells commands.
     "vesta-cli",
-    // Being changed by another helper while this check lands (its remedies are converted once
-    // that work is merged): the lead removes this line then.
-    "vesta-seq",
 ];
+
+/// `vesta <command>` for each command and every long flag of every command, as the `vesta`
+/// binary's help lists them (but [`NOT_SPELLED`]).
+fn cli_words() -> BTreeSet<String> {
+    let mut words = BTreeSet::new();
+    let mut todo: Vec<Vec<String>> = vec![vec![]];
+    while let Some(path) = todo.pop() {
+        let out = Command::new(env!("CARGO_BIN_EXE_vesta"))
+            .args(&path)
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "vesta {path:?} --help: {out:?}");
+        let help = String::from_utf8(out.stdout).unwrap();
+        let mut in_commands = false;
+        for line in help.lines() {
+            if line.ends_with(':') && !line.starts_with(' ') {
+                in_commands = line == "Commands:";
+                continue;
+            }
+            let trimmed = line.trim_start();
+            if in_commands && line.starts_with("  ") && !line.starts_with("   ") {
+                let command = trimmed.split_whitespace().next().unwrap().to_owned();
+                if command != "help" {
+                    if path.is_empty() {
+                        words.insert(format!("vesta {command}"));
+                    }
+                    let mut sub = path.clone();
+                    sub.push(command);
+                    todo.push(sub);
+                }
+            }
+            // `  -c, --connections <N>` or `      --seq-db <URL>`.
+            let flag = trimmed
+                .strip_prefix('-')
+                .filter(|rest| rest.len() > 3 && rest.as_bytes()[1] == b',')
+                .map_or(trimmed, |rest| rest[2..].trim_start());
+            if let Some(name) = flag.strip_prefix("--") {
+                let name: String = name
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                    .collect();
+                if !name.is_empty() && line.starts_with("  ") {
+                    words.insert(format!("--{name}"));
+                }
+            }
+        }
+    }
+    for spelled in SPELLED {
+        assert!(
+            words.contains(spelled),
+            "the help names {spelled}: {words:?}"
+        );
+    }
+    words.retain(|w| !NOT_SPELLED.contains(&w.as_str()));
+    words
+}
 
 #[test]
 fn no_library_spells_a_vesta_command() {
@@ -39,7 +109,12 @@ fn no_library_spells_a_vesta_command() {
         })
         .collect();
     crates.sort();
-    assert!(crates.len() >= 8, "the library crates: {crates:?}");
+    assert!(crates.len() >= 9, "the library crates: {crates:?}");
+    let spelled = cli_words();
+    assert!(
+        spelled.len() > 40 && spelled.contains("--seq-db") && spelled.contains("vesta serve"),
+        "the help's words: {spelled:?}"
+    );
     let mut offenders = Vec::new();
     let mut files = 0;
     for krate in &crates {
@@ -47,7 +122,7 @@ fn no_library_spells_a_vesta_command() {
             files += 1;
             let text = std::fs::read_to_string(&file).unwrap();
             for (line, literal) in string_literals(&text) {
-                if let Some(spelled) = SPELLED.iter().find(|s| spells(&literal, s)) {
+                if let Some(spelled) = spelled.iter().find(|s| spells(&literal, s)) {
                     let shown = file
                         .strip_prefix(&root)
                         .unwrap_or(&file)

@@ -1,13 +1,14 @@
 //! What an operator can do about a refusal, as data ([`Remedy`]): retire a machine ID's mark in
 //! its store, retire a state file or this host's hold record, create the segment table, raise a
-//! tag. The libraries' errors carry one as a field and say it in words; a program that has a
+//! tag; ask the server that owns a per-key sequence table, record how the table is served, raise
+//! a table that went back, give a server a sequence database. The libraries' errors carry one as a field and say it in words; a program that has a
 //! way to run it — the `vesta` binary, which spells each as its command line — installs a
 //! renderer once ([`Remedy::set_renderer`]), and from then on every message of the process that
 //! names a remedy (a command's error, a server's start refusal, its log lines, `/healthz`, the
 //! console) says it that way. The flags live in that program alone.
 //!
-//! It lives here, below every crate whose errors name one (vesta-segment, vesta-embed), as data
-//! with no I/O.
+//! It lives here, below every crate whose errors name one (vesta-segment, vesta-embed,
+//! vesta-seq, vesta-service), as data with no I/O.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -97,6 +98,31 @@ pub enum Remedy {
         /// The database URL as shown (its password hidden).
         db: String,
     },
+    /// Another process serves the per-key sequence table `vesta_seq` at `db` (one owner per
+    /// table): ask it for numbers instead, or stop it first; the table's mode shows who.
+    AskSeqOwner {
+        /// The database URL as shown (its password hidden).
+        db: String,
+    },
+    /// Record `mode` as how the per-key sequence table at `db` is served, once nothing serves
+    /// it the recorded way any more.
+    SetSeqMode {
+        /// The database URL as shown (its password hidden).
+        db: String,
+        /// The mode as the table records it: `standalone`, `cluster sql`, `cluster etcd` or
+        /// `cluster zookeeper`.
+        mode: String,
+    },
+    /// Raise the per-key sequence table at `db`, which went back (restored from a backup),
+    /// above every number handed out: to what this host (or the cluster's etcd or ZooKeeper)
+    /// remembers raising it to, or by a margin where nothing remembers it.
+    RaiseSeqTable {
+        /// The database URL as shown (its password hidden).
+        db: String,
+    },
+    /// Give the server a sequence database (its config's `[seq] db`), to serve per-key
+    /// sequences.
+    ServeSequences,
 }
 
 /// How a program says a remedy: `None` leaves it to the words.
@@ -151,6 +177,23 @@ impl fmt::Display for Words<'_> {
                 f,
                 "raise tag {tag:?} in leaf_alloc at {db} to a number N >= {at_least}"
             ),
+            Remedy::AskSeqOwner { db } => write!(
+                f,
+                "ask it instead, or stop it first (the mode of vesta_seq at {db} shows who \
+                 serves it)"
+            ),
+            Remedy::SetSeqMode { db, mode } => write!(
+                f,
+                "if nothing serves it that way any more, record {mode:?} as the mode of \
+                 vesta_seq at {db}"
+            ),
+            Remedy::RaiseSeqTable { db } => write!(
+                f,
+                "raise vesta_seq at {db} back above every number handed out: to what this host \
+                 (or the cluster's etcd or ZooKeeper) remembers, or by N where nothing remembers \
+                 it (docs/seq.md, \"A restored table\")"
+            ),
+            Remedy::ServeSequences => f.write_str("[seq] db in its config"),
         }
     }
 }
@@ -220,6 +263,30 @@ mod tests {
                 },
                 "raise tag \"orders\" in leaf_alloc at sqlite:///tmp/l.db to a number N >= 251",
             ),
+            (
+                Remedy::AskSeqOwner {
+                    db: "sqlite:///tmp/s.db".into(),
+                },
+                "ask it instead, or stop it first (the mode of vesta_seq at sqlite:///tmp/s.db \
+                 shows who serves it)",
+            ),
+            (
+                Remedy::SetSeqMode {
+                    db: "sqlite:///tmp/s.db".into(),
+                    mode: "cluster etcd".into(),
+                },
+                "if nothing serves it that way any more, record \"cluster etcd\" as the mode of \
+                 vesta_seq at sqlite:///tmp/s.db",
+            ),
+            (
+                Remedy::RaiseSeqTable {
+                    db: "sqlite:///tmp/s.db".into(),
+                },
+                "raise vesta_seq at sqlite:///tmp/s.db back above every number handed out: to \
+                 what this host (or the cluster's etcd or ZooKeeper) remembers, or by N where \
+                 nothing remembers it (docs/seq.md, \"A restored table\")",
+            ),
+            (Remedy::ServeSequences, "[seq] db in its config"),
         ];
         for (remedy, words) in cases {
             assert_eq!(remedy.words().to_string(), words);

@@ -6,6 +6,7 @@
 //! compiled once, not once per file. `run-tests` (tests/src/bin/run_tests.rs) still runs each
 //! module in a process of its own (`--exact` with the module's tests), as separate binaries ran.
 
+mod architecture_map;
 mod bench_cli;
 mod cli;
 mod cli_configs;
@@ -34,6 +35,7 @@ mod seq_dbs;
 mod seq_owner;
 mod seq_restore;
 mod seq_shapes;
+mod source_sizes;
 mod sql_lease;
 mod tcp_cli;
 mod tls;

@@ -21,7 +21,7 @@ mod conn;
 use std::time::{Duration, Instant};
 
 use hyper::StatusCode;
-use vesta_core::{IdType, Layout, Preset};
+use vesta_core::{IdType, Layout, Preset, Remedy};
 
 use crate::config::{BenchError, RestLoad, seq_query};
 use crate::engine::{self, Ctx, Progress, Worker};
@@ -88,9 +88,10 @@ fn describe_seq(address: &str) -> Result<Target, String> {
     let mut conn = HttpConn::connect(address)?;
     let (_, body) = conn.get("/healthz")?;
     if !answer::health(&body)?.seq {
-        return Err(
-            "the server has no per-key sequences (no [seq] db in its config, no --seq-db)".into(),
-        );
+        return Err(format!(
+            "the server has no per-key sequences (to serve them: {})",
+            Remedy::ServeSequences
+        ));
     }
     let path = "/seq/0/current";
     let (status, body) = conn.get(path)?;

@@ -189,7 +189,7 @@ impl DbArgs {
         let owner = owner.lease(std::time::Duration::from_millis(section.cluster_ttl_ms));
         let seqs = Sequences::open_as(&url, section.options(), owner)
             .await
-            .map_err(|e| seq_admin::explained(e, &url.to_string()))?;
+            .map_err(seq_admin::explained)?;
         Ok((seqs, section, reach))
     }
 
@@ -202,9 +202,8 @@ impl DbArgs {
         let refused = vesta_seq::coordination::refuse_if_served(reach.sections(), &seqs).await;
         if let Err(e) = refused {
             seqs.close().await;
-            let db = seqs.url().to_string();
             return Err(match e {
-                e @ SeqError::Held { .. } => seq_admin::explained(e, &db),
+                e @ SeqError::Held { .. } => seq_admin::explained(e),
                 e => coordination_error(e).context(
                     "the table is served by a cluster coordinated outside the database: give \
                      --config naming it, so its members are looked for there",
@@ -374,7 +373,7 @@ async fn next(args: NextArgs) -> anyhow::Result<()> {
                 }
             }
             Err(e) => {
-                result = Err(seq_admin::explained(e, &seqs.url().to_string()));
+                result = Err(seq_admin::explained(e));
                 break;
             }
         }
@@ -398,7 +397,7 @@ async fn show(args: ShowArgs) -> anyhow::Result<()> {
     let seqs = args.db.open_unserved().await?;
     let current = seqs.current(&key).await;
     seqs.close().await;
-    let current = current.map_err(|e| seq_admin::explained(e, &seqs.url().to_string()))?;
+    let current = current.map_err(seq_admin::explained)?;
     println!("{current}");
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `vesta seq mode` and `vesta seq raise`: who serves a table and how it records being served,
-//! and the recovery of a table that went back (restored from a backup); and the command lines
-//! every refusal of a table's ownership or of the restore guard names (here, since only
-//! vesta-cli spells `vesta ...`), for `vesta seq` and `vesta serve` alike.
+//! and the recovery of a table that went back (restored from a backup); and a refusal of a
+//! table's ownership, mode or restore guard said with the remedy it carries (as the command
+//! `crate::remedy` spells), for `vesta seq` and `vesta serve` alike.
 
 use std::io::{self, BufWriter, Write};
 
@@ -161,44 +161,22 @@ fn raised_line(r: &RaisedRow) -> String {
     }
 }
 
-/// `e` as one line, with the command that resolves it when it is a table's ownership or the
-/// restore guard (`db`: the database, password hidden).
-pub fn explained(e: SeqError, db: &str) -> anyhow::Error {
-    match remedy(&e, db) {
-        Some(hint) => anyhow::anyhow!("{e}; {hint}"),
+/// `e` as one line, with the command that resolves it when it names one (a table's ownership,
+/// its mode, the restore guard: [`SeqError::remedy`], said by `crate::remedy`).
+pub fn explained(e: SeqError) -> anyhow::Error {
+    match e.remedy() {
+        Some(remedy) => anyhow::anyhow!("{e}; {remedy}"),
         None => e.into(),
-    }
-}
-
-/// The command line that resolves a refusal, if there is one.
-pub fn remedy(e: &SeqError, db: &str) -> Option<String> {
-    match e {
-        SeqError::Held { .. } => Some(format!(
-            "ask it instead (vesta seq next KEY --server HOST:PORT for a TCP server, GET \
-             /seq/KEY for a REST one) or stop it first; vesta seq mode --db {db} shows who serves \
-             the table"
-        )),
-        SeqError::Mode { .. } => Some(format!(
-            "if nothing serves it that way any more, record this one: vesta seq mode --db {db} \
-             --set MODE (one of {})",
-            Mode::NAMES
-        )),
-        SeqError::WentBack { .. } => Some(format!(
-            "to recover: vesta seq raise --db {db} (to what this host remembers; add --config \
-             FILE for a cluster in etcd or ZooKeeper), or vesta seq raise --db {db} --by N where \
-             nothing remembers it (docs/seq.md, \"A restored table\")"
-        )),
-        _ => None,
     }
 }
 
 /// A server's start error, with the command that resolves a refusal of its table.
 #[cfg(feature = "serve")]
-pub fn explained_serve(e: vesta_service::ServeError, db: Option<&str>) -> anyhow::Error {
-    if let (vesta_service::ServeError::Seq(se), Some(db)) = (&e, db)
-        && let Some(hint) = remedy(se, db)
+pub fn explained_serve(e: vesta_service::ServeError) -> anyhow::Error {
+    if let vesta_service::ServeError::Seq(se) = &e
+        && let Some(remedy) = se.remedy()
     {
-        return anyhow::anyhow!("{e}; {hint}");
+        return anyhow::anyhow!("{e}; {remedy}");
     }
     e.into()
 }

@@ -61,6 +61,8 @@ pub(crate) struct Floors {
     remote: OnceLock<Arc<dyn Coordinator>>,
     /// The last write's failure, for the status.
     error: Mutex<Option<String>>,
+    /// The table's database as shown (its password hidden), for a refusal's remedy.
+    db: String,
 }
 
 impl std::fmt::Debug for Floors {
@@ -90,8 +92,9 @@ fn merge(known: &mut HashMap<Row, u64>, read: impl IntoIterator<Item = (Row, u64
 }
 
 impl Floors {
-    /// The guard of the table named `store`, its host file read.
-    pub(crate) async fn open(at: &FloorsAt, store: &str) -> Result<Floors, SeqError> {
+    /// The guard of the table named `store` in the database `db` (as shown), its host file
+    /// read.
+    pub(crate) async fn open(at: &FloorsAt, store: &str, db: String) -> Result<Floors, SeqError> {
         let dir = match at {
             FloorsAt::Dir(d) => d.clone(),
             FloorsAt::Host => {
@@ -108,6 +111,7 @@ impl Floors {
             went_back: Mutex::default(),
             remote: OnceLock::new(),
             error: Mutex::default(),
+            db,
         })
     }
 
@@ -321,6 +325,7 @@ impl Floors {
             found,
             floor,
             remembered,
+            db: self.db.clone(),
         }
     }
 
@@ -336,6 +341,7 @@ impl Floors {
             found: w.found,
             floor: w.floor,
             remembered: w.remembered.clone(),
+            db: self.db.clone(),
         })
     }
 

@@ -72,6 +72,7 @@ pub(crate) async fn recorded(db: &Database) -> Result<Option<Mode>, SeqError> {
             db: db.url().to_string(),
             recorded: text,
             configured: "a mode this build knows".into(),
+            configured_mode: None,
         }),
     }
 }
@@ -86,6 +87,7 @@ pub(crate) async fn claim(db: &Database, mode: Mode) -> Result<(), SeqError> {
         db: db.url().to_string(),
         recorded: Mode::parse(&found).map_or(found, |m| m.to_string()),
         configured: mode.to_string(),
+        configured_mode: Some(mode),
     })
 }
 

@@ -1,6 +1,9 @@
 //! [`SeqError`]: why a call, a start or a cluster's join failed, one variant per refusal, each
-//! naming the key (or the table) and what the caller can do.
+//! naming the key (or the table) and what the caller can do: in words, and for a table's
+//! ownership, mode or restore guard as data too ([`SeqError::remedy`], which vesta-cli says as
+//! the command to run).
 
+use vesta_core::Remedy;
 use vesta_segment::SegmentError;
 
 use crate::key::KeyError;
@@ -147,6 +150,9 @@ pub enum SeqError {
         recorded: String,
         /// How this process was configured to serve it.
         configured: String,
+        /// This process's mode, when it has one (what to record once nothing serves the table
+        /// the recorded way); `None` when the refusal is of a mode this build does not know.
+        configured_mode: Option<crate::Mode>,
     },
     /// A member that could not send every client of the cluster on: its transport differs
     /// from live members' (a TCP client cannot be sent to a REST-only member, nor the reverse).
@@ -181,6 +187,8 @@ pub enum SeqError {
         floor: u64,
         /// Where that is remembered (a file, a coordinator).
         remembered: String,
+        /// The database, as shown (its password hidden): where to raise it back.
+        db: String,
     },
     /// The restore guard's record of the table (the host's file, or the coordinator's floors)
     /// could not be read or written: a raise is not handed out until it is.
@@ -195,6 +203,28 @@ pub enum SeqError {
     /// An option out of range.
     #[error(transparent)]
     Config(#[from] vesta_segment::ConfigError),
+}
+
+impl SeqError {
+    /// What the operator can do about a refusal of the table's ownership (ask its owner), of its
+    /// mode (record this process's) or of the restore guard (raise the table back), as data;
+    /// `None` for the others. Not part of the message: a server's clients are not told its
+    /// database; the program that has a way to run it (vesta-cli) adds it.
+    pub fn remedy(&self) -> Option<Remedy> {
+        match self {
+            SeqError::Held { db, .. } => Some(Remedy::AskSeqOwner { db: db.clone() }),
+            SeqError::Mode {
+                db,
+                configured_mode: Some(mode),
+                ..
+            } => Some(Remedy::SetSeqMode {
+                db: db.clone(),
+                mode: mode.as_str().to_owned(),
+            }),
+            SeqError::WentBack { db, .. } => Some(Remedy::RaiseSeqTable { db: db.clone() }),
+            _ => None,
+        }
+    }
 }
 
 /// Why a section that went back is refused (the text of [`SeqError::WentBack`] after its key).

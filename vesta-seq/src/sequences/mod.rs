@@ -196,7 +196,7 @@ impl Sequences {
         let token = token();
         layout::pin(&db, token).await?;
         let store = init_owner(&db, token).await?;
-        let floors = Floors::open(&owner.floors, &store).await?;
+        let floors = Floors::open(&owner.floors, &store, db.url().to_string()).await?;
         let inner = Arc::new(Inner {
             db,
             budget: Arc::new(Budget::new(options.max_memory)),

@@ -4,7 +4,7 @@
 //! `seq.store_timeout_ms`. Numbers are counted in `vesta_seq_numbers_issued_total` when they
 //! are handed over.
 
-use vesta_core::Clock;
+use vesta_core::{Clock, Remedy};
 use vesta_seq::{SeqError, SeqKey, SeqNext, Sequences};
 
 use super::{Answer, ErrorKind, Later, OpError, SeqOwner, Service, Turn};
@@ -32,8 +32,10 @@ impl<C: Clock + 'static> Service<C> {
         self.seq.as_ref().ok_or_else(|| {
             OpError::new(
                 ErrorKind::NotConfigured,
-                "per-key sequences are off: this server has no sequence database ([seq] db in \
-                 its config, or --seq-db)",
+                format!(
+                    "per-key sequences are off: this server has no sequence database ({})",
+                    Remedy::ServeSequences
+                ),
             )
         })
     }

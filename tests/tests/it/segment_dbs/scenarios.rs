@@ -1,101 +1,11 @@
-//! Segment mode against real databases — an SQLite file, a PostgreSQL server and a MariaDB
-//! server, each started by the test — with real `vesta` processes and a raw Leaf-style
-//! allocator on the same tag:
-//!
-//! - two `vesta segment get` processes (one adaptive, one fixed step), a third one killed with
-//!   SIGKILL mid-run, and Leaf's own fetch code interleaved: 0 duplicates in over 10M
-//!   numbers, each process's numbers increasing;
-//! - the database stopped mid-run: numbers keep coming from the buffers, calls fail cleanly
-//!   and fast once they are drained, and issuing resumes by itself after a restart;
-//! - clean shutdown gives the unused tail back, and leaves `max_id` alone when another
-//!   allocator moved it;
-//! - bad input (unknown tag, tag too long, bad count or step, missing table, wrong or
-//!   unreachable database): one-line error, nothing written;
-//! - the restore guard: `leaf_alloc` restored from a real backup (a copy of the SQLite file,
-//!   `pg_dump`, `mariadb-dump`) is refused by a process with a state file, naming the floor,
-//!   until `vesta segment raise` moves the tag past it; no number is issued twice.
+//! The scenarios, each a function of the database's URL that its database's module runs: two
+//! processes and Leaf's code on one tag, an outage, the give-back, the restore guard and bad
+//! input.
 
-use std::fs;
-use std::ops::Range;
-use std::path::Path;
-use std::process::{Child, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread;
-use std::time::{Duration, Instant};
-
-use vesta_segment::{GiveBackOutcome, Health, SegmentError, SegmentSection, Store, TagState};
-use vesta_tests::bin::{vesta_cmd, vesta_fails, vesta_ok};
-use vesta_tests::leaf::LeafAllocator;
-
-/// Numbers each of the two long-running processes prints.
-const PER_PROCESS: u64 = 5_000_000;
-
-fn spawn_get(url: &str, tag: &str, count: u64, config: &Path, out: &Path) -> Child {
-    let mut cmd = vesta_cmd(["segment", "get", tag, "--db", url, "-n", &count.to_string()]);
-    cmd.arg("--config").arg(config);
-    cmd.stdin(Stdio::null())
-        .stdout(fs::File::create(out).expect("output file"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawning vesta segment get")
-}
-
-/// The complete lines of a process's output (a SIGKILL may cut the last one), checked to be
-/// strictly increasing, as runs of consecutive numbers (one per segment, so the overlap checks
-/// below are cheap even unoptimised).
-fn read_runs(path: &Path) -> Vec<Range<u64>> {
-    let text = fs::read(path).expect("reading output");
-    let complete = match text.iter().rposition(|&b| b == b'\n') {
-        Some(i) => &text[..=i],
-        None => &[][..],
-    };
-    let mut runs: Vec<Range<u64>> = Vec::new();
-    let mut n: u64 = 0;
-    for &b in complete {
-        if b != b'\n' {
-            assert!(
-                b.is_ascii_digit(),
-                "not a number line in {}",
-                path.display()
-            );
-            n = n * 10 + u64::from(b - b'0');
-            continue;
-        }
-        match runs.last_mut() {
-            Some(run) if run.end == n => run.end = n + 1,
-            Some(run) if run.end > n => {
-                panic!(
-                    "{}: {n} after {}: not increasing",
-                    path.display(),
-                    run.end - 1
-                )
-            }
-            _ => runs.push(n..n + 1),
-        }
-        n = 0;
-    }
-    runs
-}
-
-/// No number in two processes' runs or in a Leaf segment: sorted by start, every range must
-/// end before the next begins.
-fn assert_disjoint(mut ranges: Vec<(Range<u64>, &str)>) {
-    ranges.sort_by_key(|(r, _)| r.start);
-    for w in ranges.windows(2) {
-        assert!(
-            w[0].0.end <= w[1].0.start,
-            "{:?} ({}) and {:?} ({}) overlap: numbers issued twice",
-            w[0].0,
-            w[0].1,
-            w[1].0,
-            w[1].1
-        );
-    }
-}
+use super::*;
 
 /// Scenario 1: two processes, a killed one and Leaf's code on one tag: no number twice.
-fn processes_and_leaf_never_duplicate(url: &str) {
+pub(super) fn processes_and_leaf_never_duplicate(url: &str) {
     vesta_ok(&["segment", "init", "--db", url]);
     vesta_ok(&["segment", "create", "t", "--step", "50000", "--db", url]);
     let dir = tempfile::tempdir().unwrap();
@@ -176,16 +86,8 @@ fn processes_and_leaf_never_duplicate(url: &str) {
     );
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// Scenario 2: the database goes away mid-run and comes back.
-fn outage(url: &str, stop: &mut dyn FnMut(), restart: &mut dyn FnMut()) {
+pub(super) fn outage(url: &str, stop: &mut dyn FnMut(), restart: &mut dyn FnMut()) {
     vesta_ok(&["segment", "init", "--db", url]);
     vesta_ok(&["segment", "create", "t", "--step", "1000", "--db", url]);
     let section = SegmentSection {
@@ -289,7 +191,7 @@ fn outage(url: &str, stop: &mut dyn FnMut(), restart: &mut dyn FnMut()) {
 }
 
 /// Scenario 3: clean shutdown gives the tail back, unless another allocator moved `max_id`.
-fn give_back(url: &str) {
+pub(super) fn give_back(url: &str) {
     vesta_ok(&["segment", "init", "--db", url]);
     vesta_ok(&["segment", "create", "t", "--step", "100", "--db", url]);
     let get = |n: &str| -> Vec<u64> {
@@ -319,7 +221,7 @@ fn give_back(url: &str) {
 
 /// Scenario 5: `leaf_alloc` goes back to a backup taken before numbers were issued; the
 /// restore guard refuses it (and writes nothing) until `raise` moves the tag past its floor.
-fn restore_guard(url: &str, backup: &mut dyn FnMut(), restore: &mut dyn FnMut()) {
+pub(super) fn restore_guard(url: &str, backup: &mut dyn FnMut(), restore: &mut dyn FnMut()) {
     vesta_ok(&["segment", "init", "--db", url]);
     vesta_ok(&["segment", "create", "t", "--step", "100", "--db", url]);
     backup();
@@ -412,7 +314,7 @@ fn restore_guard(url: &str, backup: &mut dyn FnMut(), restore: &mut dyn FnMut())
 }
 
 /// Scenario 4: bad input is a one-line error and writes nothing.
-fn bad_input(url: &str, wrong_urls: &[(&str, &str)]) {
+pub(super) fn bad_input(url: &str, wrong_urls: &[(&str, &str)]) {
     // No table: every command but init says so; nothing is created.
     for args in [
         vec!["segment", "get", "t"],
@@ -490,255 +392,4 @@ fn bad_input(url: &str, wrong_urls: &[(&str, &str)]) {
         &["segment", "ls", "--db", "redis://h:1/0"],
         &["unsupported scheme"],
     );
-}
-
-mod sqlite {
-    use super::*;
-    use vesta_tests::leaf::SqliteLock;
-
-    fn url(dir: &Path) -> String {
-        format!("sqlite://{}", dir.join("segments.db").display())
-    }
-
-    #[test]
-    fn processes_and_leaf_never_duplicate() {
-        let dir = tempfile::tempdir().unwrap();
-        super::processes_and_leaf_never_duplicate(&url(dir.path()));
-    }
-
-    #[test]
-    fn outage_drains_buffers_fails_fast_and_recovers() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("segments.db");
-        let lock = std::cell::RefCell::new(None);
-        super::outage(
-            &url(dir.path()),
-            &mut || *lock.borrow_mut() = Some(SqliteLock::take(&path)),
-            &mut || {
-                if let Some(l) = lock.borrow_mut().take() {
-                    l.release();
-                }
-            },
-        );
-    }
-
-    #[test]
-    fn shutdown_gives_the_tail_back() {
-        let dir = tempfile::tempdir().unwrap();
-        super::give_back(&url(dir.path()));
-    }
-
-    #[test]
-    fn bad_input_writes_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = url(dir.path());
-        // An existing file without the table (init is what creates the file).
-        fs::write(dir.path().join("segments.db"), b"").unwrap();
-        let missing = format!("sqlite://{}", dir.path().join("nope.db").display());
-        super::bad_input(&url, &[(&missing, "nope.db does not exist")]);
-        assert!(!dir.path().join("nope.db").exists(), "no file created");
-    }
-
-    #[test]
-    fn a_restored_backup_is_refused_until_raised() {
-        let dir = tempfile::tempdir().unwrap();
-        let (db, copy) = (dir.path().join("segments.db"), dir.path().join("backup.db"));
-        super::restore_guard(
-            &url(dir.path()),
-            &mut || {
-                fs::copy(&db, &copy).unwrap();
-            },
-            &mut || {
-                fs::copy(&copy, &db).unwrap();
-            },
-        );
-    }
-
-    #[test]
-    fn the_default_database_is_a_file_in_the_working_directory() {
-        let dir = tempfile::tempdir().unwrap();
-        let run = |args: &[&str]| {
-            let out = vesta_cmd(args)
-                .current_dir(dir.path())
-                .stdin(Stdio::null())
-                .output()
-                .unwrap();
-            let err = String::from_utf8_lossy(&out.stderr).into_owned();
-            (
-                out.status.success(),
-                String::from_utf8(out.stdout).unwrap(),
-                err,
-            )
-        };
-        let (ok, _, err) = run(&["segment", "get", "t"]);
-        assert!(
-            !ok && err.contains("vesta-segments.db does not exist"),
-            "{err}"
-        );
-        assert!(
-            !dir.path().join("vesta-segments.db").exists(),
-            "get created nothing"
-        );
-        assert!(run(&["segment", "init"]).0);
-        assert!(dir.path().join("vesta-segments.db").exists());
-        assert!(run(&["segment", "create", "t", "--step", "3", "--start", "42"]).0);
-        let (ok, out, err) = run(&["segment", "get", "t", "-n", "4"]);
-        assert!(ok, "{err}");
-        assert_eq!(out, "42\n43\n44\n45\n");
-    }
-}
-
-mod postgres {
-    use vesta_tests::db::Postgres;
-
-    /// A server's stop with its database behind a partition (blackhole: nothing answers, no
-    /// connection is refused): the give-back and the pool's close are bounded, so the stop
-    /// ends (a close that waited for a stuck connection hung forever), leaving gaps.
-    #[test]
-    fn a_stop_behind_a_partition_is_bounded() {
-        use super::*;
-        use vesta_tests::proxy::Proxy;
-        let pg = Postgres::start();
-        let url = pg.create_database("partition");
-        vesta_ok(&["segment", "init", "--db", &url]);
-        vesta_ok(&["segment", "create", "t", "--step", "100", "--db", &url]);
-        let proxy = Proxy::start(([127, 0, 0, 1], pg.port()).into());
-        let section = SegmentSection {
-            db: Some(format!(
-                "postgres://vesta@127.0.0.1:{}/partition",
-                proxy.port()
-            )),
-            fetch_timeout_ms: 500,
-            prefetch_percent: 0,
-            ..SegmentSection::default()
-        };
-        let rt = runtime();
-        let store = rt.block_on(Store::open(&section)).unwrap();
-        assert_eq!(rt.block_on(store.next("t")).unwrap(), 1);
-        proxy.blackhole();
-        let started = Instant::now();
-        let gave = rt.block_on(store.shutdown());
-        // Fetches under way: one fetch_timeout_ms; the give-backs: another; the close: a third.
-        assert!(
-            started.elapsed() < Duration::from_millis(3 * 500) + Duration::from_secs(5),
-            "the stop took {:?}",
-            started.elapsed()
-        );
-        assert!(
-            matches!(gave[0].outcome, GiveBackOutcome::Failed { .. }),
-            "{gave:?}"
-        );
-        proxy.heal();
-        let leaf = vesta_tests::leaf::LeafAllocator::connect(&url);
-        assert!(
-            leaf.max_id("t") > 1,
-            "not given back: a gap, never a repeat"
-        );
-    }
-
-    #[test]
-    fn processes_and_leaf_never_duplicate() {
-        let pg = Postgres::start();
-        super::processes_and_leaf_never_duplicate(&pg.create_database("dups"));
-    }
-
-    #[test]
-    fn outage_drains_buffers_fails_fast_and_recovers() {
-        let pg = std::cell::RefCell::new(Postgres::start());
-        let url = pg.borrow().create_database("outage");
-        super::outage(&url, &mut || pg.borrow_mut().stop(), &mut || {
-            pg.borrow_mut().restart()
-        });
-    }
-
-    #[test]
-    fn shutdown_gives_the_tail_back() {
-        let pg = Postgres::start();
-        super::give_back(&pg.create_database("giveback"));
-    }
-
-    #[test]
-    fn a_restored_backup_is_refused_until_raised() {
-        let pg = Postgres::start();
-        let url = pg.create_database("restore");
-        let backup = std::cell::RefCell::new(None);
-        super::restore_guard(
-            &url,
-            &mut || *backup.borrow_mut() = Some(pg.backup_table("restore", "leaf_alloc")),
-            &mut || pg.restore("restore", backup.borrow().as_ref().unwrap()),
-        );
-    }
-
-    #[test]
-    fn bad_input_writes_nothing() {
-        let pg = Postgres::start();
-        let url = pg.create_database("bad");
-        let port = pg.port();
-        let no_db = format!("postgres://vesta@127.0.0.1:{port}/nosuchdb");
-        let closed = "postgres://vesta:secret@127.0.0.1:1/x".to_owned();
-        super::bad_input(
-            &url,
-            &[
-                (&no_db, "database \"nosuchdb\" does not exist"),
-                (&closed, "postgres://vesta:***@127.0.0.1:1/x: connecting"),
-            ],
-        );
-        // Nothing created by the failed commands above but the table and one tag.
-        let tags = pg.psql("bad", "SELECT biz_tag FROM leaf_alloc");
-        assert_eq!(tags.trim(), "t");
-    }
-}
-
-mod mariadb {
-    use vesta_tests::db::MariaDb;
-
-    #[test]
-    fn processes_and_leaf_never_duplicate() {
-        let db = MariaDb::start();
-        super::processes_and_leaf_never_duplicate(&db.create_database("dups"));
-    }
-
-    #[test]
-    fn outage_drains_buffers_fails_fast_and_recovers() {
-        let db = std::cell::RefCell::new(MariaDb::start());
-        let url = db.borrow().create_database("outage");
-        super::outage(&url, &mut || db.borrow_mut().stop(), &mut || {
-            db.borrow_mut().restart()
-        });
-    }
-
-    #[test]
-    fn shutdown_gives_the_tail_back() {
-        let db = MariaDb::start();
-        super::give_back(&db.create_database("giveback"));
-    }
-
-    #[test]
-    fn a_restored_backup_is_refused_until_raised() {
-        let db = MariaDb::start();
-        let url = db.create_database("restore");
-        let backup = std::cell::RefCell::new(None);
-        super::restore_guard(
-            &url,
-            &mut || *backup.borrow_mut() = Some(db.backup_table("restore", "leaf_alloc")),
-            &mut || db.restore("restore", backup.borrow().as_ref().unwrap()),
-        );
-    }
-
-    #[test]
-    fn bad_input_writes_nothing() {
-        let db = MariaDb::start();
-        let url = db.create_database("bad");
-        let port = db.port();
-        let no_db = format!("mysql://root@127.0.0.1:{port}/nosuchdb");
-        let closed = "mysql://root:secret@127.0.0.1:1/x".to_owned();
-        super::bad_input(
-            &url,
-            &[
-                (&no_db, "Unknown database 'nosuchdb'"),
-                (&closed, "mysql://root:***@127.0.0.1:1/x: connecting"),
-            ],
-        );
-        assert_eq!(db.sql("SELECT biz_tag FROM bad.leaf_alloc").trim(), "t");
-    }
 }
