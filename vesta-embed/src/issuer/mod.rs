@@ -6,6 +6,8 @@
 
 mod member;
 mod spread;
+#[cfg(test)]
+mod spread_tests;
 mod start;
 mod status;
 #[cfg(test)]

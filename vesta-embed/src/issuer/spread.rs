@@ -136,12 +136,17 @@ pub(super) fn exactly<C: Clock + 'static>(
         let start = preferred(k);
         let first = members[start].generator().try_next_ids(left);
         let mut refused = Refused::default();
-        left -= gather(members, start, first, left, &mut runs, &mut refused);
+        let took = gather(members, start, first, left, &mut runs, &mut refused);
+        left -= took;
         if left == 0 {
             break;
         }
         // None has room: wait for the first next unit, and take up to a unit's worth there.
         let Some((slot, _)) = refused.soonest else {
+            // Units used up by this round (the others fenced): the next round sees the wait.
+            if took > 0 {
+                continue;
+            }
             return Err(refused.into_error(members, start));
         };
         let member = &members[slot];
