@@ -163,6 +163,46 @@ impl Status {
         self.machines.iter().filter(|m| !m.lease.state.can_issue())
     }
 
+    /// The machine IDs in words: `machine 930`, `machines 930..=933` (a run), or `machines
+    /// 930, 941, 944` (leases), for a status line.
+    pub fn machines_in_words(&self) -> String {
+        let mut ids: Vec<u64> = self.machines.iter().map(|m| m.machine).collect();
+        ids.sort_unstable();
+        match ids.as_slice() {
+            [] => format!("machine {}", self.machine),
+            [only] => format!("machine {only}"),
+            [first, .., last] if ids.windows(2).all(|w| w[1] == w[0] + 1) => {
+                format!("machines {first}..={last}")
+            }
+            _ => {
+                let list: Vec<String> = ids.iter().map(u64::to_string).collect();
+                format!("machines {}", list.join(", "))
+            }
+        }
+    }
+
+    /// The warning while some machine IDs of several may not issue and others may: which, and
+    /// why (the first one's reason). `None` while all issue, or none does.
+    pub fn machines_warning(&self) -> Option<String> {
+        let mut not = self.machines_not_issuing().peekable();
+        let first = not.peek().copied()?;
+        if !self.can_issue() {
+            return None;
+        }
+        let ids: Vec<String> = not.map(|m| m.machine.to_string()).collect();
+        let why = first
+            .lease
+            .reason
+            .clone()
+            .unwrap_or_else(|| format!("its lease is {}", first.lease.state));
+        Some(format!(
+            "{} of {} machine IDs not issuing ({}): {why}; the others issue",
+            ids.len(),
+            self.machines.len(),
+            ids.join(", ")
+        ))
+    }
+
     /// The warning to give at `now_ms` if the layout ends within the margin: what ends when,
     /// and what to do. `None` while more than the margin is left.
     pub fn end_of_life_warning(&self, now_ms: u64) -> Option<String> {

@@ -1,5 +1,6 @@
-//! What a server says about its health, the same on both: issuing or not (and why), the lease,
-//! how long the layout has left, and with segment mode on each tag's state. The REST server
+//! What a server says about its health, the same on both: issuing or not (and why), the lease
+//! (with several machine IDs each one's, degraded while some may not issue), how long the
+//! layout has left, and with segment mode on each tag's state. The REST server
 //! answers it at `/healthz`, the TCP server at `/healthz` of its metrics listener.
 //!
 //! Segments never make a server unhealthy (503): its IDs still work, and a load balancer must
@@ -52,6 +53,19 @@ impl Health {
                 "synchronised": sync.synchronised,
                 "maxErrorMs": sync.max_error_us / 1000,
             });
+        }
+        // An issuer of several machine IDs (`machine.ids`): each with its lease; one that
+        // may not issue leaves the others issuing, so the server stays in rotation, degraded.
+        if s.machines.len() > 1 {
+            body["machines"] = s
+                .machines
+                .iter()
+                .map(|m| serde_json::json!({ "machine": m.machine, "lease": m.lease.state.name() }))
+                .collect();
+            if let Some(warning) = s.machines_warning() {
+                body["status"] = "degraded".into();
+                body["warning"] = warning.into();
+            }
         }
         if let Some(warning) = s.end_of_life_warning(now_ms) {
             body["status"] = "degraded".into();

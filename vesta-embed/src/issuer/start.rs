@@ -81,7 +81,10 @@ fn member<C: Clock + 'static>(
 /// plan's keeper: nothing (the floor after an unknown past, at once), a state file, or a
 /// registry, each on a lease thread that holds the ID before anything is issued. `slot` tells
 /// the machine IDs of one issuer apart in a registry's holder name.
-#[cfg_attr(not(any(feature = "sql", feature = "etcd")), allow(unused_variables))]
+#[cfg_attr(
+    not(any(feature = "sql", feature = "etcd", feature = "zookeeper")),
+    allow(unused_variables)
+)]
 fn with_keeper<C: Clock + 'static>(
     config: &IssuerConfig,
     plan: MachinePlan,
@@ -119,7 +122,8 @@ fn with_keeper<C: Clock + 'static>(
             let timing = zk_source::initial_timing(&settings);
             let reason = acquiring(settings.fixed, "ZooKeeper");
             let counted_in = counted_in(&generator);
-            let source = ZkSource::new(*settings, generator.clock().now_ms(), counted_in)?;
+            let now_ms = generator.clock().now_ms();
+            let source = ZkSource::new(*settings, now_ms, counted_in, &holder_tag)?;
             leased(generator, reason, timing, source)
         }
         #[cfg(feature = "sql")]
