@@ -86,6 +86,9 @@ pub struct UnitFill {
     pub units: u64,
     /// How many of them had no ID at all (skipped units).
     pub empty: u64,
+    /// How many machine IDs the units are of (a server of several counts each: the fill is
+    /// per machine ID, its units' IDs against its own cap).
+    pub machines: u64,
     /// The layout, when every server had the same.
     pub layout: Option<Layout>,
 }
@@ -152,17 +155,30 @@ impl Report {
         self.per_sec(self.ids)
     }
 
-    /// IDs per second the servers can issue together: each distinct machine ID's layout cap.
-    /// `None` when no server told its layout (a baseline), or for segment numbers.
+    /// IDs per second the servers can issue together: each distinct machine ID's layout cap,
+    /// the servers' own and every one the IDs received explain to (a server of several
+    /// machine IDs names its first). `None` when no server told its layout (a baseline), or
+    /// for segment numbers.
     pub fn cap_per_sec(&self) -> Option<u64> {
         if self.segment.is_some() || self.seq_keys.is_some() {
             return None;
         }
-        let machines: BTreeMap<u64, &Layout> = self
+        let mut machines: BTreeMap<u64, Layout> = self
             .targets
             .iter()
-            .filter_map(|t| Some((t.machine?, t.layout.as_ref()?)))
+            .filter_map(|t| Some((t.machine?, t.layout.clone()?)))
             .collect();
+        if machines.is_empty() {
+            return None;
+        }
+        for u in self.per_unit.keys() {
+            if let (false, Some(layout)) = (
+                machines.contains_key(&u.machine),
+                self.unit_layout(u.id_type),
+            ) {
+                machines.insert(u.machine, layout);
+            }
+        }
         (!machines.is_empty()).then(|| machines.values().map(|l| l.capacity_per_second()).sum())
     }
 
@@ -189,7 +205,8 @@ impl Report {
         }
         let (mut ids, mut capacity, mut units, mut present) = (0u64, 0u64, 0u64, 0u64);
         let mut layouts = BTreeMap::new();
-        for ((_, id_type), seen) in &groups {
+        let mut machines = std::collections::BTreeSet::new();
+        for ((machine, id_type), seen) in &groups {
             // Sorted by time: the map's key order.
             let (first, last) = (seen[0].0, seen[seen.len() - 1].0);
             let inner = last.saturating_sub(first).saturating_sub(1);
@@ -200,6 +217,7 @@ impl Report {
                 continue;
             };
             units += inner;
+            machines.insert(*machine);
             capacity += inner * layout.capacity_per_unit();
             layouts.insert(*id_type, layout);
             for &(_, n) in &seen[1..seen.len() - 1] {
@@ -211,6 +229,7 @@ impl Report {
             fill: ids as f64 / capacity as f64,
             units,
             empty: units - present,
+            machines: machines.len() as u64,
             layout: (layouts.len() == 1)
                 .then(|| layouts.into_values().next())
                 .flatten(),
@@ -415,9 +434,14 @@ impl fmt::Display for Report {
                 ),
                 None => ("of the capacity".to_owned(), "unit"),
             };
+            let each = match u.machines {
+                1 => String::new(),
+                k => format!(" ({k} machine IDs, each against its own cap)"),
+            };
             writeln!(
                 f,
-                "unit fill  {:.2} % {per} over the {} whole {unit}s inside the run, {} of them empty",
+                "unit fill  {:.2} % {per} over the {} whole {unit}s inside the run, {} of them \
+                 empty{each}",
                 100.0 * u.fill,
                 group(u.units as f64),
                 group(u.empty as f64),

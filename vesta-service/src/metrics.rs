@@ -289,7 +289,6 @@ impl<C: Clock + 'static> Collector for IssuerCollector<C> {
             ConstGauge::new(i64::from(m.lease.state.can_issue()))
                 .encode(family.encode_family(&labels)?)?;
         }
-        drop(family);
         let mut family = encoder.encode_descriptor(
             "lease_state",
             "1 for the current state of the machine-ID lease, 0 for the others",

@@ -93,7 +93,7 @@ impl IssuerConfigBuilder {
     /// them (each thread keeps to one until its unit is used up), so IDs stay unique and
     /// increase per machine ID — across machine IDs, an ID of one may be below an earlier one
     /// of another. `build` refuses a `k` the pool cannot hold.
-    pub fn machines(mut self, k: u64) -> Self {
+    pub fn machine_ids(mut self, k: u64) -> Self {
         self.config.machine.ids = k;
         self
     }

@@ -264,3 +264,74 @@ async fn the_async_issuer_parks_until_the_next_units_of_all_machine_ids() {
     assert_eq!(count.len(), 2);
     assert!(a.stats().parked_total >= 1);
 }
+
+/// A chaos clock under k machine IDs: four threads issue (singles, batches, non-blocking calls)
+/// from an issuer of four machine IDs while another thread steps the clock forward and back at
+/// random, within the rollback tolerance and beyond it. Refusals are allowed (a clock behind
+/// further than the tolerance); a duplicate, or an ID of one machine ID below an earlier one of
+/// the same machine ID within a thread, is not.
+#[test]
+fn a_chaos_clock_never_makes_k_machine_ids_repeat_or_go_back() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let mut c = config(4);
+    c.clock.rollback_tolerance_ms = Some(5);
+    let issuer = Arc::new(Issuer::start_with_clock(c, clock.clone()).unwrap());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stepper = {
+        let (clock, stop) = (clock.clone(), stop.clone());
+        std::thread::spawn(move || {
+            // xorshift: deterministic steps, no dependency.
+            let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+            let mut steps = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                match x % 8 {
+                    0 => clock.rewind(1 + x % 5),  // within the tolerance
+                    1 => clock.rewind(6 + x % 40), // beyond it
+                    _ => clock.advance(1 + x % 3), // time goes on
+                }
+                steps += 1;
+                std::thread::yield_now();
+            }
+            steps
+        })
+    };
+    let workers: Vec<_> = (0..4)
+        .map(|t| {
+            let issuer = issuer.clone();
+            std::thread::spawn(move || {
+                let mut ids = Vec::new();
+                for i in 0..20_000u64 {
+                    let got = match (t + i) % 3 {
+                        0 => issuer.next_id().map(|id| vec![id]),
+                        1 => issuer.try_next_id().map(|id| vec![id]),
+                        _ => issuer.next_ids(1 + i % 700).map(|b| b.iter().collect()),
+                    };
+                    match got {
+                        Ok(got) => ids.extend(got),
+                        Err(IssueError::Refused(
+                            GenError::ClockBehind { .. } | GenError::WouldBlock { .. },
+                        )) => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                ids
+            })
+        })
+        .collect();
+    let per_thread: Vec<Vec<u64>> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(stepper.join().unwrap() > 0);
+    let mut all = HashSet::new();
+    for ids in &per_thread {
+        check(&issuer, ids);
+        for &id in ids {
+            assert!(all.insert(id), "{id} issued twice across threads");
+        }
+    }
+    assert!(all.len() > 10_000, "issued {}", all.len());
+    let machines: HashSet<u64> = all.iter().map(|&id| issuer.explain(id).node()).collect();
+    assert_eq!(machines.len(), 4, "every machine ID issued");
+}
