@@ -113,7 +113,7 @@ fn vesta(id_type: IdType, k: u64, threads: usize, batch: u64) {
             format!("next_ids({batch})")
         },
         ids as f64 / seconds,
-        100.0 * ids as f64 / cap as f64,
+        100.0 * ids as f64 / seconds / cap as f64,
         cap,
         fills.join(" "),
     );

@@ -61,14 +61,14 @@ echo "cpus: $(nproc) x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xar
 echo "kernel: $(uname -r); $(rustc --version); layout $TYPE; k = $K; $(redis-server --version | cut -d' ' -f1-3)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 head -1 "$work/many.log"
-run() { # title server-pid seconds bench-args...
-    local title=$1 pid=$2 secs=$3 before after
-    shift 3
+run() { # title server-pid seconds protocol bench-args...
+    local title=$1 pid=$2 secs=$3 proto=$4 before after
+    shift 4
     echo
     echo "### $title (load avg $(cut -d' ' -f1 /proc/loadavg))"
     echo '```'
     before=$(ticks "$pid")
-    timeout 180 "$V" bench -d "${secs}s" "$@" 2>/dev/null
+    timeout 180 "$V" bench "$proto" -d "${secs}s" "$@" 2>&1
     after=$(ticks "$pid")
     awk -v t=$((after - before)) -v hz="$TICK" -v s="$secs" \
         'BEGIN { printf "server CPU: %.1f%% of one core\n", (t / hz) * 100 / s }'

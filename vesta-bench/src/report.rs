@@ -155,10 +155,11 @@ impl Report {
         self.per_sec(self.ids)
     }
 
-    /// IDs per second the servers can issue together: each distinct machine ID's layout cap,
-    /// the servers' own and every one the IDs received explain to (a server of several
-    /// machine IDs names its first). `None` when no server told its layout (a baseline), or
-    /// for segment numbers.
+    /// IDs per second the machine IDs that issued can issue together: each distinct machine
+    /// ID's layout cap, those the IDs received explain to (a server of several machine IDs
+    /// names only its first, and a load that keeps some of them idle is measured against the
+    /// ones it used), else the servers' own. `None` when no server told its layout (a
+    /// baseline), or for segment numbers.
     pub fn cap_per_sec(&self) -> Option<u64> {
         if self.segment.is_some() || self.seq_keys.is_some() {
             return None;
@@ -171,13 +172,13 @@ impl Report {
         if machines.is_empty() {
             return None;
         }
-        for u in self.per_unit.keys() {
-            if let (false, Some(layout)) = (
-                machines.contains_key(&u.machine),
-                self.unit_layout(u.id_type),
-            ) {
-                machines.insert(u.machine, layout);
-            }
+        let seen: BTreeMap<u64, Layout> = self
+            .per_unit
+            .keys()
+            .filter_map(|u| Some((u.machine, self.unit_layout(u.id_type)?)))
+            .collect();
+        if !seen.is_empty() {
+            machines = seen;
         }
         (!machines.is_empty()).then(|| machines.values().map(|l| l.capacity_per_second()).sum())
     }
