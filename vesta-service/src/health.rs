@@ -123,3 +123,47 @@ impl Health {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use vesta_core::{Clock, ManualClock};
+    use vesta_embed::{Issuer, IssuerConfig, LeaseState};
+
+    use super::Health;
+
+    /// A server of three machine IDs lists each; one fenced leaves it issuing, degraded, with
+    /// the warning naming it; all fenced takes it out of rotation.
+    #[test]
+    fn each_machine_id_is_listed_and_one_not_issuing_degrades() {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let config = IssuerConfig::builder()
+            .machine(7)
+            .machine_ids(3)
+            .build()
+            .unwrap();
+        let issuer = Issuer::start_with_clock(config, clock.clone()).unwrap();
+        let now = clock.now_ms();
+        let Health::Issuing(body) = Health::of(&issuer.status(), now) else {
+            panic!("not issuing");
+        };
+        assert_eq!(body["status"], "ok");
+        assert_eq!(body["machines"][2]["machine"], 9, "{body}");
+        issuer.fence_machine_for_test(1, LeaseState::Fenced, "lease of 8 lost");
+        let Health::Issuing(body) = Health::of(&issuer.status(), now) else {
+            panic!("not issuing");
+        };
+        assert_eq!(body["status"], "degraded");
+        assert_eq!(body["machines"][1]["lease"], "fenced", "{body}");
+        assert_eq!(
+            body["warning"],
+            "1 of 3 machine IDs not issuing (8): lease of 8 lost; the others issue"
+        );
+        issuer.fence_for_test(LeaseState::Fenced, "all lost");
+        assert!(matches!(
+            Health::of(&issuer.status(), now),
+            Health::NotIssuing(_)
+        ));
+    }
+}
