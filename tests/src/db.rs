@@ -351,11 +351,12 @@ impl Postgres {
         file
     }
 
-    /// Restores a backup of [`Postgres::backup_table`] with `psql -f`.
+    /// Restores a backup of [`Postgres::backup_table`] with `psql -1 -f`: in one transaction,
+    /// so a server using the table meanwhile waits for it rather than seeing it half made.
     pub fn restore(&self, database: &str, backup: &Path) {
         run_ok(
             Command::new(self.bin.join("psql"))
-                .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
+                .args(["-X", "-q", "-1", "-v", "ON_ERROR_STOP=1"])
                 .args([
                     "-h",
                     "127.0.0.1",

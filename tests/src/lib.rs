@@ -24,6 +24,7 @@ pub mod peers;
 pub mod prometheus;
 pub mod proxy;
 pub mod redis;
+pub mod seq_ops;
 pub mod soak;
 pub mod tls;
 pub mod zk;

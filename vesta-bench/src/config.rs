@@ -4,6 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::seq::KeyShape;
+
 /// Most connections one run opens (each is a thread of the load tool).
 pub const MAX_CONNECTIONS: usize = 1024;
 /// Deepest pipeline per TCP connection.
@@ -44,6 +46,8 @@ pub struct TcpLoad {
     /// Ask for per-key sequence numbers (`SEQ_NEXT`) instead of IDs, each request for a key
     /// drawn uniformly from `0..N` and sent as decimal text ([`crate::seq`]).
     pub seq_keys: Option<u64>,
+    /// What the seq load's keys look like (dense numbers, snowflake-sized numbers, strings).
+    pub seq_shape: KeyShape,
     /// Load a peer with the same seq load instead of vesta ([`Peer`]); needs `seq_keys`.
     pub peer: Option<Peer>,
 }
@@ -89,6 +93,8 @@ pub struct RestLoad {
     /// `/seq/{key}?count=N&format=json` with a batch), each request for a key drawn uniformly
     /// from `0..N`; the server needs `[seq] db`.
     pub seq_keys: Option<u64>,
+    /// What the seq load's keys look like (dense numbers, snowflake-sized numbers, strings).
+    pub seq_shape: KeyShape,
 }
 
 /// A gRPC run: the shared settings over HTTP/2 connections (one each), one call in flight on
@@ -267,6 +273,17 @@ fn check_seq_keys(seq_keys: Option<u64>) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// A key shape other than dense belongs to a seq run.
+fn check_shape(shape: KeyShape, seq_keys: Option<u64>) -> Result<(), BenchError> {
+    if shape != KeyShape::Dense && seq_keys.is_none() {
+        return Err(BenchError::Invalid {
+            field: Field::SeqKeys,
+            message: format!("{} keys shape a seq run: give seq_keys", shape.name()),
+        });
+    }
+    Ok(())
+}
+
 impl TcpLoad {
     /// Checks every setting; the error names the field and its allowed range.
     pub fn validate(&self) -> Result<(), BenchError> {
@@ -279,13 +296,23 @@ impl TcpLoad {
             ));
         }
         check_seq_keys(self.seq_keys)?;
+        check_shape(self.seq_shape, self.seq_keys)?;
         let invalid = |message: &str| {
             Err(BenchError::Invalid {
                 field: Field::Peer,
                 message: message.to_owned(),
             })
         };
+        if self.seq_shape != KeyShape::Dense && self.peer.is_none() && self.load.targets.len() > 1 {
+            return Err(BenchError::Invalid {
+                field: Field::SeqKeys,
+                message: "a cluster run (more than one server) routes dense keys only".into(),
+            });
+        }
         match (self.peer, self.seq_keys) {
+            (Some(Peer::Postgres), _) if self.seq_shape != KeyShape::Dense => {
+                invalid("the PostgreSQL peer makes rows for keys 0..N: dense keys only")
+            }
             (Some(_), None) => invalid("a peer is loaded with the seq load only: give seq_keys"),
             (Some(Peer::Redis), _) if self.load.rate.is_some() => {
                 invalid("the Redis peer runs closed loop only: give no rate")
@@ -305,6 +332,7 @@ impl RestLoad {
     pub fn validate(&self) -> Result<(), BenchError> {
         self.load.validate()?;
         check_seq_keys(self.seq_keys)?;
+        check_shape(self.seq_shape, self.seq_keys)?;
         if self.seq_keys.is_some() && (self.segment.is_some() || self.baseline) {
             return Err(BenchError::Invalid {
                 field: Field::SeqKeys,
@@ -381,6 +409,7 @@ mod tests {
             load: load(),
             pipeline: 1,
             seq_keys: None,
+            seq_shape: KeyShape::Dense,
             peer: None,
         };
         tcp.validate().unwrap();
@@ -426,6 +455,7 @@ mod tests {
             segment: None,
             leaf: false,
             seq_keys: None,
+            seq_shape: KeyShape::Dense,
         };
         assert_eq!(rest.path(), "/genid");
         rest.load.batch = Some(1000);
@@ -452,6 +482,7 @@ mod tests {
             load: load(),
             pipeline: 64,
             seq_keys: Some(0),
+            seq_shape: KeyShape::Dense,
             peer: None,
         };
         let msg = |t: &TcpLoad| t.validate().unwrap_err().to_string();
@@ -486,6 +517,7 @@ mod tests {
             segment: None,
             leaf: false,
             seq_keys: Some(0),
+            seq_shape: KeyShape::Dense,
         };
         assert_eq!(
             rest.validate().unwrap_err().to_string(),

@@ -133,6 +133,7 @@ impl Outcome {
             segment: None,
             request: None,
             seq_keys: None,
+            seq_shape: crate::seq::KeyShape::Dense,
             moves: self.tally.moves,
             moving: self.tally.moving,
             served: self.tally.served,

@@ -38,3 +38,4 @@ pub mod tcp;
 pub use config::{BenchError, Field, GrpcLoad, Load, Peer, RestLoad, TcpLoad};
 pub use engine::Progress;
 pub use report::{Protocol, Report, Target};
+pub use seq::KeyShape;

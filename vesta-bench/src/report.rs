@@ -129,6 +129,8 @@ pub struct Report {
     /// The number of keys, when the run asked for per-key sequence numbers (counted in `ids`,
     /// no layout cap): each request a key of `0..N` ([`crate::seq`]).
     pub seq_keys: Option<u64>,
+    /// What a seq run's keys look like.
+    pub seq_shape: crate::seq::KeyShape,
     /// A seq run on a cluster (more than one server): `SEQ_MOVED` answers followed to the
     /// member they named, each request resent there (not counted in `requests` or `errors`).
     pub moves: u64,
@@ -269,7 +271,7 @@ impl Report {
             return request.clone();
         }
         if let Some(n) = self.seq_keys {
-            let keys = crate::seq::key_range(n);
+            let keys = crate::seq::key_range(n, self.seq_shape);
             let count = self.load.batch.unwrap_or(1);
             return match (self.protocol, self.load.batch) {
                 (Protocol::Redis { .. }, Some(b)) => format!("INCRBY key {b}, {keys}"),
@@ -578,6 +580,7 @@ mod tests {
             segment: None,
             request: None,
             seq_keys: None,
+            seq_shape: crate::seq::KeyShape::Dense,
             moves: 0,
             moving: 0,
             served: BTreeMap::new(),

@@ -6,6 +6,8 @@ use hyper::Response;
 use hyper::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 
 pub use crate::body::Body;
+use crate::body::SMALL_BODY_BYTES;
+use crate::budget::UnsentBudget;
 use crate::error::{ApiError, ErrorKind};
 
 /// `text/plain` with UTF-8.
@@ -23,6 +25,24 @@ const GET: HeaderValue = HeaderValue::from_static("GET");
 /// A 200 response with `body` of type `content_type`.
 pub fn ok(content_type: HeaderValue, body: impl Into<Bytes>) -> Response<Body> {
     with_body(content_type, Body::whole(body))
+}
+
+/// A 200 response with `text` of type `content_type`, charged to `budget` when it is larger
+/// than a small body (a 503 when the budget has no room: a busy server's `/healthz` with many
+/// tags, or its `/metrics`, waits like any large body).
+pub fn sized(
+    budget: &UnsentBudget,
+    content_type: HeaderValue,
+    text: String,
+) -> Result<Response<Body>, ApiError> {
+    if text.len() <= SMALL_BODY_BYTES {
+        return Ok(ok(content_type, text));
+    }
+    let reservation = budget.reserve(text.len())?;
+    Ok(with_body(
+        content_type,
+        Body::charged(text.into(), reservation),
+    ))
 }
 
 /// A 200 response with `body` (a streamed or charged one) of type `content_type`.

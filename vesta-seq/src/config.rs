@@ -19,8 +19,12 @@ pub const DEFAULT_SEQ_DB: &str = "sqlite://vesta-seq.db";
 /// Allowed range of each number.
 const STEP: (u64, u64) = (1, 1_000_000_000);
 const STORE_TIMEOUT_MS: (u64, u64) = (100, 60_000);
-const MAX_SECTIONS: (u64, u64) = (1, 100_000);
-const MAX_STRING_KEYS: (u64, u64) = (0, 1_000_000_000);
+/// From 4 MiB: a numeric section turning into its array holds its table (557 KB) and the
+/// array (800 KB) at once, with room for the rest.
+const MAX_MEMORY_MB: (u64, u64) = (4, 1 << 20);
+/// Bytes the old `max_sections` and `max_string_keys` meant a section and a string key to be.
+const OLD_SECTION_BYTES: u64 = 800_000;
+const OLD_STRING_KEY_BYTES: u64 = 100;
 const IDLE_S: (u64, u64) = (4, 7 * 86_400);
 
 /// Where a sequences cluster keeps its members' leases and its sets' owners
@@ -84,10 +88,9 @@ pub struct SeqSection {
     pub max_step: u64,
     /// Longest wait for one round trip to the table, and a caller's for a raise.
     pub store_timeout_ms: u64,
-    /// Most sections in memory (a numeric one is 800 KB).
-    pub max_sections: u64,
-    /// Most string keys in memory.
-    pub max_string_keys: u64,
+    /// Most memory the sections hold together, MiB: at the bound the least recently used
+    /// sections are evicted to make room (docs/seq.md, "Memory").
+    pub max_memory_mb: u64,
     /// A section untouched this long is evicted.
     pub idle_s: u64,
     /// Serve as a member of the cluster of servers on this database (docs/seq-cluster.md): the
@@ -112,8 +115,7 @@ impl Default for SeqSection {
             step: o.step,
             max_step: o.max_step,
             store_timeout_ms: o.store_timeout.as_millis() as u64,
-            max_sections: o.max_sections as u64,
-            max_string_keys: o.max_string_keys as u64,
+            max_memory_mb: (o.max_memory >> 20) as u64,
             idle_s: o.idle.as_secs(),
             cluster: false,
             cluster_ttl_ms: crate::cluster::DEFAULT_TTL.as_millis() as u64,
@@ -130,8 +132,7 @@ impl fmt::Debug for SeqSection {
             .field("step", &self.step)
             .field("max_step", &self.max_step)
             .field("store_timeout_ms", &self.store_timeout_ms)
-            .field("max_sections", &self.max_sections)
-            .field("max_string_keys", &self.max_string_keys)
+            .field("max_memory_mb", &self.max_memory_mb)
             .field("idle_s", &self.idle_s)
             .field("cluster", &self.cluster)
             .field("cluster_ttl_ms", &self.cluster_ttl_ms)
@@ -142,6 +143,13 @@ impl fmt::Debug for SeqSection {
 }
 
 impl SeqSection {
+    /// Keys renamed within `[seq]`, `(old, new)`: still read (the old bounds become a bound in
+    /// MiB: 800 KB a section, 100 bytes a string key), and loading warns about them.
+    pub const RENAMED_KEYS: &'static [(&'static str, &'static str)] = &[
+        ("max_sections", "max_memory_mb"),
+        ("max_string_keys", "max_memory_mb"),
+    ];
+
     /// Checks every value; the error names the key and its allowed range.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check("seq.step", self.step, STEP)?;
@@ -157,8 +165,7 @@ impl SeqSection {
             self.store_timeout_ms,
             STORE_TIMEOUT_MS,
         )?;
-        check("seq.max_sections", self.max_sections, MAX_SECTIONS)?;
-        check("seq.max_string_keys", self.max_string_keys, MAX_STRING_KEYS)?;
+        check("seq.max_memory_mb", self.max_memory_mb, MAX_MEMORY_MB)?;
         check("seq.idle_s", self.idle_s, IDLE_S)?;
         check(
             "seq.cluster_ttl_ms",
@@ -202,22 +209,27 @@ impl SeqSection {
             step: self.step,
             max_step: self.max_step,
             store_timeout: Duration::from_millis(self.store_timeout_ms),
-            max_sections: usize::try_from(self.max_sections).unwrap_or(usize::MAX),
-            max_string_keys: usize::try_from(self.max_string_keys).unwrap_or(usize::MAX),
+            max_memory: usize::try_from(self.max_memory_mb << 20).unwrap_or(usize::MAX),
             idle: Duration::from_secs(self.idle_s),
         }
     }
 }
 
-/// Checks `options` as the section's keys would be.
+/// Checks `options` as the section's keys would be (the memory bound in bytes, from 1 KiB: a
+/// section and its first key, so a bound below the config's 4 MiB is a test's).
 pub(crate) fn check_options(o: &SeqOptions) -> Result<(), ConfigError> {
+    if o.max_memory < 1024 {
+        return Err(ConfigError::Inconsistent(format!(
+            "max_memory {} bytes is below 1024: a section and its first key need that \
+             (seq.max_memory_mb)",
+            o.max_memory
+        )));
+    }
     SeqSection {
         db: None,
         step: o.step,
         max_step: o.max_step,
         store_timeout_ms: o.store_timeout.as_millis().try_into().unwrap_or(u64::MAX),
-        max_sections: o.max_sections as u64,
-        max_string_keys: o.max_string_keys as u64,
         idle_s: o.idle.as_secs(),
         ..SeqSection::default()
     }
@@ -232,8 +244,11 @@ struct RawSection {
     step: u64,
     max_step: u64,
     store_timeout_ms: u64,
-    max_sections: u64,
-    max_string_keys: u64,
+    max_memory_mb: Option<u64>,
+    /// Renamed: read as part of `max_memory_mb`.
+    max_sections: Option<u64>,
+    /// Renamed: read as part of `max_memory_mb`.
+    max_string_keys: Option<u64>,
     idle_s: u64,
     cluster: bool,
     cluster_ttl_ms: u64,
@@ -249,8 +264,9 @@ impl Default for RawSection {
             step: d.step,
             max_step: d.max_step,
             store_timeout_ms: d.store_timeout_ms,
-            max_sections: d.max_sections,
-            max_string_keys: d.max_string_keys,
+            max_memory_mb: None,
+            max_sections: None,
+            max_string_keys: None,
             idle_s: d.idle_s,
             cluster: d.cluster,
             cluster_ttl_ms: d.cluster_ttl_ms,
@@ -264,13 +280,24 @@ impl TryFrom<RawSection> for SeqSection {
     type Error = ConfigError;
 
     fn try_from(r: RawSection) -> Result<Self, ConfigError> {
+        let max_memory_mb = match (r.max_memory_mb, r.max_sections, r.max_string_keys) {
+            (Some(mb), _, _) => mb,
+            (None, None, None) => SeqSection::default().max_memory_mb,
+            // The old bounds, as the memory they stood for.
+            (None, sections, strings) => {
+                let bytes = sections.unwrap_or(125).saturating_mul(OLD_SECTION_BYTES)
+                    + strings
+                        .unwrap_or(1_000_000)
+                        .saturating_mul(OLD_STRING_KEY_BYTES);
+                bytes.div_ceil(1 << 20).max(MAX_MEMORY_MB.0)
+            }
+        };
         let section = SeqSection {
             db: r.db,
             step: r.step,
             max_step: r.max_step,
             store_timeout_ms: r.store_timeout_ms,
-            max_sections: r.max_sections,
-            max_string_keys: r.max_string_keys,
+            max_memory_mb,
             idle_s: r.idle_s,
             cluster: r.cluster,
             cluster_ttl_ms: r.cluster_ttl_ms,
@@ -303,7 +330,7 @@ mod tests {
     fn the_section_parses_with_defaults_and_names_bad_values() {
         let s = parse("[seq]\ndb = \"sqlite://x.db\"\nstep = 500\n").unwrap();
         assert_eq!((s.step, s.db.as_deref()), (500, Some("sqlite://x.db")));
-        assert_eq!(s.options().max_sections, 125);
+        assert_eq!(s.options().max_memory, 256 << 20);
         assert_eq!(parse("").unwrap(), SeqSection::default());
         assert_eq!(
             parse("[seq]\nstep = 0\n").unwrap_err(),
@@ -352,6 +379,32 @@ mod tests {
                 .unwrap()
                 .coordination,
             Coordination::Zookeeper
+        );
+        assert_eq!(
+            parse("[seq]\nmax_memory_mb = 0\n").unwrap_err(),
+            "seq.max_memory_mb 0 is out of range: allowed 4..=1048576"
+        );
+        assert_eq!(
+            parse("[seq]\nmax_memory_mb = 64\n").unwrap().max_memory_mb,
+            64
+        );
+        // The renamed bounds are read as the memory they stood for: 300 sections of 800 KB and
+        // the default million string keys of 100 bytes; the new key wins over them.
+        assert_eq!(
+            parse("[seq]\nmax_sections = 300\n").unwrap().max_memory_mb,
+            (300 * 800_000 + 100_000_000u64).div_ceil(1 << 20)
+        );
+        assert_eq!(
+            parse("[seq]\nmax_string_keys = 0\nmax_sections = 1\n")
+                .unwrap()
+                .max_memory_mb,
+            4
+        );
+        assert_eq!(
+            parse("[seq]\nmax_sections = 300\nmax_memory_mb = 7\n")
+                .unwrap()
+                .max_memory_mb,
+            7
         );
         let debug = format!(
             "{:?}",

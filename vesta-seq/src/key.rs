@@ -3,10 +3,14 @@
 //! string that is a `u64` in canonical decimal (no sign, no leading zero) *is* that number, so
 //! `"42"` over REST and `42` from a library are one key.
 //!
-//! Numeric key `k` belongs to section `k / SECTION_KEYS` at slot `k % SECTION_KEYS` (seqsvr's
-//! grouping: consecutive keys share a section and its one stored maximum); a string key to
-//! bucket `FNV-1a-64(key) % STRING_BUCKETS`. Both constants are pinned in the table: changing
-//! them would move keys to sections with other maxima.
+//! A numeric key `k` below [`SPREAD_FROM`] belongs to section `k / SECTION_KEYS` at slot
+//! `k % SECTION_KEYS` (seqsvr's grouping: consecutive keys share a section and its one stored
+//! maximum, at most 50,000 rows). A numeric key from [`SPREAD_FROM`] on (a snowflake ID, a
+//! random `u64`) would put one key in each section and one row per key in the table, so its
+//! range of 100,000 keys is spread over [`SPREAD_BUCKETS`] buckets instead (keeping its set:
+//! bucket `% 256` is the range's `% 256`). A string key belongs to bucket
+//! `FNV-1a-64(key) % STRING_BUCKETS`. Every constant is pinned in the table: changing one
+//! would move keys to rows with other maxima.
 
 use std::fmt;
 
@@ -17,6 +21,14 @@ pub const MAX_KEY_BYTES: usize = 128;
 pub const SECTION_KEYS: u64 = vesta_core::seq_place::SEQ_SECTION_KEYS;
 /// Buckets string keys are spread over, each one section in the table.
 pub const STRING_BUCKETS: u64 = vesta_core::seq_place::SEQ_STRING_BUCKETS;
+/// The first numeric key that is spread over buckets rather than kept in its section of
+/// consecutive keys: 5,000,000,000 (every `u32` is below it), so numeric sections number at
+/// most 50,000.
+pub const SPREAD_FROM: u64 = 50_000 * SECTION_KEYS;
+/// Buckets the numeric keys from [`SPREAD_FROM`] on are spread over (16 per set).
+pub const SPREAD_BUCKETS: u64 = 4096;
+/// Sets, as [`crate::sets::SETS`]: a bucket's set is its number modulo this.
+const SETS: u64 = vesta_core::seq_place::SEQ_SETS as u64;
 
 /// A key of a per-key sequence.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -37,13 +49,58 @@ pub struct KeyError {
     pub reason: String,
 }
 
-/// Where a key lives: its section and its slot there.
+/// Where a key lives: its row in the table, and how it is named there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Place {
-    /// Numeric section `section`, slot `slot`.
+pub(crate) enum Place<'a> {
+    /// Numeric section `section` (a key below [`SPREAD_FROM`]), slot `slot`.
     Num { section: u64, slot: u32 },
-    /// String bucket `bucket`.
-    Str { bucket: u32 },
+    /// Spread bucket `bucket` (a numeric key from [`SPREAD_FROM`] on), the key itself.
+    Spread { bucket: u32, key: u64 },
+    /// String bucket `bucket`, the key itself.
+    Str { bucket: u32, key: &'a str },
+}
+
+/// The `kind` column of each kind of row.
+pub(crate) mod kind {
+    /// Numeric sections' rows.
+    pub(crate) const NUMERIC: i16 = 0;
+    /// String buckets' rows.
+    pub(crate) const STRINGS: i16 = 1;
+    /// Spread buckets' rows (numeric keys from 5,000,000,000 on).
+    pub(crate) const SPREAD: i16 = 3;
+}
+
+impl Place<'_> {
+    /// The key's row in the table: `(kind, section or bucket)`.
+    pub(crate) fn row(&self) -> (i16, i64) {
+        match *self {
+            Place::Num { section, .. } => {
+                (kind::NUMERIC, i64::try_from(section).unwrap_or(i64::MAX))
+            }
+            Place::Spread { bucket, .. } => (kind::SPREAD, i64::from(bucket)),
+            Place::Str { bucket, .. } => (kind::STRINGS, i64::from(bucket)),
+        }
+    }
+
+    /// The set of the key's row (numeric section or bucket `n` is in set `n % 256`).
+    pub(crate) fn set(&self) -> u32 {
+        match *self {
+            Place::Num { section, .. } => (section % SETS) as u32,
+            Place::Spread { bucket, .. } | Place::Str { bucket, .. } => {
+                (u64::from(bucket) % SETS) as u32
+            }
+        }
+    }
+}
+
+/// The spread bucket of numeric key `k` (from [`SPREAD_FROM`] on): its range of
+/// [`SECTION_KEYS`] keeps its set (`range % 256`) and is dealt among that set's 16 buckets by
+/// FNV-1a-64 of the range's other bits (little-endian), a published function the table pins.
+pub(crate) fn spread_bucket(k: u64) -> u32 {
+    let range = k / SECTION_KEYS;
+    let per_set = SPREAD_BUCKETS / SETS;
+    let within = fnv1a64(&(range / SETS).to_le_bytes()) % per_set;
+    (range % SETS + SETS * within) as u32
 }
 
 impl SeqKey {
@@ -79,14 +136,20 @@ impl SeqKey {
     }
 
     /// Where the key lives.
-    pub(crate) fn place(&self) -> Place {
+    #[inline]
+    pub(crate) fn place(&self) -> Place<'_> {
         match self {
-            SeqKey::Num(k) => Place::Num {
+            SeqKey::Num(k) if *k < SPREAD_FROM => Place::Num {
                 section: k / SECTION_KEYS,
                 slot: (k % SECTION_KEYS) as u32,
             },
+            SeqKey::Num(k) => Place::Spread {
+                bucket: spread_bucket(*k),
+                key: *k,
+            },
             SeqKey::Str(s) => Place::Str {
                 bucket: (fnv1a64(s.as_bytes()) % STRING_BUCKETS) as u32,
+                key: s,
             },
         }
     }
@@ -161,7 +224,13 @@ mod tests {
 
     #[test]
     fn places_follow_the_pinned_layout() {
-        let place = |k: u64| SeqKey::Num(k).place();
+        fn place(k: u64) -> Place<'static> {
+            match SeqKey::Num(k).place() {
+                Place::Num { section, slot } => Place::Num { section, slot },
+                Place::Spread { bucket, key } => Place::Spread { bucket, key },
+                Place::Str { .. } => unreachable!("a number's place is numeric"),
+            }
+        }
         assert_eq!(
             place(0),
             Place::Num {
@@ -184,11 +253,41 @@ mod tests {
             }
         );
         assert_eq!(
-            place(u64::MAX),
+            place(4_999_999_999),
             Place::Num {
-                section: u64::MAX / 100_000,
-                slot: (u64::MAX % 100_000) as u32
+                section: 49_999,
+                slot: 99_999
             }
+        );
+        // From 5,000,000,000 on: spread over buckets, each range of 100,000 keys in one bucket
+        // of its set.
+        for k in [5_000_000_000, 412_345_678_901_234_567, u64::MAX] {
+            let Place::Spread { bucket, key } = place(k) else {
+                panic!("{k} is spread");
+            };
+            assert_eq!(key, k);
+            assert!(u64::from(bucket) < SPREAD_BUCKETS);
+            assert_eq!(u64::from(bucket) % 256, (k / 100_000) % 256, "{k}: its set");
+            assert_eq!(
+                place(k - k % 100_000),
+                place(k - k % 100_000),
+                "one range, one bucket"
+            );
+            let Place::Spread { bucket: first, .. } = place(k - k % 100_000) else {
+                panic!()
+            };
+            assert_eq!(first, bucket, "{k}: its range's bucket");
+        }
+        // Pinned: a snowflake-sized key's bucket never changes.
+        assert_eq!(
+            spread_bucket(412_345_678_901_234_567),
+            spread_bucket(412_345_678_901_200_000)
+        );
+        assert_eq!(
+            spread_bucket(u64::MAX),
+            ((u64::MAX / 100_000) % 256
+                + 256 * (fnv1a64(&(u64::MAX / 100_000 / 256).to_le_bytes()) % 16))
+                as u32
         );
         // FNV-1a-64's published test vectors: the bucket of a key never changes.
         assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);

@@ -18,12 +18,20 @@ pub mod cluster;
 mod config;
 pub mod coordination;
 mod db;
+mod floors;
 mod key;
+pub mod owner;
 mod section;
 mod sequences;
 pub mod sets;
+mod slots;
 
 pub use config::{Coordination, DEFAULT_SEQ_DB, SeqSection};
-pub use key::{KeyError, MAX_KEY_BYTES, SECTION_KEYS, STRING_BUCKETS, SeqKey};
+pub use floors::{FloorsAt, GuardStatus};
+pub use key::{
+    KeyError, MAX_KEY_BYTES, SECTION_KEYS, SPREAD_BUCKETS, SPREAD_FROM, STRING_BUCKETS, SeqKey,
+};
+pub use owner::mode::Mode;
+pub use owner::{Owner, OwnerStatus, RaiseTo, RaisedRow, Role, Served};
 pub use sequences::{PendingNext, SeqError, SeqNext, SeqOptions, SeqPeek, SeqStatus, Sequences};
 pub use vesta_segment::{AnyPool, ConfigError, DbUrl, SegmentError, UrlError};

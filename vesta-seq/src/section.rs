@@ -3,101 +3,17 @@
 //! `max` covers it; a number past `max` waits for a raise (or is lost, never handed out, when
 //! the raise fails: gaps are allowed, going back is not).
 //!
-//! Numeric sections keep every key's number in a dense array ([`Dense`]: one atomic add per
-//! call, 8 bytes a key); string buckets in a map under a lock ([`Sparse`]). Every key's number
+//! A section's keys keep their numbers in one of the shapes of `slots/` (a numeric section's
+//! table or flat array, a spread bucket's or a string bucket's table). Every key's number
 //! starts at the `max` its section had when it was loaded: every number handed out before (by
-//! an earlier process, or before an eviction) is at most that, and a key new to the map was
-//! handed nothing since.
+//! an earlier process, or before an eviction) is at most that, and a key new to the section
+//! was handed nothing since.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::key::SECTION_KEYS;
-
-/// Where a section's keys keep their current numbers.
-pub(crate) trait Slots: Send + Sync + 'static {
-    /// How a key is named within its section.
-    type Key: ?Sized;
-    /// Adds `n` to the key's number (a key new here starts at `start`) and returns the new
-    /// number; `None` when a new key does not fit (the key cap).
-    fn add(&self, key: &Self::Key, n: u64, start: u64) -> Option<u64>;
-    /// The key's number without moving it (`start` for a key not seen here).
-    fn get(&self, key: &Self::Key, start: u64) -> u64;
-}
-
-/// A numeric section: [`SECTION_KEYS`] numbers, slot = key % SECTION_KEYS.
-pub(crate) struct Dense(Box<[AtomicU64]>);
-
-impl Dense {
-    /// Every key at `start`.
-    pub(crate) fn new(start: u64) -> Self {
-        Dense((0..SECTION_KEYS).map(|_| AtomicU64::new(start)).collect())
-    }
-}
-
-impl Slots for Dense {
-    type Key = u32;
-
-    fn add(&self, slot: &u32, n: u64, _start: u64) -> Option<u64> {
-        Some(self.0[*slot as usize].fetch_add(n, Ordering::AcqRel) + n)
-    }
-
-    fn get(&self, slot: &u32, _start: u64) -> u64 {
-        self.0[*slot as usize].load(Ordering::Acquire)
-    }
-}
-
-/// A string bucket: its keys' numbers in a map; `count` and `cap` bound the keys of every
-/// bucket together.
-pub(crate) struct Sparse {
-    keys: Mutex<HashMap<Box<str>, u64, BuildHasherDefault<fnv::FnvHasher>>>,
-    count: Arc<AtomicUsize>,
-    cap: usize,
-}
-
-impl Sparse {
-    /// An empty bucket sharing `count` (keys in every bucket) under `cap`.
-    pub(crate) fn new(count: Arc<AtomicUsize>, cap: usize) -> Self {
-        Sparse {
-            keys: Mutex::default(),
-            count,
-            cap,
-        }
-    }
-}
-
-impl Slots for Sparse {
-    type Key = str;
-
-    fn add(&self, key: &str, n: u64, start: u64) -> Option<u64> {
-        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(cur) = keys.get_mut(key) {
-            *cur += n;
-            return Some(*cur);
-        }
-        if self.count.fetch_add(1, Ordering::AcqRel) >= self.cap {
-            self.count.fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
-        keys.insert(key.into(), start + n);
-        Some(start + n)
-    }
-
-    fn get(&self, key: &str, start: u64) -> u64 {
-        let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        keys.get(key).copied().unwrap_or(start)
-    }
-}
-
-impl Drop for Sparse {
-    fn drop(&mut self) {
-        let held = self.keys.get_mut().map_or(0, |k| k.len());
-        self.count.fetch_sub(held, Ordering::AcqRel);
-    }
-}
+use crate::slots::Slots;
 
 /// A section raised again sooner than this doubles its step.
 pub(crate) const GROW_BELOW: Duration = Duration::from_secs(1);
@@ -111,7 +27,7 @@ pub(crate) enum Take {
     Ready(u64),
     /// Its last number, past `max`: hand it out once a raise covers it.
     Wait(u64),
-    /// A new key that does not fit.
+    /// A new key that does not fit under the memory bound.
     Full,
 }
 
@@ -120,8 +36,8 @@ pub(crate) struct Section<S> {
     /// Its row: `(kind, section)`.
     pub(crate) kind: i16,
     pub(crate) id: i64,
-    /// `max` when the section was loaded: every number handed out for any of its keys before
-    /// is at most this, so a key first seen here starts at it.
+    /// Where its keys start: `max` when the section was loaded (every number handed out for
+    /// any of its keys before is at most that), or 0 for a row the load created.
     base: u64,
     /// The highest number the table allows; only goes up, and only after the table does.
     max: AtomicU64,
@@ -143,12 +59,13 @@ pub(crate) struct Section<S> {
 }
 
 impl<S: Slots> Section<S> {
-    /// The section `(kind, id)` as loaded with `max`, raised by `step` at first.
-    pub(crate) fn new(kind: i16, id: i64, max: u64, step: u64, slots: S) -> Self {
+    /// The section `(kind, id)` as loaded with `max`, its keys starting at `base` (`max`, or 0
+    /// for a row the load created), raised by `step` at first.
+    pub(crate) fn new(kind: i16, id: i64, base: u64, max: u64, step: u64, slots: S) -> Self {
         Section {
             kind,
             id,
-            base: max,
+            base,
             max: AtomicU64::new(max),
             slots,
             raising: tokio::sync::Mutex::new(()),
@@ -187,7 +104,18 @@ impl<S: Slots> Section<S> {
         *last = Some(now);
     }
 
+    /// Where its keys' numbers are.
+    pub(crate) fn slots(&self) -> &S {
+        &self.slots
+    }
+
+    /// Whether it was called since the last sweep (without clearing the mark).
+    pub(crate) fn touched(&self) -> bool {
+        self.touched.load(Ordering::Relaxed)
+    }
+
     /// Takes `n` numbers for `key`.
+    #[inline]
     pub(crate) fn take(&self, key: &S::Key, n: u64) -> Take {
         if !self.touched.load(Ordering::Relaxed) {
             self.touched.store(true, Ordering::Relaxed);
@@ -231,8 +159,10 @@ impl<S: Slots> Section<S> {
     }
 
     /// Stops the section for good, saying why.
-    pub(crate) fn fence(&self, why: String) {
-        let _ = self.fenced.set(why);
+    /// True the first time (a raise ahead of need and a call's raise may both find the row
+    /// moved: the section is fenced, and counted, once).
+    pub(crate) fn fence(&self, why: String) -> bool {
+        self.fenced.set(why).is_ok()
     }
 
     /// Why the section serves no more, if it does not.
@@ -257,11 +187,18 @@ pub(crate) fn raise_target(from: u64, need: u64, step: u64, limit: u64) -> Optio
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::slots::{Budget, Numbers, Strings};
+
+    fn numbers() -> Numbers {
+        Numbers::new(Arc::new(Budget::new(usize::MAX)), true, 0)
+    }
 
     #[test]
     fn the_step_doubles_when_raised_often_and_halves_when_seldom() {
-        let s = Section::new(0, 0, 0, 10, Dense::new(0));
+        let s = Section::new(0, 0, 0, 0, 10, numbers());
         let t0 = Instant::now();
         s.adapt(t0, 10, 80);
         assert_eq!(s.step(), 10, "the first raise sets the clock only");
@@ -292,7 +229,7 @@ mod tests {
 
     #[test]
     fn a_number_is_ready_only_under_max() {
-        let s = Section::new(0, 0, 100, 10, Dense::new(100));
+        let s = Section::new(0, 0, 100, 100, 10, numbers());
         assert_eq!(s.take(&7, 1), Take::Wait(101));
         s.raised(110);
         assert_eq!(s.take(&7, 1), Take::Ready(102));
@@ -305,22 +242,19 @@ mod tests {
     }
 
     #[test]
-    fn string_keys_start_at_the_max_of_the_load_and_are_capped() {
-        let count = Arc::new(AtomicUsize::new(0));
-        let s = Section::new(1, 3, 100, 10, Sparse::new(Arc::clone(&count), 2));
+    fn string_keys_start_at_the_max_of_the_load_and_are_bounded() {
+        let budget = Arc::new(Budget::new(300));
+        let s = Section::new(1, 3, 100, 100, 10, Strings::new(Arc::clone(&budget), 0));
         s.raised(200);
         assert_eq!(s.take("a", 1), Take::Ready(101));
         // A key first seen after a raise still starts at the load's max: no raise per new key.
         assert_eq!(s.take("b", 2), Take::Ready(102));
-        assert_eq!(s.take("c", 1), Take::Full);
+        assert_eq!(s.take("c", 1), Take::Ready(101));
+        assert_eq!(s.take("d", 1), Take::Full, "past the bound of 300 bytes");
         assert_eq!(s.take("a", 1), Take::Ready(102));
         assert_eq!(s.current("zz"), 100);
-        assert_eq!(count.load(Ordering::Relaxed), 2);
+        assert!(budget.used() > 0);
         drop(s);
-        assert_eq!(
-            count.load(Ordering::Relaxed),
-            0,
-            "an evicted bucket frees its keys"
-        );
+        assert_eq!(budget.used(), 0, "an evicted bucket gives its bytes back");
     }
 }

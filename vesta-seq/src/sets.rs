@@ -10,7 +10,7 @@
 //! coordination service decides who is live (a member's lease); the hand-off of a set that
 //! changes owner is fenced there (docs/seq-cluster.md), never by this table alone.
 
-use crate::key::{Place, SeqKey};
+use crate::key::SeqKey;
 
 /// Sets the key space is cut into. Fixed for a table's life: changing it moves sections between
 /// sets, so it will be pinned in the table's meta rows as the section sizes are.
@@ -40,10 +40,7 @@ impl SetId {
 impl SeqKey {
     /// The set the key's section belongs to.
     pub fn set(&self) -> SetId {
-        match self.place() {
-            Place::Num { section, .. } => SetId((section % u64::from(SETS)) as u32),
-            Place::Str { bucket } => SetId(bucket % SETS),
-        }
+        SetId(self.place().set())
     }
 }
 

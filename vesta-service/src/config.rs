@@ -370,6 +370,21 @@ fn renamed_keys<S: ServerSection>(text: &str) -> Vec<String> {
             }
         }
     }
+    if let Some(seq) = table.get("seq").and_then(toml::Value::as_table) {
+        for (old, new) in SeqSection::RENAMED_KEYS {
+            if seq.contains_key(*old) {
+                warnings.push(format!(
+                    "config: seq.{old} is replaced by seq.{new}{}; the old key is read until \
+                     the next release",
+                    if seq.contains_key(*new) {
+                        " (set here, so the old key is ignored)"
+                    } else {
+                        " (read as 800 KB a section, 100 bytes a string key)"
+                    }
+                ));
+            }
+        }
+    }
     warnings
 }
 
@@ -523,6 +538,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("section [server] is given twice"), "{err}");
+        // [seq]'s count bounds, replaced by a bound in MiB: read into it, with a warning each.
+        let c = Config::from_toml_str("[seq]\nmax_sections = 300\nmax_string_keys = 0\n").unwrap();
+        assert_eq!(c.seq.max_memory_mb, (300 * 800_000u64).div_ceil(1 << 20));
+        assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+        assert!(
+            c.warnings[0].contains("seq.max_sections is replaced by seq.max_memory_mb (read as"),
+            "{:?}",
+            c.warnings
+        );
+        let c = Config::from_toml_str("[seq]\nmax_sections = 3\nmax_memory_mb = 64\n").unwrap();
+        assert_eq!(c.seq.max_memory_mb, 64);
+        assert!(
+            c.warnings[0].contains("the old key is ignored"),
+            "{:?}",
+            c.warnings
+        );
     }
 
     #[test]

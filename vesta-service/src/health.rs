@@ -91,8 +91,10 @@ impl Health {
     }
 
     /// Adds the per-key sequences' state (`seq` key) to a healthy answer; `status` becomes
-    /// `degraded` while a section is fenced (another process on the table), or while a member
-    /// of a cluster serves no set within its term (`seq.cluster`).
+    /// `degraded` while a section is fenced (another process on the table) or went back (the
+    /// restore guard, `seq.guard`), while a standalone server's lease on the table is not
+    /// confirmed within its term (`seq.owner`), or while a member of a cluster serves no set
+    /// within its term (`seq.cluster`).
     pub fn with_seq(self, seq: Option<&vesta_seq::Sequences>) -> Health {
         match (self, seq) {
             (Health::Issuing(mut body), Some(seq)) => {
@@ -102,6 +104,17 @@ impl Health {
                 }
                 let mut value = serde_json::to_value(&status).unwrap_or_default();
                 value["db"] = seq.url().to_string().into();
+                let guard = seq.guard_status();
+                if guard.went_back > 0 || guard.error.is_some() {
+                    body["status"] = "degraded".into();
+                }
+                value["guard"] = serde_json::to_value(&guard).unwrap_or_default();
+                if let Some(owner) = seq.owner_status() {
+                    if owner.term_left_ms == 0 {
+                        body["status"] = "degraded".into();
+                    }
+                    value["owner"] = serde_json::to_value(&owner).unwrap_or_default();
+                }
                 if let Some(cluster) = seq.cluster_status() {
                     if cluster.term_left_ms == 0 || cluster.sets_owned == 0 {
                         body["status"] = "degraded".into();

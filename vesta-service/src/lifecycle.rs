@@ -30,8 +30,7 @@ use vesta_core::{Clock, GenMethod};
 use vesta_embed::{AsyncIssuer, Issuer, SystemClock};
 use vesta_segment::GiveBack;
 use vesta_seq::cluster::{Cluster, ClusterOptions};
-use vesta_seq::coordination::Reach;
-use vesta_seq::{SeqSection, Sequences};
+use vesta_seq::{Mode, Owner, SeqSection, Sequences};
 
 use crate::config::{CommonLimits, ServerSection, ServiceConfig, server_tls, validate_section};
 use crate::error::{ConfigError, ServeError};
@@ -67,8 +66,12 @@ pub async fn start<S: ServerSection>(
     config.validate()?;
     let limits = config.limits();
     let socket = bind(limits.listen)?;
+    let bound = socket.local_addr().map_err(|cause| ServeError::Bind {
+        addr: limits.listen,
+        cause,
+    })?;
     let segments = Segments::open(&config.segment).await?;
-    let seq = match open_seq(&config.seq, config.reach()).await {
+    let seq = match open_seq(&config.seq, bound, S::GEN_METHOD).await {
         Ok(seq) => seq,
         Err(e) => {
             give_back(segments.as_deref()).await;
@@ -114,26 +117,41 @@ pub async fn start<S: ServerSection>(
 }
 
 /// With `[seq] db` set, opens the per-key sequences (creating `vesta_seq` on first use): a
-/// database that cannot be reached or refuses fails the start, naming it.
-async fn open_seq(section: &SeqSection, reach: Reach<'_>) -> Result<Option<Sequences>, ServeError> {
+/// database that cannot be reached or refuses fails the start, naming it. A standalone server
+/// takes the table's lease (refused, naming the holder, while another process serves the
+/// table, or when the table is recorded as a cluster's), advertising where it listens; a
+/// cluster member holds nothing until it joins.
+async fn open_seq(
+    section: &SeqSection,
+    bound: SocketAddr,
+    gen_method: GenMethod,
+) -> Result<Option<Sequences>, ServeError> {
     let Some(url) = section.db_url().map_err(ConfigError::from)? else {
         return Ok(None);
     };
-    let seqs = Sequences::open(&url, section.options())
+    let owner = if section.cluster {
+        Owner::member()
+    } else {
+        let at = section
+            .advertise
+            .clone()
+            .unwrap_or_else(|| bound.to_string());
+        let mut owner = Owner::standalone().lease(Duration::from_millis(section.cluster_ttl_ms));
+        if gen_method == GenMethod::Rest {
+            owner.rest = at;
+        } else {
+            owner.tcp = at;
+        }
+        owner
+    };
+    let seqs = Sequences::open_as(&url, section.options(), owner)
         .await
-        .map_err(ServeError::Seq)?;
-    if !section.cluster
-        && let Err(e) = vesta_seq::coordination::refuse_if_clustered(
-            section.coordination,
-            reach,
-            &seqs,
-            "start this server with [seq] cluster = true (--seq-cluster) to join it, or give it a \
-             table of its own",
-        )
-        .await
+        .map_err(ServeError::from_coordination)?;
+    if section.cluster
+        && let Err(e) = seqs.record_mode(Mode::Cluster(section.coordination)).await
     {
         seqs.close().await;
-        return Err(ServeError::from_coordination(e));
+        return Err(ServeError::Seq(e));
     }
     Ok(Some(seqs))
 }

@@ -348,7 +348,7 @@ impl Collector for SeqCollector {
             ),
             (
                 "seq_section_evictions",
-                "Idle sections evicted",
+                "Sections evicted: idle, or the least recently used at seq.max_memory_mb",
                 s.evictions,
             ),
         ];
@@ -366,15 +366,36 @@ impl Collector for SeqCollector {
         let gauges = [
             (
                 "seq_sections",
-                "Sections in memory (numeric: 800 KB each)",
+                "Sections in memory (numeric sections, spread and string buckets)",
                 s.sections,
+            ),
+            (
+                "seq_dense_sections",
+                "Numeric sections in memory as flat arrays (800 KB each)",
+                s.dense_sections,
+            ),
+            (
+                "seq_numeric_keys",
+                "Numeric keys in memory in tables (a dense section's not counted)",
+                s.numeric_keys,
             ),
             ("seq_string_keys", "String keys in memory", s.string_keys),
             (
+                "seq_memory_bytes",
+                "Bytes the sections hold, under seq.max_memory_mb",
+                s.memory_bytes,
+            ),
+            (
                 "seq_fenced_sections",
                 "Sections this server serves no more: another process raised them in the same \
-                 table",
+                 table, or the table went back under it",
                 usize::try_from(s.fenced).unwrap_or(usize::MAX),
+            ),
+            (
+                "seq_went_back_sections",
+                "Sections found below what they were raised to (the table restored from a \
+                 backup?): their keys are refused until the table is raised back",
+                self.0.guard_status().went_back,
             ),
         ];
         for (name, help, value) in gauges {
@@ -383,6 +404,24 @@ impl Collector for SeqCollector {
         }
         if let Some(c) = self.0.cluster_status() {
             encode_cluster(&mut encoder, &c)?;
+        }
+        if let Some(o) = self.0.owner_status() {
+            let g = ConstGauge::new(i64::try_from(o.term_left_ms / 1000).unwrap_or(i64::MAX));
+            g.encode(encoder.encode_descriptor(
+                "seq_owner_term_left_seconds",
+                "How long this standalone server may serve without another confirmed renewal of \
+                 the table's lease (0: it serves nothing)",
+                None,
+                g.metric_type(),
+            )?)?;
+            let k = ConstCounter::new(o.leases_lost);
+            k.encode(encoder.encode_descriptor(
+                "seq_owner_leases_lost",
+                "Times the table's lease expired before a renewal was confirmed: every section \
+                 was dropped, and the lease taken again once the table was free",
+                None,
+                k.metric_type(),
+            )?)?;
         }
         Ok(())
     }

@@ -55,9 +55,17 @@ pub fn key(i: u32) -> String {
         // Past the dense keys' sections, so it stays distinct from them.
         return (h | 1 << 63).to_string();
     }
-    match j % 3 {
+    match j % 5 {
         0 => (200_000 + j * 7).to_string(),
-        1 => format!("r:{j}:{:x}", h >> 40),
+        // Snowflake-sized (user IDs that are snowflake IDs): spread buckets, a table per bucket.
+        1 => (400_000_000_000_000_000 + h % 100_000_000_000_000_000).to_string(),
+        // 16-24 bytes, as a user's inbox key.
+        2 => format!(
+            "user:{:0w$}",
+            h % 100_000_000_000,
+            w = 11 + (j % 9) as usize
+        ),
+        3 => format!("r:{j}:{:x}", h >> 40),
         _ => format!("\u{5e8f}\u{5217}-{j}-{}", h % 1_000_003),
     }
 }

@@ -575,19 +575,25 @@ fn scenario(coord: impl FnOnce(&mut dyn FnMut(std::net::SocketAddr) -> u16) -> C
             outside.to_str().unwrap(),
         ]),
         &[
-            "is served by a cluster",
-            "(live members 950, 952)",
-            "--seq-cluster",
+            "is served as a cluster coordinated in",
+            "this server as standalone",
+            "vesta seq mode --db",
         ],
     );
     fails_in_one_line(
         &mut vesta_cmd(["seq", "next", "0", "--config", &tool]),
-        &["is served by a cluster", "--server"],
+        &["is served by a cluster (live members 950, 952", "--server"],
     );
     if matches!(coord, Coord::Sql) {
         fails_in_one_line(
             &mut vesta_cmd(["seq", "next", "0", "--db", &db]),
-            &["is served by a cluster", "--server"],
+            &["is served by a cluster (live members 950, 952", "--server"],
+        );
+    } else {
+        // Without the config naming the coordination, the members cannot be looked for.
+        fails_in_one_line(
+            &mut vesta_cmd(["seq", "next", "0", "--db", &db]),
+            &["coordinated outside the database", "--config"],
         );
     }
 

@@ -74,7 +74,7 @@ pub(crate) fn ids(
 /// The numbers of a 200 answer to `GET /seq/{key}`: one number (`batch` `None`: the body is
 /// the number as text), or exactly `batch` (`?count=N&format=json`: `first`..=`last` of `key`).
 /// Returns how many.
-pub(crate) fn seq(body: &[u8], key: u64, batch: Option<u32>) -> Result<u64, String> {
+pub(crate) fn seq(body: &[u8], key: &str, batch: Option<u32>) -> Result<u64, String> {
     let number = |s: &str| {
         s.trim()
             .parse::<u64>()
@@ -95,7 +95,7 @@ pub(crate) fn seq(body: &[u8], key: u64, batch: Option<u32>) -> Result<u64, Stri
     }
     let n: Numbers<'_> = serde_json::from_slice(body)
         .map_err(|e| format!("the answer is not a key's numbers ({e}): {}", text(body)))?;
-    if n.key.parse::<u64>().ok() != Some(key) {
+    if n.key != key {
         return Err(format!("asked for key {key}, got key {}", n.key));
     }
     let (first, last) = (number(n.first)?, number(n.last)?);
@@ -167,29 +167,29 @@ mod tests {
 
     #[test]
     fn seq_answers_are_checked_for_their_count() {
-        assert_eq!(seq(b"17", 3, None), Ok(1));
+        assert_eq!(seq(b"17", "3", None), Ok(1));
         assert_eq!(
-            seq(b"0", 3, None),
+            seq(b"0", "3", None),
             Err("the answer is not a sequence number: 0".into())
         );
         let json = |k: &str, f: &str, l: &str| {
             format!(r#"{{"key":"{k}","first":"{f}","last":"{l}"}}"#).into_bytes()
         };
-        assert_eq!(seq(&json("3", "11", "20"), 3, Some(10)), Ok(10));
+        assert_eq!(seq(&json("3", "11", "20"), "3", Some(10)), Ok(10));
         assert_eq!(
-            seq(&json("3", "11", "19"), 3, Some(10)),
+            seq(&json("3", "11", "19"), "3", Some(10)),
             Err("asked for 10 numbers, got 11..=19".into())
         );
         assert_eq!(
-            seq(&json("3", "20", "11"), 3, Some(10)),
+            seq(&json("3", "20", "11"), "3", Some(10)),
             Err("asked for 10 numbers, got 20..=11".into())
         );
         assert_eq!(
-            seq(&json("4", "11", "20"), 3, Some(10)),
+            seq(&json("4", "11", "20"), "3", Some(10)),
             Err("asked for key 3, got key 4".into())
         );
         assert!(
-            seq(b"20", 3, Some(10))
+            seq(b"20", "3", Some(10))
                 .unwrap_err()
                 .starts_with("the answer is not a key's numbers")
         );

@@ -57,9 +57,10 @@ pub fn run(
             segment,
             last: None,
             seq: seq_keys.map(|n| SeqPaths {
-                keys: Keys::new(n, c),
+                keys: Keys::shaped(n, c, config.seq_shape),
                 query: query.clone(),
                 path: String::with_capacity(64),
+                key: String::with_capacity(32),
             }),
         })
     })?;
@@ -72,10 +73,11 @@ pub fn run(
     );
     report.segment = config.segment;
     report.request = Some(match seq_keys {
-        Some(n) => format!("GET {path}, {}", key_range(n)),
+        Some(n) => format!("GET {path}, {}", key_range(n, config.seq_shape)),
         None => format!("GET {path}"),
     });
     report.seq_keys = seq_keys;
+    report.seq_shape = config.seq_shape;
     Ok(report)
 }
 
@@ -183,17 +185,21 @@ struct SeqPaths {
     query: String,
     /// The current request's path.
     path: String,
+    /// The current request's key.
+    key: String,
 }
 
 impl SeqPaths {
     /// The next request's path and its key.
-    fn next(&mut self) -> (&str, u64) {
-        let (text, key) = self.keys.next_text();
+    fn next(&mut self) -> (&str, &str) {
+        let (text, _) = self.keys.next_text();
+        self.key.clear();
+        self.key.push_str(text);
         self.path.clear();
         self.path.push_str("/seq/");
         self.path.push_str(text);
         self.path.push_str(&self.query);
-        (&self.path, key)
+        (&self.path, &self.key)
     }
 }
 

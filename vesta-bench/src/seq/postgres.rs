@@ -101,7 +101,7 @@ pub(crate) fn run(
     let outcome = engine::drive(&load, tick, progress, |conn, target| {
         Ok(PgWorker {
             conn: PgConn::connect(target)?,
-            keys: Keys::new(n, conn),
+            keys: Keys::shaped(n, conn, config.seq_shape),
             by,
         })
     })?;
@@ -109,6 +109,7 @@ pub(crate) fn run(
     load.targets = load.targets.iter().map(|t| redact(t)).collect();
     let mut report = outcome.into_report(Protocol::Postgres, load, targets);
     report.seq_keys = Some(n);
+    report.seq_shape = config.seq_shape;
     Ok(report)
 }
 

@@ -154,13 +154,14 @@ pub(crate) fn run(
         c.ping()?;
         Ok(RedisWorker {
             conn: c,
-            keys: Keys::new(n, conn),
+            keys: Keys::shaped(n, conn, config.seq_shape),
             by,
             pipeline,
         })
     })?;
     let mut report = outcome.into_report(Protocol::Redis { pipeline }, config.load, targets);
     report.seq_keys = Some(n);
+    report.seq_shape = config.seq_shape;
     Ok(report)
 }
 

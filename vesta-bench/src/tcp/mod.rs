@@ -69,6 +69,7 @@ pub fn run(
         None => Request::NextId,
     };
     let (pipeline, seq_keys, count) = (config.pipeline, config.seq_keys, config.load.batch);
+    let shape = config.seq_shape;
     let all = &config.load.targets;
     let outcome = engine::drive(&config.load, tick, progress, |c, target| {
         if let Some(n) = seq_keys
@@ -81,7 +82,7 @@ pub fn run(
         let conn = Conn::connect(target)?;
         let requests = match seq_keys {
             Some(n) => Requests::Seq {
-                keys: Keys::new(n, c),
+                keys: Keys::shaped(n, c, shape),
                 count: count.unwrap_or(1),
             },
             None => Requests::Fixed(request.clone()),
@@ -94,6 +95,7 @@ pub fn run(
     })?;
     let mut report = outcome.into_report(Protocol::Tcp { pipeline }, config.load, targets);
     report.seq_keys = seq_keys;
+    report.seq_shape = shape;
     Ok(report)
 }
 

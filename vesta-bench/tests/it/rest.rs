@@ -25,6 +25,7 @@ fn load(addr: std::net::SocketAddr) -> RestLoad {
         segment: None,
         leaf: false,
         seq_keys: None,
+        seq_shape: vesta_bench::KeyShape::Dense,
     }
 }
 

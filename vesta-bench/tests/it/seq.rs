@@ -32,6 +32,7 @@ fn tcp_load(target: String) -> TcpLoad {
         load: load(target),
         pipeline: 16,
         seq_keys: Some(KEYS),
+        seq_shape: vesta_bench::KeyShape::Dense,
         peer: None,
     }
 }
@@ -147,6 +148,7 @@ async fn a_server_without_sequences_or_a_bad_key_count_fails_before_the_run() {
         segment: None,
         leaf: false,
         seq_keys: Some(KEYS),
+        seq_shape: vesta_bench::KeyShape::Dense,
     };
     let err = bench(move || rest::run(config, Duration::from_secs(1), |_| {}))
         .await
@@ -181,6 +183,7 @@ async fn rest_seq_runs_count_every_number_they_were_answered() {
             segment: None,
             leaf: false,
             seq_keys: Some(KEYS),
+            seq_shape: vesta_bench::KeyShape::Dense,
         };
         config.load.batch = batch;
         let r = bench(move || rest::run(config, Duration::from_secs(1), |_| {}))
@@ -382,6 +385,7 @@ async fn a_seq_run_on_two_cluster_members_sends_each_key_to_its_owner() {
     // other's sets SEQ_MOVED, counted as errors, and the report has no routing line.
     let alone = run_tcp(TcpLoad {
         seq_keys: Some(SETS * SECTION),
+        seq_shape: vesta_bench::KeyShape::Dense,
         ..tcp_load(addr_a)
     })
     .await

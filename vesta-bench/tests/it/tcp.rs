@@ -24,6 +24,7 @@ fn load(targets: &[std::net::SocketAddr]) -> TcpLoad {
         },
         pipeline: 16,
         seq_keys: None,
+        seq_shape: vesta_bench::KeyShape::Dense,
         peer: None,
     }
 }

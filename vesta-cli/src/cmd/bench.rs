@@ -10,6 +10,27 @@ use indicatif::{ProgressBar, ProgressStyle};
 use vesta_bench::report::group;
 use vesta_bench::{BenchError, Field, Load, Progress, Report};
 
+/// The key shapes `--seq-shape` names.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum ShapeArg {
+    /// Key i is i
+    Dense,
+    /// Snowflake-sized numbers (about 4e17)
+    Sparse,
+    /// Strings of 16-24 bytes
+    String,
+}
+
+impl From<ShapeArg> for vesta_bench::KeyShape {
+    fn from(s: ShapeArg) -> Self {
+        match s {
+            ShapeArg::Dense => vesta_bench::KeyShape::Dense,
+            ShapeArg::Sparse => vesta_bench::KeyShape::Sparse,
+            ShapeArg::String => vesta_bench::KeyShape::Text,
+        }
+    }
+}
+
 /// Arguments of `vesta bench`.
 #[derive(clap::Subcommand, Debug)]
 pub enum Args {

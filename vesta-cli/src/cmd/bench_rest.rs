@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use vesta_bench::{RestLoad, rest};
 
-use super::bench::{Pace, run_and_report};
+use super::bench::{Pace, ShapeArg, run_and_report};
 
 /// Arguments of `vesta bench rest`.
 #[derive(clap::Args, Debug)]
@@ -38,6 +38,16 @@ pub struct Args {
     /// --seq-db)
     #[arg(long, value_name = "N", conflicts_with_all = ["segment", "baseline"])]
     seq_keys: Option<u64>,
+    /// What the --seq-keys keys look like: dense (key i is i), sparse (snowflake-sized
+    /// numbers, about 4e17, one to a range of 100,000) or string (16-24 bytes, user:...)
+    #[arg(
+        long,
+        value_enum,
+        value_name = "SHAPE",
+        default_value = "dense",
+        requires = "seq_keys"
+    )]
+    seq_shape: ShapeArg,
 }
 
 /// Runs the load and prints the report.
@@ -48,6 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         segment: args.segment,
         leaf: args.leaf,
         seq_keys: args.seq_keys,
+        seq_shape: args.seq_shape.into(),
     };
     run_and_report(
         "bench rest",

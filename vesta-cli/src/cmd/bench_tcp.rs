@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use vesta_bench::{Peer, TcpLoad, tcp};
 
-use super::bench::{Pace, run_and_report};
+use super::bench::{Pace, ShapeArg, run_and_report};
 
 /// Arguments of `vesta bench tcp`.
 #[derive(clap::Args, Debug)]
@@ -40,6 +40,16 @@ pub struct Args {
     /// postgres://USER@HOST:PORT/DB; the table and its rows are made when missing)
     #[arg(long, value_enum, value_name = "PEER", requires = "seq_keys")]
     peer: Option<PeerArg>,
+    /// What the --seq-keys keys look like: dense (key i is i), sparse (snowflake-sized
+    /// numbers, about 4e17, one to a range of 100,000) or string (16-24 bytes, user:...)
+    #[arg(
+        long,
+        value_enum,
+        value_name = "SHAPE",
+        default_value = "dense",
+        requires = "seq_keys"
+    )]
+    seq_shape: ShapeArg,
 }
 
 /// The peers `--peer` names.
@@ -57,6 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         load: args.pace.load(&args.server, args.connections, args.batch),
         pipeline: args.pipeline,
         seq_keys: args.seq_keys,
+        seq_shape: args.seq_shape.into(),
         peer: args.peer.map(|p| match p {
             PeerArg::Redis => Peer::Redis,
             PeerArg::Postgres => Peer::Postgres,

@@ -28,6 +28,8 @@ pub mod make;
 pub mod segment;
 #[cfg(feature = "seq")]
 pub mod seq;
+#[cfg(feature = "seq")]
+pub mod seq_admin;
 #[cfg(feature = "serve")]
 pub mod serve;
 #[cfg(feature = "serve")]

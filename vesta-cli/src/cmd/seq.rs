@@ -2,9 +2,10 @@
 //! current number — straight from the table `vesta_seq`, or from a server (`--server`, the TCP
 //! protocol's `SEQ_NEXT`/`SEQ_CURRENT`). The database is `--db`, else the config's `[seq] db`,
 //! else `sqlite://vesta-seq.db` in the working directory; the table is created on first use.
-//! One process at a time per table: a second one on the same sections is fenced at its first
-//! raise (it prints the error, never a number another process may hand out), so a table a
-//! server serves is asked through `--server`.
+//! One owner per table: a run straight from the table holds the table's lease for its run, so
+//! it is refused (naming the server) while a server or a cluster serves the table, which is
+//! then asked through `--server`; and a server starting meanwhile is refused. `vesta seq mode`
+//! and `vesta seq raise` (`seq_admin.rs`) show who serves a table and raise one that went back.
 
 use std::collections::HashMap;
 use std::io::{self, BufWriter, Write};
@@ -17,7 +18,9 @@ use std::sync::Arc;
 
 use vesta_embed::config::{EtcdSection, ZooKeeperSection};
 use vesta_seq::cluster::Coordinator;
-use vesta_seq::{DEFAULT_SEQ_DB, DbUrl, SeqError, SeqKey, SeqSection, Sequences};
+use vesta_seq::{DEFAULT_SEQ_DB, DbUrl, Owner, SeqError, SeqKey, SeqSection, Sequences};
+
+use super::seq_admin::{self, ModeArgs, RaiseArgs};
 
 /// Arguments of `vesta seq`.
 #[derive(clap::Subcommand, Debug)]
@@ -31,6 +34,13 @@ pub enum Args {
     /// Print the cluster of servers on the database: its members (live or not, their
     /// addresses, lease) and which member owns which sets (docs/seq-cluster.md)
     Ls(LsArgs),
+    /// Print how the table is served (standalone or a cluster, as it records it) and who holds
+    /// it now; --set records another way while nothing serves it
+    Mode(ModeArgs),
+    /// Raise the table's rows back above every number handed out, after a restore: to what
+    /// this host remembers raising them to (docs/seq.md, "A restored table"), or by N. Never
+    /// lowers a row
+    Raise(RaiseArgs),
 }
 
 /// Arguments of `vesta seq ls`.
@@ -96,6 +106,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         match args {
             Args::Next(a) => next(a).await,
             Args::Show(a) => show(a).await,
+            Args::Mode(a) => seq_admin::mode(a).await,
+            Args::Raise(a) => seq_admin::raise(a).await,
             Args::Ls(a) => {
                 let db = DbArgs {
                     db: a.db,
@@ -103,7 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     server: None,
                     tls_ca: None,
                 };
-                let (seqs, section, reach) = db.open_with().await?;
+                let (seqs, section, reach) = db.open_with(Owner::inspect()).await?;
                 let coord = match coordinator(&section, &reach, &seqs).await {
                     Ok(coord) => coord,
                     Err(e) => {
@@ -133,13 +145,13 @@ struct ConfigFile {
 
 /// The sections a cluster coordinated outside the database is reached through.
 #[derive(Default)]
-struct Reach {
+pub struct Reach {
     etcd: EtcdSection,
     zookeeper: ZooKeeperSection,
 }
 
 impl Reach {
-    fn sections(&self) -> vesta_seq::coordination::Reach<'_> {
+    pub(crate) fn sections(&self) -> vesta_seq::coordination::Reach<'_> {
         vesta_seq::coordination::Reach {
             etcd: &self.etcd,
             zookeeper: &self.zookeeper,
@@ -148,9 +160,13 @@ impl Reach {
 }
 
 impl DbArgs {
-    /// Opens the sequences the flags and config name; the `[seq]`, `[etcd]` and `[zookeeper]`
+    /// Opens the sequences the flags and config name as `owner` (the table's lease taken for
+    /// the run with the config's `seq.cluster_ttl_ms`); the `[seq]`, `[etcd]` and `[zookeeper]`
     /// sections read.
-    async fn open_with(&self) -> anyhow::Result<(Sequences, SeqSection, Reach)> {
+    pub(crate) async fn open_with(
+        &self,
+        owner: Owner,
+    ) -> anyhow::Result<(Sequences, SeqSection, Reach)> {
         let (mut section, reach) = match &self.config {
             Some(path) => {
                 let file =
@@ -170,25 +186,30 @@ impl DbArgs {
         let url = section
             .db_url()?
             .map_or_else(|| DbUrl::parse(DEFAULT_SEQ_DB), Ok)?;
-        let seqs = Sequences::open(&url, section.options()).await?;
+        let owner = owner.lease(std::time::Duration::from_millis(section.cluster_ttl_ms));
+        let seqs = Sequences::open_as(&url, section.options(), owner)
+            .await
+            .map_err(|e| seq_admin::explained(e, &url.to_string()))?;
         Ok((seqs, section, reach))
     }
 
-    /// [`DbArgs::open_with`] for a command that hands out or reads numbers: refused while a cluster
-    /// of servers serves the table (ask them with --server instead).
-    async fn open_unserved(&self) -> anyhow::Result<Sequences> {
-        let (seqs, section, reach) = self.open_with().await?;
-        let how = "ask the servers with --server ADDRS instead";
-        let refused = vesta_seq::coordination::refuse_if_clustered(
-            section.coordination,
-            reach.sections(),
-            &seqs,
-            how,
-        )
-        .await;
+    /// [`DbArgs::open_with`] for a command that hands out or reads numbers: the table's lease
+    /// held for the run, refused while a server or a cluster serves the table (ask them with
+    /// --server instead); a cluster coordinated in etcd or ZooKeeper is looked for there, the
+    /// config naming it.
+    pub(crate) async fn open_unserved(&self) -> anyhow::Result<Sequences> {
+        let (seqs, _, reach) = self.open_with(Owner::tool()).await?;
+        let refused = vesta_seq::coordination::refuse_if_served(reach.sections(), &seqs).await;
         if let Err(e) = refused {
             seqs.close().await;
-            return Err(coordination_error(e));
+            let db = seqs.url().to_string();
+            return Err(match e {
+                e @ SeqError::Held { .. } => seq_admin::explained(e, &db),
+                e => coordination_error(e).context(
+                    "the table is served by a cluster coordinated outside the database: give \
+                     --config naming it, so its members are looked for there",
+                ),
+            });
         }
         Ok(seqs)
     }
@@ -207,7 +228,7 @@ async fn coordinator(
 }
 
 /// A coordination's error as one line: a config it refuses says so, as a server's does.
-fn coordination_error(e: SeqError) -> anyhow::Error {
+pub(crate) fn coordination_error(e: SeqError) -> anyhow::Error {
     match e {
         SeqError::Config(e) => anyhow::anyhow!("invalid config: {e}"),
         e => e.into(),
@@ -353,7 +374,7 @@ async fn next(args: NextArgs) -> anyhow::Result<()> {
                 }
             }
             Err(e) => {
-                result = Err(e.into());
+                result = Err(seq_admin::explained(e, &seqs.url().to_string()));
                 break;
             }
         }
@@ -377,6 +398,7 @@ async fn show(args: ShowArgs) -> anyhow::Result<()> {
     let seqs = args.db.open_unserved().await?;
     let current = seqs.current(&key).await;
     seqs.close().await;
-    println!("{}", current?);
+    let current = current.map_err(|e| seq_admin::explained(e, &seqs.url().to_string()))?;
+    println!("{current}");
     Ok(())
 }

@@ -233,9 +233,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             set_log_format(a.log_format);
             let config = a.config::<TcpSection>()?;
             let console = config.server.console;
+            let seq_db = shown_db(config.seq.db.as_deref());
             run_server(a.log_format, async {
                 let stop = stop_signal();
-                let server = TcpServer::start(config).await?;
+                let server = TcpServer::start(config)
+                    .await
+                    .map_err(|e| super::seq_admin::explained_serve(e, seq_db.as_deref()))?;
                 let status = server.issuer().status();
                 let scheme = if server.is_tls() { "tls://" } else { "" };
                 announce(
@@ -255,9 +258,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             set_log_format(a.log_format);
             let config = a.config::<RestSection>()?;
             let console = config.server.console;
+            let seq_db = shown_db(config.seq.db.as_deref());
             run_server(a.log_format, async {
                 let stop = stop_signal();
-                let server = RestServer::start(config).await?;
+                let server = RestServer::start(config)
+                    .await
+                    .map_err(|e| super::seq_admin::explained_serve(e, seq_db.as_deref()))?;
                 let status = server.issuer().status();
                 let scheme = if server.is_tls() { "https" } else { "http" };
                 announce(
@@ -277,6 +283,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             })
         }
     }
+}
+
+/// The sequences' database as a refusal's command line names it (its password hidden).
+fn shown_db(db: Option<&str>) -> Option<String> {
+    db.and_then(|d| vesta_seq::DbUrl::parse(d).ok())
+        .map(|u| u.to_string())
 }
 
 /// SIGTERM or Ctrl-C, told to the service manager (`STOPPING=1`) as the drain begins. The

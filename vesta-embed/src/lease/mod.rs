@@ -61,6 +61,10 @@ mod znode;
 #[cfg(feature = "etcd")]
 pub use etcd::{EtcdClient, EtcdKv, EtcdRow, EtcdSettings};
 #[cfg(feature = "state-file")]
+pub use hold::arbiter::{HostClaim, arbiter_name};
+#[cfg(feature = "state-file")]
+pub use hold::memory::hold_dir as host_hold_dir;
+#[cfg(feature = "state-file")]
 pub use hold::retire_host_hold;
 #[cfg(feature = "sql")]
 pub use sql::{MachineRow, SqlLease, SqlSettings};

@@ -10,7 +10,7 @@ use vesta_service::health::Health;
 
 use crate::error::ApiError;
 use crate::query::Query;
-use crate::response::{self, Body};
+use crate::response::{APPLICATION_JSON, Body, sized};
 use crate::router::{Ctx, Reply};
 
 /// `GET /healthz`: the service's health (`vesta_service::health`) or a 503 error.
@@ -22,7 +22,7 @@ pub fn healthz<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
 fn health<C: Clock + 'static>(cx: &Ctx<'_, C>) -> Result<Response<Body>, ApiError> {
     Query::parse(cx.query, "/healthz", &[])?;
     match cx.service().health() {
-        Health::Issuing(body) => Ok(response::json(body.to_string())),
+        Health::Issuing(body) => sized(&cx.rest.budget, APPLICATION_JSON, body.to_string()),
         Health::NotIssuing(why) => Err(ApiError::unavailable(why, Some(1))),
     }
 }

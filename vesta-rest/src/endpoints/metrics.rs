@@ -6,7 +6,6 @@
 use hyper::Response;
 use vesta_core::Clock;
 
-use crate::body::SMALL_BODY_BYTES;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
@@ -28,10 +27,5 @@ fn scrape<C: Clock + 'static>(cx: &Ctx<'_, C>) -> Result<Response<Body>, ApiErro
         .metrics
         .encode()
         .map_err(|_| ApiError::internal("cannot write the metrics"))?;
-    if text.len() <= SMALL_BODY_BYTES {
-        return Ok(response::ok(response::OPENMETRICS, text));
-    }
-    let reservation = cx.rest.budget.reserve(text.len())?;
-    let body = Body::charged(text.into(), reservation);
-    Ok(response::with_body(response::OPENMETRICS, body))
+    response::sized(&cx.rest.budget, response::OPENMETRICS, text)
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use common::{
     Client, Reply, TestServer, issuer_config, leaf_issuer, open_segments, rest, segment_db, seq_db,
-    spawn, spawn_with_stores, system_issuer,
+    seq_db_as, spawn, spawn_with_stores, system_issuer,
 };
 use hyper::Method;
 use serde_json::Value;
@@ -91,7 +91,7 @@ async fn clustered(
     let mut members = Vec::new();
     let mut seqs = Vec::new();
     for member in [940, 941] {
-        let seq = seq_db(&dir).await;
+        let seq = seq_db_as(&dir, vesta_seq::Owner::member()).await;
         let options = ClusterOptions {
             member,
             tcp: String::new(),

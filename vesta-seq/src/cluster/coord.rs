@@ -25,6 +25,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::Coordination;
 use crate::db::seq_cluster::ClusterRows;
 use crate::sequences::{Inner, Sequences};
 use vesta_segment::SegmentError;
@@ -65,9 +66,30 @@ pub struct Joining<'a> {
 
 /// The store of a cluster's member leases and set owners (see the module doc for what each
 /// call must keep). One per member process; `Send + Sync` for the beat task.
+///
+/// A coordinator outside the database (etcd, ZooKeeper) also keeps the restore guard's floors
+/// (`floor`, `raise_floor`): what each section was raised to, which a restore of the database
+/// does not reach, so a member that takes a set from another host sees its raises.
 pub trait Coordinator: Send + Sync + fmt::Debug {
     /// The store, for messages (`postgres://db1/ids`, `etcd http://e1:2379 /vesta/seq/...`).
     fn describe(&self) -> String;
+    /// Which coordination it is (recorded as the table's mode, `vesta_seq_store`).
+    fn kind(&self) -> Coordination;
+    /// The highest raise of section `(kind, section)` this store remembers (`None`: none, or a
+    /// store that keeps no floors).
+    fn floor(&self, kind: i16, section: i64) -> CoordFuture<'_, Option<u64>> {
+        let _ = (kind, section);
+        Box::pin(async { Ok(None) })
+    }
+    /// Remembers a raise of section `(kind, section)` to `max` (never lowering what it has).
+    fn raise_floor(&self, kind: i16, section: i64, max: u64) -> CoordFuture<'_, ()> {
+        let _ = (kind, section, max);
+        Box::pin(async { Ok(()) })
+    }
+    /// Every floor this store remembers, `((kind, section), max)`.
+    fn floors(&self) -> CoordFuture<'_, Vec<((i16, i64), u64)>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
     /// How long after the store confirmed a renewal of `ttl` it may still hold the lease: `ttl`
     /// by default; more in a store that rounds leases up or checks them now and then. A join
     /// waits this long (and a store timeout) for an earlier incarnation's lease to run out.
@@ -107,9 +129,11 @@ pub struct SqlCoordinator {
 impl SqlCoordinator {
     /// The coordinator in `seqs`' database.
     pub fn new(seqs: &Sequences) -> Self {
-        SqlCoordinator {
-            inner: Arc::clone(&seqs.inner),
-        }
+        SqlCoordinator::of(Arc::clone(&seqs.inner))
+    }
+
+    pub(crate) fn of(inner: Arc<Inner>) -> Self {
+        SqlCoordinator { inner }
     }
 }
 
@@ -132,6 +156,10 @@ fn ttl_ms(ttl: Duration) -> i64 {
 impl Coordinator for SqlCoordinator {
     fn describe(&self) -> String {
         self.inner.db.url().to_string()
+    }
+
+    fn kind(&self) -> Coordination {
+        Coordination::Sql
     }
 
     fn init(&self) -> CoordFuture<'_, ()> {

@@ -1,24 +1,40 @@
-//! The check every call of a clustered [`Sequences`](crate::Sequences) passes first: is the
-//! key's set served here, and is this member's lease confirmed within its term? One atomic load
-//! and one clock read on the fast path; the rest (who serves it instead) only when refused.
+//! The check every call of a [`Sequences`](crate::Sequences) passes first: is the key's set
+//! served here, and is the lease it is served under confirmed within its term? Two atomic loads
+//! and one read of the coarse monotonic clock (`mono.rs`) on the fast path; the rest (who
+//! serves it instead) only when refused.
+//!
+//! A cluster member's gate serves the sets it took under its member lease; a standalone
+//! server's (or a `vesta seq` run's) serves every set under the table's lease
+//! (`crate::owner`), so both stop at the end of their term by the same check.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use super::mono;
 use super::plan::Route;
 use crate::sets::SETS;
 use crate::{SeqError, SeqKey};
 
+/// Whose lease a gate's term is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GateOf {
+    /// A cluster member's (its machine ID).
+    Member(u64),
+    /// The table's: a standalone server or a `vesta seq` run serves every set.
+    Table,
+}
+
 /// What the calls and the beat task share.
 pub(crate) struct Gate {
-    /// The member: this server's machine ID.
+    /// The member: this server's machine ID (0 for the table's gate).
     pub member: u64,
+    /// Whose lease.
+    pub of: GateOf,
     /// Per set, the generation it is served at here; 0: not served here.
     owned: Box<[AtomicI64]>,
-    /// Monotonic origin of `serve_until_ns`.
-    base: Instant,
-    /// The end of the term (ns since `base`): no number after it until a renewal is confirmed.
+    /// The end of the term on the monotonic clock (`mono`, precise ns): no number after it
+    /// until a renewal is confirmed.
     serve_until_ns: AtomicU64,
     /// Who serves each set, as of the last beat.
     routes: RwLock<Arc<Vec<Route>>>,
@@ -42,10 +58,22 @@ pub(crate) struct Gate {
 
 impl Gate {
     pub(crate) fn new(member: u64) -> Gate {
+        Gate::with(GateOf::Member(member))
+    }
+
+    /// The table's gate: every set, once [`Gate::serve_all`] and a term.
+    pub(crate) fn table() -> Gate {
+        Gate::with(GateOf::Table)
+    }
+
+    fn with(of: GateOf) -> Gate {
         Gate {
-            member,
+            member: match of {
+                GateOf::Member(m) => m,
+                GateOf::Table => 0,
+            },
+            of,
             owned: (0..SETS).map(|_| AtomicI64::new(0)).collect(),
-            base: Instant::now(),
             serve_until_ns: AtomicU64::new(0),
             routes: RwLock::new(Arc::new(vec![Route::Moving { to: None }; SETS as usize])),
             refused_moving: AtomicU64::new(0),
@@ -59,14 +87,10 @@ impl Gate {
         }
     }
 
-    fn since_base(&self, at: Instant) -> u64 {
-        u64::try_from(at.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX)
-    }
-
     /// Extends the term to `until` (never shortens it).
     pub(crate) fn extend(&self, until: Instant) {
-        self.serve_until_ns
-            .fetch_max(self.since_base(until), Ordering::AcqRel);
+        let until = mono::ns_of(until);
+        self.serve_until_ns.fetch_max(until, Ordering::AcqRel);
     }
 
     /// Ends the term now: nothing is served until the next confirmed renewal.
@@ -74,15 +98,18 @@ impl Gate {
         self.serve_until_ns.store(0, Ordering::Release);
     }
 
-    /// Whether the term runs at `now`.
-    pub(crate) fn in_term(&self, now: Instant) -> bool {
-        self.since_base(now) < self.serve_until_ns.load(Ordering::Acquire)
+    /// Whether the term runs now: the coarse clock says so when the term's end is more than its
+    /// slack away (a read of a few ns), else the precise clock decides (`mono`).
+    #[inline]
+    pub(crate) fn in_term(&self) -> bool {
+        let until = self.serve_until_ns.load(Ordering::Acquire);
+        mono::coarse_ns().saturating_add(mono::slack_ns()) < until || mono::precise_ns() < until
     }
 
     /// How long the term still runs (zero once lapsed).
     pub(crate) fn term_left(&self) -> Duration {
         let until = self.serve_until_ns.load(Ordering::Acquire);
-        Duration::from_nanos(until.saturating_sub(self.since_base(Instant::now())))
+        Duration::from_nanos(until.saturating_sub(mono::precise_ns()))
     }
 
     /// The generation set `set` is served at here (0: not served).
@@ -93,6 +120,13 @@ impl Gate {
     /// Serves `set` at `generation` from now on.
     pub(crate) fn serve(&self, set: u32, generation: i64) {
         self.owned[set as usize].store(generation.max(1), Ordering::Release);
+    }
+
+    /// Serves every set (the table's gate, its lease taken).
+    pub(crate) fn serve_all(&self) {
+        for set in 0..SETS {
+            self.serve(set, 1);
+        }
     }
 
     /// Stops serving `set` (calls already past the check finish; the caller drains them).
@@ -134,18 +168,32 @@ impl Gate {
         Arc::clone(&self.routes.read().unwrap_or_else(|e| e.into_inner()))
     }
 
+    #[cold]
+    fn lapsed(&self, key: &SeqKey) -> SeqError {
+        self.refused_lapsed.fetch_add(1, Ordering::Relaxed);
+        match self.of {
+            GateOf::Member(member) => SeqError::Lapsed {
+                key: key.to_string(),
+                member,
+            },
+            GateOf::Table => SeqError::TableLapsed {
+                key: key.to_string(),
+            },
+        }
+    }
+
     /// Passes when `set` (of `key`, named in the errors) is served here within the term; else
     /// says who serves it.
     pub(crate) fn check(&self, set: u32, key: &SeqKey) -> Result<(), SeqError> {
         if self.served(set) != 0 {
-            if self.in_term(Instant::now()) {
+            if self.in_term() {
                 return Ok(());
             }
-            self.refused_lapsed.fetch_add(1, Ordering::Relaxed);
-            return Err(SeqError::Lapsed {
-                key: key.to_string(),
-                member: self.member,
-            });
+            return Err(self.lapsed(key));
+        }
+        if self.of == GateOf::Table {
+            // Stopped after the table's lease was lost: served again once it is taken back.
+            return Err(self.lapsed(key));
         }
         let routes = self.routes();
         match routes.get(set as usize) {

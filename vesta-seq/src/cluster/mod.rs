@@ -4,7 +4,8 @@
 //! each is served by one member at a time.
 //!
 //! - `plan`: what a member does at a beat, pure (unit-tested);
-//! - `gate`: the check every call passes (set served here, term running);
+//! - `gate`: the check every call passes (set served here, term running; `coarse`: its
+//!   cheap clock);
 //! - `coord`: the [`Coordinator`], where leases and set owners live (the sequences' database
 //!   by default; etcd or ZooKeeper in [`coordination`](crate::coordination));
 //! - here: [`Cluster`], the beat task that renews the lease, reads the rows, stops serving a
@@ -20,6 +21,7 @@
 
 mod coord;
 mod gate;
+mod mono;
 mod plan;
 
 use std::sync::Arc;
@@ -29,10 +31,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 pub use self::coord::{CoordError, CoordFuture, Coordinator, Joining, SqlCoordinator};
-pub(crate) use self::gate::Gate;
+pub(crate) use self::gate::{Gate, GateOf};
 pub use self::plan::Route;
 use self::plan::{Action, Plan, plan};
+use crate::Coordination;
 pub use crate::db::seq_cluster::{ClusterRows, MemberRow, SetRow};
+use crate::owner::mode::Mode;
+use crate::owner::{self, Role};
 use crate::sequences::{Inner, SeqError, Sequences};
 use crate::sets::SETS;
 
@@ -131,14 +136,14 @@ async fn init_tables(coord: &dyn Coordinator) -> Result<(), SeqError> {
     }
 }
 
-/// How long after its last confirmed renewal was sent a member serves.
-fn window(ttl: Duration) -> Duration {
+/// How long after its last confirmed renewal was sent a member (or the table's holder) serves.
+pub(crate) fn window(ttl: Duration) -> Duration {
     ttl * 2 / 3
 }
 
 /// How often a member renews: six times per lease, four times per window, so one slow or lost
 /// renewal never lapses a healthy member's term.
-fn beat(ttl: Duration) -> Duration {
+pub(crate) fn beat(ttl: Duration) -> Duration {
     (ttl / 6).max(Duration::from_millis(20))
 }
 
@@ -176,6 +181,14 @@ impl Cluster {
             u64::try_from(options.ttl.as_millis()).unwrap_or(u64::MAX),
             TTL_MS,
         )?;
+        if inner.role != Role::Member {
+            return Err(SeqError::Cluster(
+                "these sequences hold the table's lease as a standalone owner: open them as a \
+                 cluster member (Owner::member) to join a cluster"
+                    .into(),
+            ));
+        }
+        owner::mode::claim(&inner.db, Mode::Cluster(coord.kind())).await?;
         init_tables(coord.as_ref()).await?;
         let gate = Arc::new(Gate::new(options.member));
         if inner.gate.set(Arc::clone(&gate)).is_err() {
@@ -191,6 +204,24 @@ impl Cluster {
             incarnation: 0,
         };
         member.join_waiting().await?;
+        // Our row is written; now the others' claims: the table's lease (a standalone server
+        // or a tool), and members that could not send our clients on (or we theirs).
+        let checked = match owner::until_table_free(&shared.inner, member.options.ttl).await {
+            Ok(()) => same_transports(shared.coord.as_ref(), &member.options).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = checked {
+            let _ = shared
+                .coord
+                .leave(member.options.member, &member.holder)
+                .await;
+            shared.gate.lapse();
+            return Err(e);
+        }
+        if shared.coord.kind() != Coordination::Sql {
+            shared.inner.floors.coordinated(Arc::clone(&shared.coord));
+        }
+        shared.inner.scan_floors().await?;
         member.beat_rest().await;
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(member.run(stopped));
@@ -355,6 +386,12 @@ impl Member {
                 self.new_holder();
                 let sent = Instant::now();
                 match s.coord.join(self.joining()).await {
+                    // A tool may have taken the table while no member's lease ran: wait for it.
+                    Ok(true) if table_held(&s.inner).await => {
+                        let _ = s.coord.leave(o.member, &self.holder).await;
+                        s.gate.beat_failures.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
                     Ok(true) => s.gate.extend(sent + window(o.ttl)),
                     Ok(false) | Err(_) => {
                         s.gate.beat_failures.fetch_add(1, Ordering::Relaxed);
@@ -455,6 +492,49 @@ impl Member {
     }
 }
 
+/// Whether the table's lease runs (a tool or standalone server holds it), or cannot be read.
+async fn table_held(inner: &Inner) -> bool {
+    match inner.db.owner_read().await {
+        Ok(row) => row.as_ref().is_some_and(crate::db::owner::LeaseRow::live),
+        Err(_) => true,
+    }
+}
+
+/// What a member serves, for the transport check: TCP, or REST (with gRPC on its port).
+fn transport(tcp: &str, rest: &str) -> &'static str {
+    match (tcp.is_empty(), rest.is_empty()) {
+        (false, true) => "TCP",
+        (true, false) => "REST and gRPC",
+        (false, false) => "TCP, REST and gRPC",
+        (true, true) => "nothing",
+    }
+}
+
+/// Refuses a member whose transport differs from a live member's: a client of one could not
+/// be sent on to the other (a REST client to a TCP address), so every member serves the same.
+async fn same_transports(coord: &dyn Coordinator, o: &ClusterOptions) -> Result<(), SeqError> {
+    let rows = coord.read().await?;
+    let ours = transport(&o.tcp, &o.rest);
+    let others: Vec<&MemberRow> = rows
+        .members
+        .iter()
+        .filter(|m| m.member != o.member && plan::is_live(m, rows.now_ms))
+        .filter(|m| transport(&m.tcp, &m.rest) != ours)
+        .collect();
+    let Some(first) = others.first() else {
+        return Ok(());
+    };
+    Err(SeqError::Transports {
+        ours: ours.into(),
+        theirs: transport(&first.tcp, &first.rest).into(),
+        members: others
+            .iter()
+            .map(|m| m.member.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
+}
+
 /// The cluster's rows as `coord` holds them (for `vesta seq ls`): no lease taken, nothing
 /// written but the store's tables or keys when missing.
 pub async fn read_rows(coord: &dyn Coordinator) -> Result<ClusterRows, SeqError> {
@@ -463,9 +543,8 @@ pub async fn read_rows(coord: &dyn Coordinator) -> Result<ClusterRows, SeqError>
 }
 
 /// The members holding a live lease in `coord` (none when an SQL store has no cluster
-/// tables): a server or tool about to use the table *outside* the cluster checks this first,
-/// since its numbers would interleave with the members' (it would be fenced at a raise, but
-/// calls between would see a key's numbers out of order).
+/// tables): a standalone server or tool about to use the table *outside* the cluster checks
+/// this after taking the table's lease, since its numbers would interleave with the members'.
 pub async fn live_members(coord: &dyn Coordinator) -> Result<Vec<MemberRow>, SeqError> {
     match coord.read().await {
         Ok(rows) => Ok(rows
@@ -479,42 +558,13 @@ pub async fn live_members(coord: &dyn Coordinator) -> Result<Vec<MemberRow>, Seq
     }
 }
 
-/// Refuses, naming the live members, when a cluster coordinated in `coord` serves `seqs`'
-/// table (see [`live_members`]); `how` says what to do instead. A server or tool outside the
-/// cluster checks the sequences' own database ([`SqlCoordinator`]); a cluster coordinated
-/// elsewhere is seen only by a caller that names that store (docs/seq-cluster.md).
-pub async fn refuse_if_clustered(
-    seqs: &Sequences,
-    coord: &dyn Coordinator,
-    how: &str,
-) -> Result<(), SeqError> {
-    let live = live_members(coord).await?;
-    if live.is_empty() {
-        return Ok(());
-    }
-    let ids: Vec<String> = live.iter().map(|m| m.member.to_string()).collect();
-    let by = if coord.describe() == seqs.url().to_string() {
-        String::new()
-    } else {
-        format!(" coordinated in {}", coord.describe())
-    };
-    Err(SeqError::Cluster(format!(
-        "vesta_seq at {} is served by a cluster{by} (live members {}): {how}",
-        seqs.url(),
-        ids.join(", ")
-    )))
-}
-
 /// The name of `seqs`' store, drawn at random on first use and kept in its table
-/// `vesta_seq_store`: a coordinator outside the database keeps the cluster's keys under it,
-/// so servers on one sequences database form one cluster, and servers on two never meet
-/// (were they to, a set moving between them would restart below numbers handed out).
+/// `vesta_seq_store` (the table's identity): a coordinator outside the database keeps the
+/// cluster's keys under it, so servers on one sequences database form one cluster, and servers
+/// on two never meet (were they to, a set moving between them would restart below numbers
+/// handed out).
 pub async fn store_id(seqs: &Sequences) -> Result<String, SeqError> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let candidate = format!("{:016x}{:08x}", seqs.inner.token, nanos & 0xffff_ffff);
-    Ok(seqs.inner.db.store_id(&candidate).await?)
+    Ok(seqs.inner.store.clone())
 }
 
 /// Whether a member row holds a live lease at the rows' clock.

@@ -16,6 +16,9 @@
 //!   `mod_revision` read (0: never written, i.e. released), so two members never both take one
 //!   set.
 //!
+//! - `<prefix>-floors/<kind>/<section>` (beside the prefix, so the beat's read skips them):
+//!   the restore guard's floors, the highest raise of each section.
+//!
 //! One range over the prefix reads every key at one revision: a set whose holder has no member
 //! key in that read had lost its lease before the read, and its term (2/3 of the TTL after its
 //! last keep-alive was *sent*) ended before etcd expired it.
@@ -77,6 +80,63 @@ impl EtcdCoordinator {
 
     fn set_key(&self, set: u32) -> String {
         format!("{}/sets/{set:03}", self.prefix)
+    }
+
+    /// The restore guard's floors: `<prefix>-floors/`, beside the prefix and not under it, so
+    /// the beat's one range over the members and sets never reads them.
+    fn floors_at(&self) -> String {
+        format!("{}-floors/", self.prefix)
+    }
+
+    /// The floor of a section: the highest raise as decimal text, raised by a put at the
+    /// `mod_revision` read, never lowered.
+    fn floor_key(&self, kind: i16, section: i64) -> String {
+        format!("{}{kind}/{section}", self.floors_at())
+    }
+
+    /// The floor and its key's `mod_revision` (0: absent).
+    async fn floor_read(&self, kind: i16, section: i64) -> Result<(u64, i64), String> {
+        let key = self.floor_key(kind, section);
+        // A range over the key as a prefix also finds `.../50` for `.../5`: the exact one.
+        let kvs = self.client.range_prefix(&key).await?;
+        Ok(kvs.iter().find(|kv| kv.key == key).map_or((0, 0), |kv| {
+            (kv.value.trim().parse().unwrap_or(0), kv.mod_revision)
+        }))
+    }
+
+    async fn raise_floor_inner(&self, kind: i16, section: i64, max: u64) -> Result<(), String> {
+        let key = self.floor_key(kind, section);
+        for _ in 0..5 {
+            let (have, revision) = self.floor_read(kind, section).await?;
+            if have >= max {
+                return Ok(());
+            }
+            if self
+                .client
+                .put_all_if_mod(&[(key.clone(), revision, max.to_string())])
+                .await?
+            {
+                return Ok(());
+            }
+        }
+        Err(format!(
+            "raising the floor {key}: another writer kept changing it"
+        ))
+    }
+
+    async fn floors_inner(&self) -> Result<Vec<((i16, i64), u64)>, String> {
+        let at = self.floors_at();
+        let kvs = self.client.range_prefix(&at).await?;
+        Ok(kvs
+            .iter()
+            .filter_map(|kv| {
+                let (kind, section) = kv.key.strip_prefix(&at)?.split_once('/')?;
+                Some((
+                    (kind.parse().ok()?, section.parse().ok()?),
+                    kv.value.trim().parse().ok()?,
+                ))
+            })
+            .collect())
     }
 
     fn failed(&self, message: String) -> CoordError {
@@ -186,12 +246,38 @@ impl Coordinator for EtcdCoordinator {
         )
     }
 
+    fn kind(&self) -> crate::Coordination {
+        crate::Coordination::Etcd
+    }
+
     fn lease(&self, ttl: Duration) -> Duration {
         let granted = match self.granted_s.load(Ordering::Relaxed) {
             0 => ttl_s(ttl).max(MIN_TTL_S),
             s => s,
         };
         Duration::from_secs(granted) + EXPIRY_CHECK
+    }
+
+    fn floor(&self, kind: i16, section: i64) -> CoordFuture<'_, Option<u64>> {
+        Box::pin(async move {
+            let (max, revision) = self
+                .floor_read(kind, section)
+                .await
+                .map_err(|e| self.failed(e))?;
+            Ok((revision != 0).then_some(max))
+        })
+    }
+
+    fn raise_floor(&self, kind: i16, section: i64, max: u64) -> CoordFuture<'_, ()> {
+        Box::pin(async move {
+            self.raise_floor_inner(kind, section, max)
+                .await
+                .map_err(|e| self.failed(e))
+        })
+    }
+
+    fn floors(&self) -> CoordFuture<'_, Vec<((i16, i64), u64)>> {
+        Box::pin(async move { self.floors_inner().await.map_err(|e| self.failed(e)) })
     }
 
     fn init(&self) -> CoordFuture<'_, ()> {

@@ -92,21 +92,31 @@ pub async fn coordinator(
     })
 }
 
-/// Refuses a server or tool about to use `seqs`' table outside a cluster while members are
-/// live: those coordinated in the sequences' database, and, when `coordination` names another
-/// store, those coordinated there (a cluster on etcd or ZooKeeper is invisible from the
-/// database alone).
-pub async fn refuse_if_clustered(
-    coordination: Coordination,
-    reach: Reach<'_>,
-    seqs: &Sequences,
-    how: &str,
-) -> Result<(), SeqError> {
-    use crate::cluster::refuse_if_clustered as refuse;
-    refuse(seqs, &SqlCoordinator::new(seqs), how).await?;
-    if coordination != Coordination::Sql {
-        let coord = coordinator(coordination, reach, seqs).await?;
-        refuse(seqs, coord.as_ref(), how).await?;
+/// Refuses a tool about to use `seqs`' table while a cluster coordinated outside the database
+/// serves it: the table's recorded mode names the store (`cluster etcd`, `cluster zookeeper`),
+/// reached through `reach` (a config without that section is refused, naming the keys). A
+/// cluster in the database, a standalone server and another tool are seen by the table's lease
+/// itself ([`Owner::tool`](crate::Owner::tool)).
+pub async fn refuse_if_served(reach: Reach<'_>, seqs: &Sequences) -> Result<(), SeqError> {
+    let served = seqs.served().await?;
+    let Some(crate::Mode::Cluster(coordination)) = served.mode else {
+        return Ok(());
+    };
+    if coordination == Coordination::Sql {
+        return Ok(());
     }
-    Ok(())
+    let coord = coordinator(coordination, reach, seqs).await?;
+    let live = crate::cluster::live_members(coord.as_ref()).await?;
+    if live.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = live.iter().map(|m| m.member.to_string()).collect();
+    Err(SeqError::Held {
+        db: seqs.url().to_string(),
+        holder: format!(
+            "a cluster (live members {}, coordinated in {})",
+            ids.join(", "),
+            coord.describe()
+        ),
+    })
 }

@@ -3,9 +3,10 @@
 //! a compare-and-set from the value this process last read or wrote, so a second process on the
 //! same table is detected at its first raise of a section the other one moved, never followed.
 //!
-//! Two meta rows (kind [`META`]) pin the layout of keys over sections (keys per numeric section,
-//! buckets of string keys): a build that grouped keys differently would put a key in a section
-//! with another `max_seq`, so it is refused at open instead.
+//! Meta rows (kind [`META`]) pin the layout of keys over sections (keys per numeric section,
+//! buckets of string keys, the first spread key and the spread buckets): a build that grouped
+//! keys differently would put a key in a section with another `max_seq`, so it is refused at
+//! open instead (`sequences/layout.rs`).
 
 use crate::db::Database;
 use vesta_segment::DbKind;
@@ -23,6 +24,8 @@ struct SeqSql {
     read: &'static str,
     /// Binds the new max_seq, the owner, kind, section, the expected max_seq.
     raise: &'static str,
+    /// Binds kind, the first section; reads section, max_seq of every row from it on.
+    rows_from: &'static str,
 }
 
 fn sql(kind: DbKind) -> &'static SeqSql {
@@ -46,6 +49,7 @@ static SQLITE: SeqSql = SeqSql {
     read: "SELECT max_seq, owner FROM vesta_seq WHERE kind = ? AND section = ?",
     raise: "UPDATE vesta_seq SET max_seq = ?, owner = ?, update_time = CURRENT_TIMESTAMP \
             WHERE kind = ? AND section = ? AND max_seq = ?",
+    rows_from: "SELECT section, max_seq FROM vesta_seq WHERE kind = ? AND section >= ?",
 };
 
 static POSTGRES: SeqSql = SeqSql {
@@ -62,6 +66,7 @@ static POSTGRES: SeqSql = SeqSql {
     read: "SELECT max_seq, owner FROM vesta_seq WHERE kind = $1 AND section = $2",
     raise: "UPDATE vesta_seq SET max_seq = $1, owner = $2, update_time = CURRENT_TIMESTAMP \
             WHERE kind = $3 AND section = $4 AND max_seq = $5",
+    rows_from: "SELECT section, max_seq FROM vesta_seq WHERE kind = $1 AND section >= $2",
 };
 
 static MYSQL: SeqSql = SeqSql {
@@ -77,6 +82,7 @@ static MYSQL: SeqSql = SeqSql {
     read: "SELECT max_seq, owner FROM vesta_seq WHERE kind = ? AND section = ?",
     raise: "UPDATE vesta_seq SET max_seq = ?, owner = ?, update_time = CURRENT_TIMESTAMP \
             WHERE kind = ? AND section = ? AND max_seq = ?",
+    rows_from: "SELECT section, max_seq FROM vesta_seq WHERE kind = ? AND section >= ?",
 };
 
 /// What a compare-and-set raise found.
@@ -108,34 +114,117 @@ impl Database {
         section: i64,
         initial: i64,
     ) -> Result<i64, SegmentError> {
+        Ok(self.seq_load_new(kind, section, initial).await?.0)
+    }
+
+    /// The section's `max_seq`, and whether this call created its row (with `initial`): a
+    /// row created here was never handed a number from, so its keys may start at 0 under it.
+    pub(crate) async fn seq_load_new(
+        &self,
+        kind: i16,
+        section: i64,
+        initial: i64,
+    ) -> Result<(i64, bool), SegmentError> {
         let q = sql(self.url().kind());
-        let found: Option<(i64, i64)> = self
+        let (created, found): (bool, Option<(i64, i64)>) = self
             .bounded(
                 || format!("loading section {section} (kind {kind}) of vesta_seq"),
                 async {
                     on_pool!(self.pool(), p => {
-                        sqlx::query(q.insert_missing)
+                        let created = sqlx::query(q.insert_missing)
                             .bind(kind)
                             .bind(section)
                             .bind(initial)
                             .execute(p)
-                            .await?;
+                            .await?
+                            .rows_affected()
+                            == 1;
                         sqlx::query_as(q.read)
                             .bind(kind)
                             .bind(section)
                             .fetch_optional(p)
                             .await
+                            .map(|found| (created, found))
                     })
                 },
             )
             .await?;
         found
-            .map(|(max, _)| max)
+            .map(|(max, _)| (max, created && max == initial))
             .ok_or_else(|| SegmentError::Database {
                 db: self.url().to_string(),
                 action: format!("loading section {section} (kind {kind}) of vesta_seq"),
                 cause: "the row vanished between its INSERT and its SELECT".into(),
             })
+    }
+
+    /// Whether [`Database::seq_load_batch`] loads its rows in one transaction (SQLite, which
+    /// commits one at a time), rather than one round trip each.
+    pub(crate) fn loads_in_one_transaction(&self) -> bool {
+        self.url().kind() == DbKind::Sqlite
+    }
+
+    /// [`Database::seq_load_new`] for many sections, in the order given. On SQLite in one
+    /// transaction: it writes one transaction at a time, each a sync, so sections loaded
+    /// together cost one. On PostgreSQL and MySQL one statement at a time, each committed: a
+    /// transaction left open by a server cut off mid-batch would hold its new rows' locks
+    /// against the other servers of a cluster until the database noticed.
+    pub(crate) async fn seq_load_batch(
+        &self,
+        rows: &[(i16, i64)],
+        initial: i64,
+    ) -> Result<Vec<(i64, bool)>, SegmentError> {
+        if !self.loads_in_one_transaction() {
+            let mut loaded = Vec::with_capacity(rows.len());
+            for (kind, section) in rows {
+                loaded.push(self.seq_load_new(*kind, *section, initial).await?);
+            }
+            return Ok(loaded);
+        }
+        let q = sql(self.url().kind());
+        let found: Vec<(bool, Option<(i64, i64)>)> = self
+            .bounded(
+                || format!("loading {} sections of vesta_seq", rows.len()),
+                async {
+                    on_pool!(self.pool(), p => {
+                        let mut tx = p.begin().await?;
+                        let mut created = Vec::with_capacity(rows.len());
+                        for (kind, section) in rows {
+                            let r = sqlx::query(q.insert_missing)
+                                .bind(kind)
+                                .bind(section)
+                                .bind(initial)
+                                .execute(&mut *tx)
+                                .await?;
+                            created.push(r.rows_affected() == 1);
+                        }
+                        let mut found = Vec::with_capacity(rows.len());
+                        for ((kind, section), created) in rows.iter().zip(created) {
+                            let row: Option<(i64, i64)> = sqlx::query_as(q.read)
+                                .bind(kind)
+                                .bind(section)
+                                .fetch_optional(&mut *tx)
+                                .await?;
+                            found.push((created, row));
+                        }
+                        tx.commit().await?;
+                        Ok::<_, sqlx::Error>(found)
+                    })
+                },
+            )
+            .await?;
+        found
+            .into_iter()
+            .zip(rows)
+            .map(|((created, row), (kind, section))| {
+                row.map(|(max, _)| (max, created && max == initial))
+                    .ok_or_else(|| SegmentError::Database {
+                        db: self.url().to_string(),
+                        action: format!("loading section {section} (kind {kind}) of vesta_seq"),
+                        cause: "the row vanished between its INSERT and its SELECT".into(),
+                    })
+            })
+            .collect()
     }
 
     /// Sets the section's `max_seq` to `to`, and its owner to `owner` (the raiser's token), if
@@ -169,6 +258,24 @@ impl Database {
             return Ok(Cas::Done);
         }
         Ok(Cas::Moved(self.seq_read(kind, section, action).await?))
+    }
+
+    /// `(section, max_seq)` of every row of `kind` from section `from` on (a read only).
+    pub(crate) async fn seq_rows_from(
+        &self,
+        kind: i16,
+        from: i64,
+    ) -> Result<Vec<(i64, i64)>, SegmentError> {
+        let q = sql(self.url().kind()).rows_from;
+        self.bounded(
+            || format!("reading the sections of kind {kind} from {from} on in vesta_seq"),
+            async {
+                on_pool!(self.pool(), p => {
+                    sqlx::query_as(q).bind(kind).bind(from).fetch_all(p).await
+                })
+            },
+        )
+        .await
     }
 
     /// The section's row: `(max_seq, owner)`, if there is one (a read only: nothing created).

@@ -8,9 +8,10 @@
 //!   it, and a generation that every change of owner raises. Changed only by compare-and-set on
 //!   the generation, so two members can never both take one set.
 //!
-//! - `vesta_seq_store`: the store's name (`id`), drawn once at random: a cluster coordinated
-//!   outside this database (etcd, ZooKeeper) keeps its keys under it, so servers on one
-//!   sequences database form one cluster there, and servers on two never mix.
+//!
+//! The row `member = -1` of `vesta_seq_member` is the table's lease (a standalone server's, or a
+//! `vesta seq` run's: `owner.rs`), taken and renewed by the same statements; the members'
+//! reads skip it.
 //!
 //! Every time is the database's (`now_ms`), never a server's: expiry is judged on one clock.
 
@@ -71,10 +72,6 @@ struct ClusterSql {
     take_sets: String,
     /// Binds holder; the sets and generations follow.
     release_sets: String,
-    create_store: String,
-    /// Binds the candidate id; leaves an existing one alone.
-    insert_store_id: String,
-    store_id: String,
 }
 
 fn statements(kind: DbKind) -> &'static ClusterSql {
@@ -143,7 +140,7 @@ impl ClusterSql {
                  WHERE member = ? AND holder = ?"
             )),
             members: "SELECT member, holder, tcp, rest, expires_ms FROM vesta_seq_member \
-                      ORDER BY member"
+                      WHERE member >= 0 ORDER BY member"
                 .into(),
             sets: "SELECT set_no, owner, holder, generation FROM vesta_seq_set ORDER BY set_no"
                 .into(),
@@ -155,15 +152,6 @@ impl ClusterSql {
                 "UPDATE vesta_seq_set SET owner = -1, holder = '', generation = generation + 1, \
                  updated_ms = {now} WHERE holder = ?"
             )),
-            create_store: "CREATE TABLE IF NOT EXISTS vesta_seq_store (
-  item VARCHAR(64) NOT NULL PRIMARY KEY,
-  val VARCHAR(255) NOT NULL
-)"
-            .into(),
-            insert_store_id: p(format!(
-                "{ignore} vesta_seq_store (item, val) VALUES ('id', ?){conflict}"
-            )),
-            store_id: "SELECT val FROM vesta_seq_store WHERE item = 'id'".into(),
         }
     }
 }
@@ -212,21 +200,14 @@ impl Database {
         .await
     }
 
-    /// The store's name: `candidate` if none was drawn yet, else the one drawn first (the
-    /// table `vesta_seq_store` created if missing).
-    pub(crate) async fn store_id(&self, candidate: &str) -> Result<String, SegmentError> {
+    /// Creates `vesta_seq_member` unless it exists (the table's lease lives there too).
+    pub(crate) async fn members_init(&self) -> Result<(), SegmentError> {
         let q = statements(self.url().kind());
-        self.bounded(
-            || "reading the store's name (vesta_seq_store)".into(),
-            async {
-                on_pool!(self.pool(), p => {
-                    sqlx::query(q.create_store.as_str()).execute(p).await?;
-                    sqlx::query(q.insert_store_id.as_str()).bind(candidate).execute(p).await?;
-                    let (id,): (String,) = sqlx::query_as(q.store_id.as_str()).fetch_one(p).await?;
-                    Ok(id)
-                })
-            },
-        )
+        self.bounded(|| "creating the table vesta_seq_member".into(), async {
+            on_pool!(self.pool(), p => {
+                sqlx::query(q.create_members.as_str()).execute(p).await.map(|_| ())
+            })
+        })
         .await
     }
 
@@ -240,11 +221,23 @@ impl Database {
         rest: &str,
         ttl_ms: i64,
     ) -> Result<bool, SegmentError> {
-        let q = statements(self.url().kind());
         let id = i64::try_from(member).unwrap_or(i64::MAX);
+        self.lease_join(id, holder, tcp, rest, ttl_ms).await
+    }
+
+    /// [`Database::cluster_join`] on row `id` of `vesta_seq_member` (`-1`: the table's lease).
+    pub(crate) async fn lease_join(
+        &self,
+        id: i64,
+        holder: &str,
+        tcp: &str,
+        rest: &str,
+        ttl_ms: i64,
+    ) -> Result<bool, SegmentError> {
+        let q = statements(self.url().kind());
         let affected = self
             .bounded(
-                || format!("joining as member {member} (vesta_seq_member)"),
+                || format!("taking lease {} (vesta_seq_member)", lease_name(id)),
                 async {
                     on_pool!(self.pool(), p => {
                         sqlx::query(q.insert_member.as_str()).bind(id).execute(p).await?;
@@ -273,10 +266,20 @@ impl Database {
         holder: &str,
         ttl_ms: i64,
     ) -> Result<bool, SegmentError> {
-        let q = statements(self.url().kind());
         let id = i64::try_from(member).unwrap_or(i64::MAX);
+        self.lease_renew(id, holder, ttl_ms).await
+    }
+
+    /// [`Database::cluster_renew`] on row `id` (`-1`: the table's lease).
+    pub(crate) async fn lease_renew(
+        &self,
+        id: i64,
+        holder: &str,
+        ttl_ms: i64,
+    ) -> Result<bool, SegmentError> {
+        let q = statements(self.url().kind());
         let affected = self
-            .bounded(|| format!("renewing member {member}'s lease"), async {
+            .bounded(|| format!("renewing lease {}", lease_name(id)), async {
                 on_pool!(self.pool(), p => {
                     sqlx::query(q.renew.as_str())
                         .bind(ttl_ms)
@@ -297,9 +300,14 @@ impl Database {
         member: u64,
         holder: &str,
     ) -> Result<(), SegmentError> {
-        let q = statements(self.url().kind());
         let id = i64::try_from(member).unwrap_or(i64::MAX);
-        self.bounded(|| format!("leaving as member {member}"), async {
+        self.lease_leave(id, holder).await
+    }
+
+    /// [`Database::cluster_leave`] on row `id` (`-1`: the table's lease).
+    pub(crate) async fn lease_leave(&self, id: i64, holder: &str) -> Result<(), SegmentError> {
+        let q = statements(self.url().kind());
+        self.bounded(|| format!("ending lease {}", lease_name(id)), async {
             on_pool!(self.pool(), p => {
                 sqlx::query(q.leave.as_str()).bind(id).bind(holder).execute(p).await.map(|_| ())
             })
@@ -408,6 +416,15 @@ impl Database {
             },
         )
         .await
+    }
+}
+
+/// A lease row for messages: `member 950`, or `of the table` for row -1.
+fn lease_name(id: i64) -> String {
+    if id < 0 {
+        "of the table".into()
+    } else {
+        format!("of member {id}")
     }
 }
 

@@ -1,15 +1,18 @@
-//! One call: the fast path (a map lookup and one atomic add on the key's slot, behind the
-//! cluster's gate) and, when the key's section is not in memory or not raised far enough, the
-//! rest of the call ([`PendingNext`]), which waits for the table within `store_timeout`.
+//! One call: the fast path (a map lookup and the key's slot moved, behind the cluster's gate)
+//! and, when the key's section is not in memory, not raised far enough, or has no room for a
+//! new key under the memory bound, the rest of the call ([`PendingNext`]), which waits for the
+//! table or makes room within `store_timeout`.
 
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
 use super::map::{Map, read};
+use super::shape::{Shape, on_place};
 use super::{Inner, SeqError};
-use crate::key::{Place, SeqKey};
-use crate::section::{Dense, Section, Slots, Sparse, Take};
+use crate::key::SeqKey;
+use crate::section::{Section, Take};
+use crate::slots::{Numbers, Slots, Strings};
 
 /// What the fast path found.
 enum Found<S> {
@@ -19,16 +22,37 @@ enum Found<S> {
     Wait(Arc<Section<S>>, u64),
     /// The section is not in memory.
     Absent,
+    /// The key is new and does not fit under the memory bound.
+    Full,
 }
 
 /// A call under way: taken, waiting for its section.
 enum State {
-    /// A numeric section's raise to the number.
-    Num(Arc<Section<Dense>>, u64),
+    /// A numeric section's or a spread bucket's raise to the number.
+    Num(Arc<Section<Numbers>>, u64),
     /// A string bucket's raise to the number.
-    Str(Arc<Section<Sparse>>, u64),
+    Str(Arc<Section<Strings>>, u64),
     /// The section's load (nothing taken yet).
     Absent,
+    /// Room for a new key (nothing taken yet).
+    Full,
+}
+
+/// A state of a call for a section of slots `S`.
+trait Waiting: Slots + Sized {
+    fn waiting(section: Arc<Section<Self>>, last: u64) -> State;
+}
+
+impl Waiting for Numbers {
+    fn waiting(section: Arc<Section<Self>>, last: u64) -> State {
+        State::Num(section, last)
+    }
+}
+
+impl Waiting for Strings {
+    fn waiting(section: Arc<Section<Self>>, last: u64) -> State {
+        State::Str(section, last)
+    }
 }
 
 /// What [`Sequences::try_next_n`](super::Sequences::try_next_n) got.
@@ -75,19 +99,15 @@ impl PendingNext {
                     return Ok(last);
                 }
                 State::Absent => {
-                    match key.place() {
-                        Place::Num { section, .. } => {
-                            Inner::load(&inner, |i| &i.numeric, section, &key, deadline).await?;
-                        }
-                        Place::Str { bucket } => {
-                            Inner::load(&inner, |i| &i.strings, bucket, &key, deadline).await?;
-                        }
-                    }
-                    match Inner::try_take(&inner, &key, n)? {
-                        SeqNext::Ready(last) => return Ok(last),
-                        SeqNext::Pending(p) => state = p.state,
-                    }
+                    on_place!(key.place(), |shape, id, _slot| {
+                        Inner::load(&inner, shape, id, &key, deadline).await?
+                    });
                 }
+                State::Full => inner.make_room(&key, deadline).await?,
+            }
+            match Inner::try_take(&inner, &key, n)? {
+                SeqNext::Ready(last) => return Ok(last),
+                SeqNext::Pending(p) => state = p.state,
             }
         }
     }
@@ -95,27 +115,18 @@ impl PendingNext {
 
 impl Inner {
     /// The fast part of a call of `n` numbers on `key`: what [`Sequences::try_next_n`](super::Sequences::try_next_n) says.
+    #[inline]
     pub(super) fn try_take(this: &Arc<Inner>, key: &SeqKey, n: u64) -> Result<SeqNext, SeqError> {
-        this.check_gate(key)?;
-        let state = match (key.place(), key) {
-            (Place::Num { section, slot }, _) => {
-                match Inner::find(this, &this.numeric, section, &slot, n, key)? {
-                    Found::Ready(last) => return Ok(SeqNext::Ready(last)),
-                    Found::Wait(s, last) => State::Num(s, last),
-                    Found::Absent => State::Absent,
-                }
+        let place = key.place();
+        this.check_set(place.set(), key)?;
+        let state = on_place!(place, |shape, id, slot| {
+            match Inner::find(this, shape, id, slot, n, key)? {
+                Found::Ready(last) => return Ok(SeqNext::Ready(last)),
+                Found::Wait(s, last) => Waiting::waiting(s, last),
+                Found::Absent => State::Absent,
+                Found::Full => State::Full,
             }
-            (Place::Str { bucket }, SeqKey::Str(k)) => {
-                match Inner::find(this, &this.strings, bucket, &**k, n, key)? {
-                    Found::Ready(last) => return Ok(SeqNext::Ready(last)),
-                    Found::Wait(s, last) => State::Str(s, last),
-                    Found::Absent => State::Absent,
-                }
-            }
-            (Place::Str { .. }, SeqKey::Num(_)) => {
-                unreachable!("a numeric key has a numeric place")
-            }
-        };
+        });
         Ok(SeqNext::Pending(PendingNext {
             inner: Arc::clone(this),
             key: key.clone(),
@@ -124,10 +135,11 @@ impl Inner {
         }))
     }
 
-    /// Takes `n` numbers for `slot` in section `id` of `map`, if it is in memory.
+    /// Takes `n` numbers for `slot` in section `id` of `shape`, if it is in memory.
+    #[inline]
     fn find<K, S>(
         this: &Arc<Inner>,
-        map: &Map<K, S>,
+        shape: &Shape<K, S>,
         id: K,
         slot: &S::Key,
         n: u64,
@@ -137,6 +149,7 @@ impl Inner {
         K: Copy + Eq + std::hash::Hash,
         S: Slots,
     {
+        let map: &Map<K, S> = (shape.map)(this);
         let map = read(map);
         let Some(s) = map.get(&id) else {
             return Ok(Found::Absent);
@@ -155,27 +168,30 @@ impl Inner {
                 Ok(Found::Ready(last))
             }
             Take::Wait(last) => Ok(Found::Wait(Arc::clone(s), last)),
-            Take::Full => Err(SeqError::Full {
-                key: key.to_string(),
-                what: format!("{} string keys", this.options.max_string_keys),
-                setting: "seq.max_string_keys",
-            }),
+            Take::Full => Ok(Found::Full),
         }
     }
 
-    /// In a cluster, refuses a key whose set is not served here (see [`cluster`]).
+    /// In a cluster, refuses a key whose set is not served here (see [`cluster`](crate::cluster)).
     pub(super) fn check_gate(&self, key: &SeqKey) -> Result<(), SeqError> {
-        match self.gate.get() {
-            Some(gate) => gate.check(key.set().get(), key),
-            None => Ok(()),
-        }
+        self.check_set(key.place().set(), key)
     }
 
     /// [`Inner::check_gate`] for a set known already.
+    #[inline]
     pub(super) fn check_set(&self, set: u32, key: &SeqKey) -> Result<(), SeqError> {
         match self.gate.get() {
             Some(gate) => gate.check(set, key),
-            None => Ok(()),
+            None => Err(unserved(key)),
         }
     }
+}
+
+/// A member's sequences before they joined a cluster serve nothing.
+#[cold]
+fn unserved(key: &SeqKey) -> SeqError {
+    SeqError::Cluster(format!(
+        "key {key}: these sequences were opened as a cluster member and serve nothing until they \
+         join the cluster"
+    ))
 }

@@ -42,15 +42,23 @@ pub enum SeqError {
         /// The key.
         key: String,
     },
-    /// Memory bound reached: a section or string key more would pass its setting.
-    #[error("key {key}: {what} already in memory ({setting}); raise it or spread the load")]
+    /// Memory bound reached and every section in memory in use by a call under way (a raise
+    /// or a load waiting for the table): a section or key more would pass the bound. Each
+    /// such call ends within `store_timeout`, and its section can then be evicted.
+    #[error(
+        "key {key}: the sequences' memory bound ({bound_mb} MiB, {setting}) is reached and \
+         every section in memory is in use by a call waiting for the table; room frees within \
+         {retry_after_s} s (seq.store_timeout_ms): retry then, or raise {setting}"
+    )]
     Full {
         /// The key.
         key: String,
-        /// How many of what.
-        what: String,
+        /// The bound, MiB.
+        bound_mb: usize,
         /// The setting.
         setting: &'static str,
+        /// When room frees: every call holding a section ends within `store_timeout`.
+        retry_after_s: u64,
     },
     /// The table's layout of keys differs from this build's.
     #[error(
@@ -106,6 +114,78 @@ pub enum SeqError {
         /// This member.
         member: u64,
     },
+    /// The table's lease (a standalone server's, or a `vesta seq` run's) is not confirmed
+    /// within its term, or was lost to another process: nothing is served until it is held
+    /// again. Retry shortly.
+    #[error(
+        "key {key}: this process's lease on the table is not confirmed within its term (the \
+         sequences' database is slow or out of reach, or another process took the table); it \
+         serves again once a renewal is; retry shortly"
+    )]
+    TableLapsed {
+        /// The key.
+        key: String,
+    },
+    /// Another process owns the table (docs/seq.md, "One owner per table"): a standalone
+    /// server or a `vesta seq` run under the table's lease, or a cluster's live members.
+    #[error("vesta_seq at {db} is served by {holder}: one owner per table")]
+    Held {
+        /// The database.
+        db: String,
+        /// Who: the holder of the table's lease (its incarnation, addresses, lease left), or
+        /// the live members of a cluster.
+        holder: String,
+    },
+    /// The table records another way of serving it than this process's configuration.
+    #[error(
+        "vesta_seq at {db} is served as {recorded} (recorded in vesta_seq_store), this server as {configured}"
+    )]
+    Mode {
+        /// The database.
+        db: String,
+        /// How the table is served, as it records it.
+        recorded: String,
+        /// How this process was configured to serve it.
+        configured: String,
+    },
+    /// A member that could not send every client of the cluster on: its transport differs
+    /// from live members' (a TCP client cannot be sent to a REST-only member, nor the reverse).
+    #[error(
+        "seq cluster: this server serves {ours}, live member(s) {members} serve {theirs}: a \
+         client of one could not be sent to the other; every member of a cluster serves the \
+         same transport"
+    )]
+    Transports {
+        /// This member's transport.
+        ours: String,
+        /// The other members'.
+        theirs: String,
+        /// Which members.
+        members: String,
+    },
+    /// The table holds a section below what this host (or the cluster's coordinator)
+    /// remembers raising it to: the table went back (restored from a backup, a replica that
+    /// lagged, an edit by hand). Its keys are refused, never followed, until the table is
+    /// raised back above every number handed out (docs/seq.md, "A restored table").
+    #[error("key {key}: {}", went_back(*kind, *section, *found, *floor, remembered))]
+    WentBack {
+        /// The key.
+        key: String,
+        /// The section's row.
+        kind: i16,
+        /// The section.
+        section: i64,
+        /// What the row holds.
+        found: i64,
+        /// What it was raised to.
+        floor: u64,
+        /// Where that is remembered (a file, a coordinator).
+        remembered: String,
+    },
+    /// The restore guard's record of the table (the host's file, or the coordinator's floors)
+    /// could not be read or written: a raise is not handed out until it is.
+    #[error("the restore guard (docs/seq.md, \"A restored table\"): {0}")]
+    Guard(String),
     /// Joining or running the cluster failed (one process per member, a second join).
     #[error("seq cluster: {0}")]
     Cluster(String),
@@ -115,4 +195,19 @@ pub enum SeqError {
     /// An option out of range.
     #[error(transparent)]
     Config(#[from] vesta_segment::ConfigError),
+}
+
+/// Why a section that went back is refused (the text of [`SeqError::WentBack`] after its key).
+pub(crate) fn went_back(
+    kind: i16,
+    section: i64,
+    found: i64,
+    floor: u64,
+    remembered: &str,
+) -> String {
+    format!(
+        "section {section} (kind {kind}) of vesta_seq holds max_seq {found}, below the {floor} it \
+         was raised to ({remembered}): the table went back (restored from a backup?); its keys \
+         are refused until the table is raised back above every number handed out"
+    )
 }

@@ -7,13 +7,13 @@ use std::sync::{Arc, RwLock};
 
 use crate::section::Section;
 
-pub(super) type Map<K, S> = RwLock<HashMap<K, Arc<Section<S>>, BuildHasherDefault<SectionHasher>>>;
+pub(crate) type Map<K, S> = RwLock<HashMap<K, Arc<Section<S>>, BuildHasherDefault<SectionHasher>>>;
 
 /// Hashes a section number with one multiplication (FxHash's): section maps are looked up on
 /// every call, and FNV's byte-at-a-time loop cost a third of a call. The keys are small
-/// integers bounded by `max_sections`, so a collision costs a probe, never unbounded work.
+/// integers (below 50,000, or 4,096), so a collision costs a probe, never unbounded work.
 #[derive(Default)]
-pub(super) struct SectionHasher(u64);
+pub(crate) struct SectionHasher(u64);
 
 impl std::hash::Hasher for SectionHasher {
     fn finish(&self) -> u64 {

@@ -1,15 +1,31 @@
-//! Sections leaving memory: the sweeper marks the untouched ones every `idle / 4` and evicts
-//! those untouched four sweeps in a row; a load at `max_sections` evicts one untouched since
-//! the last sweep; a cluster member that stops serving a set drains it (its loads and raises
-//! waited out) and drops its sections.
+//! Sections leaving memory. Three ways:
+//!
+//! - **Idle**: the sweeper marks the untouched sections every `idle / 4` and evicts those
+//!   untouched four sweeps in a row.
+//! - **On demand**, at the memory bound (`seq.max_memory_mb`): a load or a new key that does
+//!   not fit evicts the least recently used section not in use (most sweeps untouched first,
+//!   then one untouched since the last sweep, then any), until it fits. A section is in use
+//!   while a call waits on it (a raise or its own prefetch), at most `store_timeout`; so a call
+//!   is refused only when every section in memory is in use, and room frees within
+//!   `store_timeout` ([`SeqError::Full`] says so in its `Retry-After`).
+//! - **Drained**: a cluster member that stops serving a set waits out its loads and raises and
+//!   drops its sections.
+//!
+//! Evicting is always safe: a section's maximum is in the table, and a section is taken out
+//! of its map only under the map's write lock with no call holding it, so no call is between
+//! finding it and taking from it; its next load starts every key above that maximum.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use super::Inner;
+use tokio::time::Instant;
+
 use super::map::{Map, read};
-use crate::section::{Section, Slots};
+use super::{Inner, SeqError};
+use crate::key::SeqKey;
+use crate::section::Section;
 use crate::sets;
+use crate::slots::Slots;
 
 impl Inner {
     /// Stops serving `set`: no call starts on it from here on, and once this returns no load
@@ -36,8 +52,12 @@ impl Inner {
     async fn drain(&self, which: impl Fn(u64) -> bool) {
         let _turn = self.loading.lock().await;
         let numeric = take_out(&self.numeric, |id| which(*id));
+        let spread = take_out(&self.spread, |id| which(u64::from(*id)));
         let strings = take_out(&self.strings, |id| which(u64::from(*id)));
         for s in &numeric {
+            drop(s.raising.lock().await);
+        }
+        for s in &spread {
             drop(s.raising.lock().await);
         }
         for s in &strings {
@@ -45,47 +65,126 @@ impl Inner {
         }
     }
 
-    pub(super) fn sections(&self) -> usize {
-        read(&self.numeric).len() + read(&self.strings).len()
+    /// Drops section `(kind, id)` from memory (one that went back): its next call loads it
+    /// again. Calls holding it finish on it.
+    pub(super) fn forget(&self, kind: i16, id: i64) {
+        match kind {
+            super::shape::NUMERIC => {
+                take_out(&self.numeric, |k| i64::try_from(*k) == Ok(id));
+            }
+            super::shape::SPREAD => {
+                take_out(&self.spread, |k| i64::from(*k) == id);
+            }
+            _ => {
+                take_out(&self.strings, |k| i64::from(*k) == id);
+            }
+        }
     }
 
-    /// Evicts one section untouched since the last sweep and not in use; false if none is.
-    pub(super) fn evict_one(&self) -> bool {
-        evict(&self.numeric, &self.evictions, true) || evict(&self.strings, &self.evictions, true)
+    /// Makes `bytes` of room under the bound, evicting least recently used sections; refuses
+    /// naming the setting when every section left is in use.
+    pub(super) fn room_for(&self, bytes: usize, key: &SeqKey) -> Result<(), SeqError> {
+        while !self.budget.fits(bytes) {
+            if !self.evict_lru() {
+                return Err(self.full(key));
+            }
+        }
+        Ok(())
+    }
+
+    /// Room for a new key that did not fit: one least recently used section evicted (perhaps
+    /// the key's own, which then loads again empty), or the refusal when none can be.
+    pub(super) async fn make_room(&self, key: &SeqKey, deadline: Instant) -> Result<(), SeqError> {
+        if Instant::now() >= deadline || !self.evict_lru() {
+            return Err(self.full(key));
+        }
+        tokio::task::yield_now().await;
+        Ok(())
+    }
+
+    /// The refusal at the bound: the setting, and when room frees.
+    fn full(&self, key: &SeqKey) -> SeqError {
+        SeqError::Full {
+            key: key.to_string(),
+            bound_mb: self.budget.bound() >> 20,
+            setting: "seq.max_memory_mb",
+            retry_after_s: self.options.store_timeout.as_millis().div_ceil(1000) as u64,
+        }
+    }
+
+    /// Evicts the least recently used section not in use; false if every one is.
+    fn evict_lru(&self) -> bool {
+        // A section picked may be taken in use before it is removed: pick again (a few
+        // times: each miss is a call that just started on it).
+        for _ in 0..4 {
+            let best = [
+                oldest(&self.numeric).map(|(age, id)| (age, Victim::Num(id))),
+                oldest(&self.spread).map(|(age, id)| (age, Victim::Spread(id))),
+                oldest(&self.strings).map(|(age, id)| (age, Victim::Str(id))),
+            ]
+            .into_iter()
+            .flatten()
+            .max_by_key(|(age, _)| *age);
+            let removed = match best {
+                None => return false,
+                Some((_, Victim::Num(id))) => remove_unused(&self.numeric, id),
+                Some((_, Victim::Spread(id))) => remove_unused(&self.spread, id),
+                Some((_, Victim::Str(id))) => remove_unused(&self.strings, id),
+            };
+            if removed {
+                self.evictions.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+        }
+        false
     }
 }
 
-/// Removes sections of `map` nobody holds that were idle (`one`: the first untouched one;
-/// else every one idle for [`IDLE_SWEEPS`] sweeps). Returns whether any was removed.
-fn evict<K: Copy + Eq + std::hash::Hash, S: Slots>(
-    map: &Map<K, S>,
-    evictions: &AtomicU64,
-    one: bool,
-) -> bool {
+/// A section picked for eviction.
+enum Victim {
+    Num(u64),
+    Spread(u32),
+    Str(u32),
+}
+
+/// How long a section has gone unused, as the sweeps saw it: sweeps untouched, then whether it
+/// was untouched since the last one. Larger is older.
+fn age<S: Slots>(s: &Section<S>) -> (u32, bool) {
+    (s.idle_sweeps.load(Ordering::Relaxed), !s.touched())
+}
+
+/// The oldest section of `map` no call holds, and its age.
+fn oldest<K: Copy + Eq + std::hash::Hash, S: Slots>(map: &Map<K, S>) -> Option<((u32, bool), K)> {
+    read(map)
+        .iter()
+        .filter(|(_, s)| Arc::strong_count(s) == 1)
+        .map(|(k, s)| (age(s), *k))
+        .max_by_key(|(age, _)| *age)
+}
+
+/// Removes section `id` of `map` if no call holds it.
+fn remove_unused<K: Copy + Eq + std::hash::Hash, S>(map: &Map<K, S>, id: K) -> bool {
     let mut map = map.write().unwrap_or_else(|e| e.into_inner());
-    let idle = |s: &Arc<Section<S>>| {
-        Arc::strong_count(s) == 1 && s.idle_sweeps.load(Ordering::Relaxed) >= IDLE_SWEEPS
-    };
-    let victims: Vec<K> = if one {
-        map.iter()
-            .filter(|(_, s)| Arc::strong_count(s) == 1 && s.idle_sweeps.load(Ordering::Relaxed) > 0)
-            .map(|(k, _)| *k)
-            .take(1)
-            .collect()
+    if map.get(&id).is_some_and(|s| Arc::strong_count(s) == 1) {
+        map.remove(&id);
+        true
     } else {
-        map.iter()
-            .filter(|(_, s)| idle(s))
-            .map(|(k, _)| *k)
-            .collect()
-    };
-    for k in &victims {
-        map.remove(k);
+        false
     }
-    evictions.fetch_add(victims.len() as u64, Ordering::Relaxed);
-    !victims.is_empty()
 }
 
-/// The set of numeric section or string bucket `id`.
+/// Removes the sections of `map` nobody holds that were idle for [`IDLE_SWEEPS`] sweeps.
+fn evict_idle<K: Copy + Eq + std::hash::Hash, S: Slots>(map: &Map<K, S>, evictions: &AtomicU64) {
+    let mut map = map.write().unwrap_or_else(|e| e.into_inner());
+    let before = map.len();
+    map.retain(|_, s| {
+        Arc::strong_count(s) > 1 || s.idle_sweeps.load(Ordering::Relaxed) < IDLE_SWEEPS
+    });
+    evictions.fetch_add((before - map.len()) as u64, Ordering::Relaxed);
+}
+
+/// The set of numeric section or bucket `id` (a spread or string bucket's number modulo 256 is
+/// its set, as a section's is).
 pub(super) fn set_of(id: u64) -> u32 {
     (id % u64::from(sets::SETS)) as u32
 }
@@ -114,21 +213,22 @@ pub(super) async fn sweeper(inner: Weak<Inner>) {
     loop {
         tokio::time::sleep(every).await;
         let Some(i) = inner.upgrade() else { return };
-        for s in read(&i.numeric).values() {
-            mark(s);
-        }
-        for s in read(&i.strings).values() {
-            mark(s);
-        }
-        evict(&i.numeric, &i.evictions, false);
-        evict(&i.strings, &i.evictions, false);
+        mark(&i.numeric);
+        mark(&i.spread);
+        mark(&i.strings);
+        evict_idle(&i.numeric, &i.evictions);
+        evict_idle(&i.spread, &i.evictions);
+        evict_idle(&i.strings, &i.evictions);
     }
 }
 
-fn mark<S: Slots>(s: &Section<S>) {
-    if s.sweep() {
-        s.idle_sweeps.store(0, Ordering::Relaxed);
-    } else {
-        s.idle_sweeps.fetch_add(1, Ordering::Relaxed);
+/// One sweep's marks on every section of `map`.
+fn mark<K, S: Slots>(map: &Map<K, S>) {
+    for s in read(map).values() {
+        if s.sweep() {
+            s.idle_sweeps.store(0, Ordering::Relaxed);
+        } else {
+            s.idle_sweeps.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }

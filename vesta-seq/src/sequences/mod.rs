@@ -1,8 +1,9 @@
 //! Per-key sequences, WeChat seqsvr's model: a number per key that strictly increases on every
 //! call, at memory speed, with a few writes to the table per thousand calls.
 //!
-//! Keys ([`SeqKey`]) are grouped into sections (100,000 consecutive numeric keys, or a bucket
-//! of string keys); a section shares one stored maximum in the table `vesta_seq`. A call returns
+//! Keys ([`SeqKey`]) are grouped into sections (100,000 consecutive numeric keys below
+//! 5,000,000,000; a bucket of the numeric keys above, spread by their range; a bucket of string
+//! keys); a section shares one stored maximum in the table `vesta_seq`. A call returns
 //! its key's number plus one; a number past the section's maximum is handed out only after the
 //! maximum is raised by a step **and written**. So nothing above a written maximum is ever
 //! handed out, and after a restart every key of a section starts above it: strictly
@@ -17,30 +18,38 @@
 //! moved by another process fences the section (it answers errors, never numbers), so two
 //! processes on one table never follow each other's numbers.
 //!
-//! Memory: a numeric section is 800 KB (8 bytes a key, loaded on first use); string keys cost
-//! their map entry, about 60 bytes plus the key. Sections untouched for a while are evicted
-//! (their maximum is in the table, so a reload only costs a raise); `max_sections` and
-//! `max_string_keys` bound the rest, and a call that would pass them is refused, saying which.
+//! Memory is per key (`slots/`): a numeric section holds a table of the keys called until a
+//! flat array of its 100,000 keys (800 KB, 8 bytes a key) is smaller; a bucket holds a table of
+//! its keys. Everything is charged to one bound in bytes (`seq.max_memory_mb`). Sections
+//! untouched for a while are evicted (their maximum is in the table, so a reload only costs a
+//! raise); at the bound, the least recently used section not in use is evicted to make room,
+//! and a call is refused (naming the setting) only when every section is in use.
 //!
 //! Here: [`Sequences`], its shared state (`Inner`) and its start. A call's fast path and its
-//! wait (`call.rs`), a section's load and raises (`table.rs`), eviction and a set's drain
-//! (`memory.rs`), the section maps (`map.rs`), a read without loading (`peek.rs`), the
-//! options (`options.rs`) and errors (`error.rs`).
+//! wait (`call.rs`), the three kinds of rows (`shape.rs`), a section's load and raises
+//! (`table.rs`), eviction and a set's drain (`memory.rs`), the section maps (`map.rs`), the
+//! layout's meta rows (`layout.rs`), a read without loading (`peek.rs`), the options
+//! (`options.rs`) and errors (`error.rs`).
 
 mod call;
-mod error;
+pub(crate) mod error;
+mod layout;
 mod map;
 mod memory;
 mod options;
 mod peek;
+pub(crate) mod shape;
 mod table;
 
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use vesta_segment::{AnyPool, DbUrl};
+
+use crate::floors::{Floors, GuardStatus};
+use crate::owner::{self, Owner, OwnerStatus, Role};
 
 pub use self::call::{PendingNext, SeqNext};
 pub use self::error::SeqError;
@@ -48,17 +57,13 @@ pub use self::options::SeqOptions;
 pub use self::peek::SeqPeek;
 
 use self::map::{Map, read};
+use self::shape::on_place;
 use crate::cluster;
 use crate::config;
 use crate::db::Database;
-use crate::db::seq::META;
-use crate::key::{Place, SECTION_KEYS, STRING_BUCKETS, SeqKey};
-use crate::section::{Dense, Sparse};
+use crate::key::SeqKey;
+use crate::slots::{Budget, Numbers, Slots, Strings};
 
-/// `kind` of numeric sections' rows.
-const NUMERIC: i16 = 0;
-/// `kind` of string buckets' rows.
-const STRINGS: i16 = 1;
 /// The highest number the table can hold (`BIGINT`).
 const LIMIT: u64 = i64::MAX as u64;
 /// The setting a table round trip is bounded by, named in errors.
@@ -67,10 +72,16 @@ const TIMEOUT_KEY: &str = "seq.store_timeout_ms";
 /// What the sequences are doing, for `/healthz` and metrics.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SeqStatus {
-    /// Sections in memory (numeric and string buckets).
+    /// Sections in memory (numeric sections, spread and string buckets).
     pub sections: usize,
+    /// Numeric sections in memory as flat arrays (the rest hold tables of their keys).
+    pub dense_sections: usize,
+    /// Numeric keys in memory in tables (a dense section's are not counted).
+    pub numeric_keys: usize,
     /// String keys in memory.
     pub string_keys: usize,
+    /// Bytes the sections hold, as charged to `seq.max_memory_mb`.
+    pub memory_bytes: usize,
     /// Raises the table confirmed (its writes, besides first loads).
     pub raises: u64,
     /// Raises that failed or ran out of time.
@@ -102,36 +113,74 @@ pub(crate) struct Inner {
     pub(crate) options: SeqOptions,
     /// This process's mark on the rows it raises (random, never 0).
     pub(crate) token: i64,
-    numeric: Map<u64, Dense>,
-    strings: Map<u32, Sparse>,
-    /// One load at a time (a load is rare; two of one section would be one wasted).
+    /// Numeric sections (keys below 5,000,000,000) by section.
+    pub(crate) numeric: Map<u64, Numbers>,
+    /// Spread buckets (numeric keys from 5,000,000,000 on) by bucket.
+    pub(crate) spread: Map<u32, Numbers>,
+    /// String buckets by bucket.
+    pub(crate) strings: Map<u32, Strings>,
+    /// The bytes every section holds, under `seq.max_memory_mb`.
+    pub(crate) budget: Arc<Budget>,
+    /// One load at a time: its holder loads every section asked for meanwhile, in one
+    /// transaction (`table.rs`).
     loading: tokio::sync::Mutex<()>,
-    string_keys: Arc<AtomicUsize>,
+    /// Sections waiting for a load, `(kind, section)`.
+    wanted: std::sync::Mutex<std::collections::HashSet<(i16, u64)>>,
     raises: AtomicU64,
     raise_failures: AtomicU64,
     raise_micros: AtomicU64,
     loads: AtomicU64,
     evictions: AtomicU64,
     fenced: AtomicU64,
-    /// Set when the sequences join a cluster: which sets are served here.
+    /// Set when the sequences join a cluster (which sets are served here) or take the table's
+    /// lease (every set): nothing is served before.
     pub(crate) gate: OnceLock<Arc<cluster::Gate>>,
+    /// The table's identity: the store's name in `vesta_seq_store`.
+    pub(crate) store: String,
+    /// The restore guard: what each section was raised to, kept where a restore cannot reach.
+    pub(crate) floors: Floors,
+    /// The table's lease, when a standalone server or a tool holds it.
+    pub(crate) held: OnceLock<owner::Held>,
+    /// How the table was opened.
+    pub(crate) role: Role,
 }
 
 impl Sequences {
     /// Opens the sequences on the database at `url` (an SQLite file is created), creating
-    /// `vesta_seq` on first use.
+    /// `vesta_seq` on first use, as its standalone owner ([`Owner::standalone`]: the table's
+    /// lease held while open; refused, naming the holder, while another process serves it).
     pub async fn open(url: &DbUrl, options: SeqOptions) -> Result<Sequences, SeqError> {
+        Self::open_as(url, options, Owner::standalone()).await
+    }
+
+    /// [`Sequences::open`] as `owner` says: a standalone server, a tool's run, or a cluster
+    /// member (serving nothing until [`Cluster::join`](cluster::Cluster::join)).
+    pub async fn open_as(
+        url: &DbUrl,
+        options: SeqOptions,
+        owner: Owner,
+    ) -> Result<Sequences, SeqError> {
         let db = Database::open(url, options.store_timeout, true, TIMEOUT_KEY).await?;
-        Self::start(db, options).await
+        Self::start(db, options, owner).await
     }
 
-    /// On a pool the application already has (it stays the application's to close).
+    /// On a pool the application already has (it stays the application's to close), as its
+    /// standalone owner.
     pub async fn from_pool(pool: AnyPool, options: SeqOptions) -> Result<Sequences, SeqError> {
-        let db = Database::from_pool(pool, options.store_timeout, TIMEOUT_KEY)?;
-        Self::start(db, options).await
+        Self::from_pool_as(pool, options, Owner::standalone()).await
     }
 
-    async fn start(db: Database, options: SeqOptions) -> Result<Sequences, SeqError> {
+    /// [`Sequences::from_pool`] as `owner` says.
+    pub async fn from_pool_as(
+        pool: AnyPool,
+        options: SeqOptions,
+        owner: Owner,
+    ) -> Result<Sequences, SeqError> {
+        let db = Database::from_pool(pool, options.store_timeout, TIMEOUT_KEY)?;
+        Self::start(db, options, owner).await
+    }
+
+    async fn start(db: Database, options: SeqOptions, owner: Owner) -> Result<Sequences, SeqError> {
         config::check_options(&options)?;
         // Servers started together on a fresh PostgreSQL race in `CREATE TABLE IF NOT EXISTS`
         // (the loser gets a unique violation on the type it creates): try again, twice.
@@ -144,28 +193,20 @@ impl Sequences {
             tracing::warn!("creating vesta_seq (try {tries} of 3): {e}");
             tokio::time::sleep(Duration::from_millis(200 * tries)).await;
         }
-        for (section, what, expected) in [
-            (0, "keys per numeric section", SECTION_KEYS),
-            (1, "string-key buckets", STRING_BUCKETS),
-        ] {
-            let found = db.seq_load(META, section, expected as i64).await?;
-            if found != expected as i64 {
-                return Err(SeqError::Layout {
-                    db: db.url().to_string(),
-                    what,
-                    found,
-                    expected,
-                });
-            }
-        }
+        let token = token();
+        layout::pin(&db, token).await?;
+        let store = init_owner(&db, token).await?;
+        let floors = Floors::open(&owner.floors, &store).await?;
         let inner = Arc::new(Inner {
             db,
+            budget: Arc::new(Budget::new(options.max_memory)),
             options,
-            token: token(),
+            token,
             numeric: Map::default(),
+            spread: Map::default(),
             strings: Map::default(),
             loading: tokio::sync::Mutex::new(()),
-            string_keys: Arc::default(),
+            wanted: std::sync::Mutex::default(),
             raises: AtomicU64::new(0),
             raise_failures: AtomicU64::new(0),
             raise_micros: AtomicU64::new(0),
@@ -173,7 +214,15 @@ impl Sequences {
             evictions: AtomicU64::new(0),
             fenced: AtomicU64::new(0),
             gate: OnceLock::new(),
+            store,
+            floors,
+            held: OnceLock::new(),
+            role: owner.role,
         });
+        owner::hold(&inner, &owner).await?;
+        if owner.role != Role::Member {
+            inner.scan_floors().await?;
+        }
         tokio::spawn(memory::sweeper(Arc::downgrade(&inner)));
         Ok(Sequences { inner })
     }
@@ -212,28 +261,30 @@ impl Sequences {
     /// without writing, [`Sequences::peek`].
     pub async fn current(&self, key: &SeqKey) -> Result<u64, SeqError> {
         self.inner.check_gate(key)?;
-        match (key.place(), key) {
-            (Place::Num { section, slot }, _) => {
-                let s = Inner::section(&self.inner, |i| &i.numeric, section, key).await?;
-                Ok(s.current(&slot))
-            }
-            (Place::Str { bucket }, SeqKey::Str(k)) => {
-                let s = Inner::section(&self.inner, |i| &i.strings, bucket, key).await?;
-                Ok(s.current(k))
-            }
-            (Place::Str { .. }, SeqKey::Num(_)) => {
-                unreachable!("a numeric key has a numeric place")
-            }
-        }
+        on_place!(key.place(), |shape, id, slot| {
+            let s = Inner::section(&self.inner, shape, id, key).await?;
+            Ok(s.current(slot))
+        })
     }
 
     /// What the sequences are doing.
     pub fn status(&self) -> SeqStatus {
         let i = &self.inner;
-        let sections = read(&i.numeric).len() + read(&i.strings).len();
+        let (numeric, spread, strings) = (read(&i.numeric), read(&i.spread), read(&i.strings));
+        let dense_sections = numeric.values().filter(|s| s.slots().is_dense()).count();
+        let keys = |m: &mut dyn Iterator<Item = usize>| m.sum::<usize>();
         SeqStatus {
-            sections,
-            string_keys: i.string_keys.load(Ordering::Relaxed),
+            sections: numeric.len() + spread.len() + strings.len(),
+            dense_sections,
+            numeric_keys: keys(
+                &mut numeric
+                    .values()
+                    .chain(spread.values())
+                    .filter(|s| !s.slots().is_dense())
+                    .map(|s| s.slots().keys()),
+            ),
+            string_keys: keys(&mut strings.values().map(|s| s.slots().keys())),
+            memory_bytes: i.budget.used(),
             raises: i.raises.load(Ordering::Relaxed),
             raise_failures: i.raise_failures.load(Ordering::Relaxed),
             raise_micros: i.raise_micros.load(Ordering::Relaxed),
@@ -245,7 +296,33 @@ impl Sequences {
 
     /// What this server's membership of a cluster is doing, once it joined one.
     pub fn cluster_status(&self) -> Option<cluster::ClusterStatus> {
-        self.inner.gate.get().map(|g| g.status())
+        self.inner
+            .gate
+            .get()
+            .filter(|g| g.of != cluster::GateOf::Table)
+            .map(|g| g.status())
+    }
+
+    /// What the table's lease is doing, when these sequences hold it (standalone, tool).
+    pub fn owner_status(&self) -> Option<OwnerStatus> {
+        let held = self.inner.held.get()?;
+        let term = self
+            .inner
+            .gate
+            .get()
+            .map(|g| g.term_left())
+            .unwrap_or_default();
+        Some(held.status(term))
+    }
+
+    /// What the restore guard is doing (docs/seq.md, "A restored table").
+    pub fn guard_status(&self) -> GuardStatus {
+        self.inner.floors.status()
+    }
+
+    /// The table's identity: the store's name kept in `vesta_seq_store`.
+    pub fn store_id(&self) -> &str {
+        &self.inner.store
     }
 
     /// The options in force.
@@ -268,7 +345,29 @@ impl Sequences {
     /// way (within the bound) and none starts after it, when the pool is the one this opened;
     /// a pool the application handed in stays open, and is the application's to close.
     pub async fn close(&self) {
+        owner::release(&self.inner).await;
         self.inner.db.close().await;
+    }
+}
+
+/// Creates the owner's tables (`vesta_seq_store`, `vesta_seq_member`) and reads the store's
+/// name (drawn now if the table has none), trying three times as `vesta_seq`'s creation does.
+async fn init_owner(db: &Database, token: i64) -> Result<String, SeqError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let candidate = format!("{token:016x}{:08x}", nanos & 0xffff_ffff);
+    let mut tries = 0u64;
+    loop {
+        match db.owner_init(&candidate).await {
+            Ok(store) => return Ok(store),
+            Err(e) if tries >= 2 => return Err(e.into()),
+            Err(e) => {
+                tries += 1;
+                tracing::warn!("creating the owner's tables (try {tries} of 3): {e}");
+                tokio::time::sleep(Duration::from_millis(200 * tries)).await;
+            }
+        }
     }
 }
 

@@ -15,10 +15,11 @@ pub struct SeqOptions {
     pub max_step: u64,
     /// Longest wait for one round trip to the table (and a caller's longest wait for a raise).
     pub store_timeout: Duration,
-    /// Most sections in memory (numeric: 800 KB each), string buckets included.
-    pub max_sections: usize,
-    /// Most string keys in memory, every bucket together.
-    pub max_string_keys: usize,
+    /// Most bytes the sections in memory hold together (`seq.max_memory_mb`): a numeric
+    /// section 16-40 bytes a key called until it is a flat array of 800 KB (8 bytes a key), a
+    /// spread numeric key 16-40 bytes, a string key 24-56 bytes and its text. At the bound the
+    /// least recently used sections are evicted to make room.
+    pub max_memory: usize,
     /// A section untouched this long is evicted (checked every quarter of it).
     pub idle: Duration,
 }
@@ -29,8 +30,7 @@ impl Default for SeqOptions {
             step: 10_000,
             max_step: 1_000_000,
             store_timeout: Duration::from_secs(3),
-            max_sections: 125,
-            max_string_keys: 1_000_000,
+            max_memory: 256 << 20,
             idle: Duration::from_secs(600),
         }
     }

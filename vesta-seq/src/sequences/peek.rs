@@ -4,9 +4,9 @@
 //! evicting another section) and counts a load. A peek reads the section in memory, or else
 //! only the section's stored row: no row created, no maximum raised, nothing loaded.
 
-use super::{Inner, Map, NUMERIC, STRINGS, SeqError, SeqKey, Sequences, read};
-use crate::key::Place;
-use crate::section::Slots;
+use super::shape::{Shape, on_place};
+use super::{Inner, Map, SeqError, SeqKey, Sequences, read};
+use crate::slots::Slots;
 
 /// Where a key's number stands, as [`Sequences::peek`] found it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,25 +35,24 @@ impl Sequences {
     /// maximum. The answer is as of the read.
     pub async fn peek(&self, key: &SeqKey) -> Result<SeqPeek, SeqError> {
         let i = &*self.inner;
-        let (kind, row) = match (key.place(), key) {
-            (Place::Num { section, slot }, _) => {
-                if let Some(p) = in_memory(&i.numeric, section, &slot) {
-                    return Ok(p);
-                }
-                (NUMERIC, section)
+        let (kind, row) = on_place!(key.place(), |shape, id, slot| {
+            if let Some(p) = in_memory((shape.map)(i), id, slot) {
+                return Ok(p);
             }
-            (Place::Str { bucket }, SeqKey::Str(k)) => {
-                if let Some(p) = in_memory(&i.strings, bucket, &**k) {
-                    return Ok(p);
-                }
-                (STRINGS, u64::from(bucket))
-            }
-            (Place::Str { .. }, SeqKey::Num(_)) => {
-                unreachable!("a numeric key has a numeric place")
-            }
-        };
+            (kind_of(shape), row_of(id))
+        });
         stored(i, kind, row, key).await
     }
+}
+
+/// The row of section or bucket `id`.
+fn row_of(id: impl Into<u64>) -> u64 {
+    id.into()
+}
+
+/// The row kind of `shape`.
+fn kind_of<K, S>(shape: &Shape<K, S>) -> i16 {
+    shape.kind
 }
 
 /// The key's state if its section is in memory.

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use vesta_seq::cluster::{Cluster, ClusterOptions, ClusterStatus, Route};
 use vesta_seq::sets::SETS;
-use vesta_seq::{SeqError, SeqKey, Sequences};
+use vesta_seq::{Owner, SeqError, SeqKey, Sequences};
 
-use super::{Checker, locker, options, url};
+use super::{Checker, locker, open_as, options};
 
 /// The lease of the tests that wait for expiries (short, so they are quick).
 const TTL: Duration = Duration::from_millis(800);
@@ -24,7 +24,7 @@ async fn member(dir: &std::path::Path, id: u64) -> (Sequences, Cluster) {
 }
 
 async fn member_with(dir: &std::path::Path, id: u64, ttl: Duration) -> (Sequences, Cluster) {
-    let seqs = Sequences::open(&url(dir), options(50)).await.unwrap();
+    let seqs = open_as(dir, options(50), Owner::member()).await.unwrap();
     let cluster = Cluster::join(
         &seqs,
         ClusterOptions {
@@ -228,7 +228,7 @@ async fn an_outage_lapses_every_term_and_the_sets_come_back_without_a_number_twi
 async fn a_second_process_on_one_member_id_is_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let (_a, _ca) = member(dir.path(), 930).await;
-    let seqs = Sequences::open(&url(dir.path()), options(50))
+    let seqs = open_as(dir.path(), options(50), Owner::member())
         .await
         .unwrap();
     let began = Instant::now();

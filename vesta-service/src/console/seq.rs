@@ -63,11 +63,10 @@ fn settings(h: &mut Html, seqs: &Sequences) {
         "Store timeout",
         format_args!("{} ms", o.store_timeout.as_millis()),
     );
-    h.fact("max_sections", "Max sections in memory", o.max_sections);
     h.fact(
-        "max_string_keys",
-        "Max string keys in memory",
-        o.max_string_keys,
+        "max_memory_mb",
+        "Max memory of the sections",
+        format_args!("{} MiB", o.max_memory >> 20),
     );
     h.fact(
         "idle_s",
@@ -83,15 +82,21 @@ fn activity(h: &mut Html, seqs: &Sequences, s: &SeqStatus, issued: u64) {
     let o = seqs.options();
     h.facts("activity");
     h.fact(
-        "sections",
-        "Sections in memory",
-        format_args!("{} of {}", s.sections, o.max_sections),
+        "memory",
+        "Memory of the sections",
+        format_args!(
+            "{:.1} of {} MiB",
+            s.memory_bytes as f64 / f64::from(1 << 20),
+            o.max_memory >> 20
+        ),
     );
     h.fact(
-        "string_keys",
-        "String keys in memory",
-        format_args!("{} of {}", s.string_keys, o.max_string_keys),
+        "sections",
+        "Sections in memory",
+        format_args!("{} ({} dense)", s.sections, s.dense_sections),
     );
+    h.fact("numeric_keys", "Numeric keys in tables", s.numeric_keys);
+    h.fact("string_keys", "String keys in memory", s.string_keys);
     h.fact("issued", "Numbers issued since start", issued);
     h.fact("raises", "Raises (the table's writes)", s.raises);
     h.fact_flagged(
@@ -226,7 +231,8 @@ mod tests {
             step: 10,
             ..SeqOptions::default()
         };
-        Sequences::open(&url, options).await.unwrap()
+        let owner = vesta_seq::Owner::standalone().floors_in(dir.join("floors"));
+        Sequences::open_as(&url, options, owner).await.unwrap()
     }
 
     /// A console on a service with `seqs`.
@@ -261,7 +267,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let seqs = open(dir.path()).await;
         let (console, s) = console(&seqs);
-        for _ in 0..3 {
+        // Past the first step of 10 (a row created a step up): one raise at least.
+        for _ in 0..11 {
             next(&s, "42").await;
         }
         next(&s, "chat:7").await;
@@ -280,18 +287,22 @@ mod tests {
         assert_eq!(fact(h, "step"), Some("10"));
         assert_eq!(fact(h, "max_step"), Some("1000000"));
         assert_eq!(fact(h, "store_timeout_ms"), Some("3000 ms"));
-        assert_eq!(fact(h, "max_sections"), Some("125"));
-        assert_eq!(fact(h, "max_string_keys"), Some("1000000"));
+        assert_eq!(fact(h, "max_memory_mb"), Some("256 MiB"));
         assert_eq!(fact(h, "idle_s"), Some("600 s"));
-        assert_eq!(fact(h, "sections"), Some("2 of 125"));
-        assert_eq!(fact(h, "string_keys"), Some("1 of 1000000"));
-        assert_eq!(fact(h, "issued"), Some("4"));
+        // Section 0, and the string buckets one load brought (up to 1,024 on SQLite).
         let status = seqs.status();
-        assert!(status.raises >= 2, "{status:?}");
+        assert!(status.sections >= 2, "{status:?}");
+        let sections = format!("{} (0 dense)", status.sections);
+        assert_eq!(fact(h, "sections"), Some(sections.as_str()));
+        assert_eq!(fact(h, "numeric_keys"), Some("1"));
+        assert_eq!(fact(h, "string_keys"), Some("1"));
+        assert!(fact(h, "memory").unwrap().ends_with(" of 256 MiB"), "{h}");
+        assert_eq!(fact(h, "issued"), Some("12"));
+        assert!(status.raises >= 1, "{status:?}");
         assert_eq!(fact(h, "raises"), Some(status.raises.to_string().as_str()));
         assert!(fact(h, "raise_latency").unwrap().ends_with(" ms"), "{h}");
         assert_eq!(fact(h, "raise_failures"), Some("0"));
-        assert_eq!(fact(h, "loads"), Some("2"));
+        assert_eq!(fact(h, "loads"), Some(status.loads.to_string().as_str()));
         assert_eq!(fact(h, "evictions"), Some("0"));
         assert_eq!(fact(h, "fenced"), Some("0"));
         assert!(!h.contains("class=\"bad\""), "{h}");
@@ -364,10 +375,19 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn fenced_sections_are_flagged() {
         let dir = tempfile::tempdir().unwrap();
-        let (a, b) = (open(dir.path()).await, open(dir.path()).await);
+        let a = open(dir.path()).await;
         let k = SeqKey::Num(5);
         a.next(&k).await.unwrap();
-        b.next(&k).await.unwrap(); // raises the row past what `a` last wrote
+        // Another process raises the row past what `a` last wrote (one holding no lease: an
+        // older build, a hand edit).
+        let other = sqlx::SqlitePool::connect(&format!("sqlite://{}/seq.db", dir.path().display()))
+            .await
+            .unwrap();
+        sqlx::query("UPDATE vesta_seq SET max_seq = max_seq + 100, owner = 7 WHERE kind = 0")
+            .execute(&other)
+            .await
+            .unwrap();
+        other.close().await;
         let mut fenced = false;
         for _ in 0..20 {
             if let Err(e) = a.next(&k).await {

@@ -117,11 +117,14 @@ impl From<SeqError> for OpError {
         match &e {
             SeqError::Key(_) => OpError::bad_parameter("key", message),
             SeqError::Count { .. } => OpError::bad_parameter("count", message),
-            SeqError::Unavailable { .. } | SeqError::Store(_) => {
+            SeqError::Unavailable { .. } | SeqError::Store(_) | SeqError::Guard(_) => {
                 OpError::new(ErrorKind::StoreDown, message).retry_after(Some(1))
             }
-            SeqError::Full { .. } => {
-                OpError::new(ErrorKind::Saturated, message).retry_after(Some(1))
+            // The table went back: refused until an operator raises it (no retry helps sooner).
+            SeqError::WentBack { .. } => OpError::new(ErrorKind::StoreDown, message),
+            // Room frees when the calls holding the sections end: within store_timeout.
+            SeqError::Full { retry_after_s, .. } => {
+                OpError::new(ErrorKind::Saturated, message).retry_after(Some(*retry_after_s))
             }
             SeqError::Fenced { .. } | SeqError::Exhausted { .. } | SeqError::Layout { .. } => {
                 OpError::new(ErrorKind::StoreDown, message)
@@ -141,7 +144,9 @@ impl From<SeqError> for OpError {
                 },
                 message,
             ),
-            SeqError::Moving { .. } | SeqError::Lapsed { .. } => {
+            // A term not confirmed in time, a member's or the table's: served again once a
+            // renewal is (clients wait it out within their retry budget, as for a hand-off).
+            SeqError::Moving { .. } | SeqError::Lapsed { .. } | SeqError::TableLapsed { .. } => {
                 OpError::new(ErrorKind::Moving, message).retry_after(Some(1))
             }
             _ => OpError::internal(message),

@@ -63,11 +63,18 @@ pub enum Fault {
     /// for three leases, then heal: it stops serving within its term, its sets move, and it
     /// joins again as a new incarnation.
     PartitionSeqMember,
+    /// An operator's mistake: a standalone `vesta serve tcp` and a `vesta seq next --db` on the
+    /// sequence group's table; both must be refused in one line.
+    SecondSeqServer,
+    /// An operator's mistake: the sequence group's table backed up (`pg_dump`) at one turn,
+    /// put back under the members at the next, raised back (`vesta seq raise`) a few seconds
+    /// later: the members refuse what went back meanwhile, never a number twice.
+    RestoreSeqTable,
 }
 
 impl Fault {
     /// Every kind.
-    pub const ALL: [Fault; 20] = [
+    pub const ALL: [Fault; 22] = [
         Fault::KillEmbedWorker,
         Fault::KillTcpClient,
         Fault::KillRestClient,
@@ -88,13 +95,19 @@ impl Fault {
         Fault::KillSeqMember,
         Fault::RestartSeqMember,
         Fault::PartitionSeqMember,
+        Fault::SecondSeqServer,
+        Fault::RestoreSeqTable,
     ];
 
     /// The sequence group's kinds (left out of the bag when the group is off).
     pub fn is_seq(self) -> bool {
         matches!(
             self,
-            Fault::KillSeqMember | Fault::RestartSeqMember | Fault::PartitionSeqMember
+            Fault::KillSeqMember
+                | Fault::RestartSeqMember
+                | Fault::PartitionSeqMember
+                | Fault::SecondSeqServer
+                | Fault::RestoreSeqTable
         )
     }
 
@@ -121,6 +134,8 @@ impl Fault {
             Fault::KillSeqMember => "SIGKILL seq member",
             Fault::RestartSeqMember => "restart seq member (SIGTERM)",
             Fault::PartitionSeqMember => "partition seq member from PostgreSQL",
+            Fault::SecondSeqServer => "second server on the seq table",
+            Fault::RestoreSeqTable => "seq table backed up / put back",
         }
     }
 }

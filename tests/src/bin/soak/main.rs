@@ -22,6 +22,7 @@
 mod check;
 mod faults;
 mod producers;
+mod seq_mistakes;
 mod seqs;
 mod servers;
 mod statics;
@@ -858,13 +859,19 @@ impl Soak {
                 &mut self.outputs,
                 &mut self.rng,
             ),
-            Fault::KillSeqMember | Fault::RestartSeqMember | Fault::PartitionSeqMember => {
+            Fault::KillSeqMember
+            | Fault::RestartSeqMember
+            | Fault::PartitionSeqMember
+            | Fault::SecondSeqServer
+            | Fault::RestoreSeqTable => {
                 let Some(seq) = &mut self.seq else {
                     return false;
                 };
                 match fault {
                     Fault::KillSeqMember => seq.kill(&mut self.ctx, &mut self.rng),
                     Fault::RestartSeqMember => seq.restart(&mut self.ctx, &mut self.rng),
+                    Fault::SecondSeqServer => seq.second_server(&mut self.ctx),
+                    Fault::RestoreSeqTable => seq.backup_or_put_back(&mut self.ctx),
                     _ => seq.partition(&mut self.ctx, &mut self.rng),
                 }
             }

@@ -6,7 +6,9 @@
 //! restart on the same fixed ports). Its faults: a member SIGKILLed (started again a second
 //! later), stopped cleanly (SIGTERM: it hands its sets off) and started again, and cut off from
 //! the database and the coordination service (blackhole for [`PARTITION_FOR`], then healed);
-//! with ZooKeeper coordination the soak's own faults (the leader killed) hit the members too. At the end every call file is loaded and the history
+//! with ZooKeeper coordination the soak's own faults (the leader killed) hit the members too;
+//! and two operators' mistakes (`seq_mistakes.rs`): a second server on the table, and the
+//! table backed up then put back under the members. At the end every call file is loaded and the history
 //! checker runs over all calls: no number twice per key, and a call that began after another
 //! ended answered above it.
 
@@ -33,14 +35,14 @@ use crate::servers::{Kind, Server};
 pub const TTL_MS: u64 = 2_000;
 /// The members' `[seq] store_timeout_ms`.
 const STORE_TIMEOUT_MS: u64 = 1_000;
-/// The members' `[seq] max_sections`: the random string keys fall in up to 4,096 buckets, one
-/// section each, far above the default 125 (which refuses calls as `SATURATED` once full).
-const MAX_SECTIONS: u64 = 5_000;
+/// The members' `[seq] max_memory_mb`: every key of the run in memory at once with room (the
+/// default, 256, would do; a smaller bound would evict, which the library's tests cover).
+const MAX_MEMORY_MB: u64 = 128;
 /// How long a partitioned member stays cut off: its lease expires and its sets move meanwhile.
 pub const PARTITION_FOR: Duration = Duration::from_millis(3 * TTL_MS);
 /// The first member's machine ID (the server pool's top: the leasing servers, lowest free ID
 /// first, never get there).
-const FIRST_MACHINE: u64 = 1010;
+pub(crate) const FIRST_MACHINE: u64 = 1010;
 /// With etcd or ZooKeeper coordination a member's static machine ID is registered there too,
 /// under a lease or session of this length: a SIGKILLed member's registration outlives it by
 /// up to that long.
@@ -123,6 +125,12 @@ pub struct SeqGroup {
     seed: u64,
     /// The member cut off and when it heals.
     partitioned: Option<(usize, Instant)>,
+    /// A config reaching the table and its coordination directly, for `vesta seq` runs.
+    pub(crate) tool_conf: PathBuf,
+    /// The table's backup, once taken (`seq_mistakes.rs`).
+    pub(crate) backup: Option<PathBuf>,
+    /// When to raise the table back after a restore.
+    pub(crate) raise_at: Option<Instant>,
     /// Calls and numbers the workers that stopped cleanly said they made.
     calls_said: u64,
     numbers_said: u64,
@@ -162,7 +170,7 @@ impl SeqGroup {
         let ports = free_ports(members);
         let conf = format!(
             "[seq]\nstore_timeout_ms = {STORE_TIMEOUT_MS}\ncluster_ttl_ms = {TTL_MS}\n\
-             max_sections = {MAX_SECTIONS}\ncoordination = \"{}\"\n",
+             max_memory_mb = {MAX_MEMORY_MB}\ncoordination = \"{}\"\n",
             coordination
                 .to_possible_value()
                 .map_or("sql".into(), |v| v.get_name().to_owned())
@@ -193,11 +201,15 @@ impl SeqGroup {
             rate: rate / workers.max(1) as f64,
             seed: rng.next_u64(),
             partitioned: None,
+            tool_conf: PathBuf::new(),
+            backup: None,
+            raise_at: None,
             calls_said: 0,
             numbers_said: 0,
             counts: BTreeMap::new(),
             worker_runs: 0,
         };
+        group.tool_conf = group.write_tool_conf(&conf, ctx)?;
         for (i, port) in ports.iter().enumerate() {
             let proxy = proxy_to(ctx.pg_port);
             let url = ctx.seq_url.replace(
@@ -276,16 +288,22 @@ impl SeqGroup {
         Ok(group)
     }
 
+    /// The group's directory (call files, the tool's config, the table's backup).
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// True once every member serves (or was given up on).
     pub fn settled(&self) -> bool {
         self.members.iter().all(Server::settled)
     }
 
-    /// Moves the members' state machines on.
+    /// Moves the members' state machines on (and a restored table's raise, when due).
     pub fn tick_members(&mut self, ctx: &mut Ctx) {
         for m in &mut self.members {
             m.tick(ctx);
         }
+        self.raise_when_due(ctx);
         if let Some((i, at)) = self.partitioned
             && Instant::now() >= at
         {

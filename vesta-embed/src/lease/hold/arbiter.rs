@@ -97,6 +97,39 @@ pub(crate) fn claim_all(
     }
 }
 
+/// A claim another crate takes on what it guards (vesta-seq: a table it serves), in the host's
+/// hold namespace (`VESTA_HOLD_DIR`'s own when set), released by the kernel when the process
+/// ends however it ends.
+#[derive(Debug)]
+pub struct HostClaim {
+    _claim: Claim,
+}
+
+impl HostClaim {
+    /// Claims `what` now (`seq/<table>`), or says who holds it (`pid N (uid U: command)`).
+    pub fn try_take(what: &str) -> Result<Result<HostClaim, String>, StartError> {
+        let name = format!("{}/{what}", hold_namespace());
+        Ok(try_claim(&name)?.map(|claim| HostClaim { _claim: claim }))
+    }
+}
+
+/// The name of the arbiter that decides this process's claims: the kernel's boot, its network
+/// namespace and the hold namespace, hashed. A holder recorded elsewhere (a database row) with
+/// this name held a claim this host's kernel decides, so a free claim means it is gone. `None`
+/// where claims are lock files (not Linux), which a tidy-up could free.
+pub fn arbiter_name() -> Option<String> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let net = std::fs::read_link("/proc/self/ns/net").ok()?;
+    let id = format!("{}|{}|{}", boot.trim(), net.display(), hold_namespace());
+    Some(format!(
+        "{:016x}",
+        crate::lease::counted_in::fnv1a(id.as_bytes())
+    ))
+}
+
 /// Claims `name` now, or says who holds it.
 #[cfg(target_os = "linux")]
 pub(crate) fn try_claim(name: &str) -> Result<Result<Claim, String>, StartError> {

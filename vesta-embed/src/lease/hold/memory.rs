@@ -203,8 +203,10 @@ fn parse(path: &Path, text: &str) -> Result<Record, StartError> {
     toml::from_str(body).map_err(|e| unreadable(e.message().to_owned()))
 }
 
-/// The directory of this host's hold records (see the module doc), made if missing.
-pub(crate) fn hold_dir() -> Result<PathBuf, StartError> {
+/// The directory of this host's hold records (see the module doc), made if missing: where a
+/// host keeps what it must remember beyond a restore of any store (the machine IDs' records
+/// here, the per-key sequences' restore guard in vesta-seq).
+pub fn hold_dir() -> Result<PathBuf, StartError> {
     if let Some(dir) = std::env::var_os("VESTA_HOLD_DIR").filter(|d| !d.is_empty()) {
         let dir = PathBuf::from(dir);
         ensure_dir(&dir).map_err(|e| {

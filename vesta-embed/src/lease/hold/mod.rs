@@ -19,7 +19,7 @@
 //! - **A state file** is locked by the file itself (`state_lock`): through a symlink, `..`, a
 //!   bind mount or a hard link, or as a copy of a file in use, a second process is refused.
 
-mod arbiter;
+pub(crate) mod arbiter;
 mod lock_file;
 pub(crate) mod memory;
 mod state_lock;

@@ -123,10 +123,17 @@ pub async fn spawn_with_segments<C: Clock + 'static>(
     spawn_with_stores(issuer, rest, segments, None).await
 }
 
-/// Per-key sequences on a fresh SQLite file in `dir` (default options).
+/// Per-key sequences on a fresh SQLite file in `dir` (default options), its standalone owner.
 pub async fn seq_db(dir: &std::path::Path) -> vesta_seq::Sequences {
+    seq_db_as(dir, vesta_seq::Owner::standalone()).await
+}
+
+/// [`seq_db`] as `owner` says (a cluster member's, to join), the restore guard's floors in
+/// `dir` too.
+pub async fn seq_db_as(dir: &std::path::Path, owner: vesta_seq::Owner) -> vesta_seq::Sequences {
     let url = vesta_segment::DbUrl::parse(&format!("sqlite://{}/seq.db", dir.display())).unwrap();
-    vesta_seq::Sequences::open(&url, vesta_seq::SeqOptions::default())
+    let owner = owner.floors_in(dir.join("floors"));
+    vesta_seq::Sequences::open_as(&url, vesta_seq::SeqOptions::default(), owner)
         .await
         .unwrap()
 }

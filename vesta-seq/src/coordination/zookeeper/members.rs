@@ -14,7 +14,7 @@ use crate::coordination::records::Member;
 impl ZkCoordinator {
     pub(super) async fn ensure_dirs(&self, s: &Session) -> Result<(), Failure> {
         let options = CreateMode::Persistent.with_acls(s.acls);
-        for dir in ["members", "sets"] {
+        for dir in ["members", "sets", "floors"] {
             let path = format!("{}/{dir}", self.prefix);
             Self::call(s, "mkdir", &path, s.client.mkdir(&path, &options)).await?;
         }

@@ -58,6 +58,7 @@
 //! (`session.rs`), a member's znode (`members.rs`), the read (`read.rs`), set writes at a
 //! generation (`sets.rs`).
 
+mod floors;
 mod members;
 mod read;
 mod session;
@@ -114,11 +115,19 @@ impl ZkCoordinator {
     pub(super) fn set_path(&self, set: u32) -> String {
         format!("{}/sets/{set:03}", self.prefix)
     }
+
+    pub(super) fn floors_dir(&self) -> String {
+        format!("{}/floors", self.prefix)
+    }
 }
 
 impl Coordinator for ZkCoordinator {
     fn describe(&self) -> String {
         format!("zookeeper {} {}", self.settings.connect, self.prefix)
+    }
+
+    fn kind(&self) -> crate::Coordination {
+        crate::Coordination::Zookeeper
     }
 
     fn lease(&self, ttl: Duration) -> Duration {
@@ -128,6 +137,26 @@ impl Coordinator for ZkCoordinator {
         };
         // A tick is at most half the granted timeout (see the module doc).
         granted + granted / 2
+    }
+
+    fn floor(&self, kind: i16, section: i64) -> CoordFuture<'_, Option<u64>> {
+        Box::pin(async move {
+            self.floor_inner(kind, section)
+                .await
+                .map_err(|f| self.failed(f))
+        })
+    }
+
+    fn raise_floor(&self, kind: i16, section: i64, max: u64) -> CoordFuture<'_, ()> {
+        Box::pin(async move {
+            self.raise_floor_inner(kind, section, max)
+                .await
+                .map_err(|f| self.failed(f))
+        })
+    }
+
+    fn floors(&self) -> CoordFuture<'_, Vec<((i16, i64), u64)>> {
+        Box::pin(async move { self.floors_inner().await.map_err(|f| self.failed(f)) })
     }
 
     fn init(&self) -> CoordFuture<'_, ()> {
