@@ -28,6 +28,17 @@ pub trait Clock: Send + Sync {
     fn sync(&self) -> Option<ClockSync> {
         None
     }
+
+    /// Another handle on this very clock (one reading, one offset, stepped as one), for an
+    /// issuer that runs a generator per machine ID; `None` (the default) where the clock has
+    /// none, which then serves an issuer of one machine ID alone. `Arc<C>` and `&C` give one;
+    /// so do clocks that are plain values of the system's.
+    fn share(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
 
 /// What the kernel says about the system clock's synchronisation (Linux: `adjtimex`).
@@ -53,6 +64,10 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
     fn sync(&self) -> Option<ClockSync> {
         (**self).sync()
     }
+
+    fn share(&self) -> Option<Self> {
+        Some(Arc::clone(self))
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
@@ -66,6 +81,10 @@ impl<C: Clock + ?Sized> Clock for &C {
 
     fn wait_until_ms(&self, target_ms: u64) {
         (**self).wait_until_ms(target_ms)
+    }
+
+    fn share(&self) -> Option<Self> {
+        Some(*self)
     }
 }
 

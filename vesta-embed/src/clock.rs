@@ -252,6 +252,11 @@ impl Clock for SystemClock {
     fn sync(&self) -> Option<ClockSync> {
         kernel_sync()
     }
+
+    /// A copy: the system clock is the same clock whoever reads it.
+    fn share(&self) -> Option<Self> {
+        Some(*self)
+    }
 }
 
 /// The kernel's view of the realtime clock's synchronisation: `adjtimex` in read-only mode

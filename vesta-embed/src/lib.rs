@@ -33,7 +33,7 @@ pub use error::{IssueError, ShutdownError, StartError};
 pub use issuer::Issuer;
 #[cfg(feature = "zookeeper")]
 pub use lease::LeaseError;
-pub use status::{LeaseInfo, LeaseState, Status};
+pub use status::{LeaseInfo, LeaseState, MachineStatus, Status};
 pub use vesta_core;
 // The core types in the issuer's own signatures, so one dependency is enough to use it.
 pub use vesta_core::{

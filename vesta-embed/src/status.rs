@@ -123,6 +123,27 @@ pub struct Status {
     /// The kernel's view of the clock's synchronisation now (`None`: unknown, or not asked:
     /// `clock.require_sync = "off"`).
     pub clock_sync: Option<ClockSync>,
+    /// Each machine ID of the issuer alone, in slot order (one for an issuer of one, the same
+    /// as the fields above). With several (`machine.ids`), the fields above are the whole:
+    /// the first machine ID, the lease of the first that may issue (else the first one's),
+    /// the highest mark, the counters summed.
+    pub machines: Vec<MachineStatus>,
+}
+
+/// One machine ID of an issuer: its lease, mark and counters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MachineStatus {
+    /// Its place among the issuer's machine IDs (0-based): stable while a lease moves the ID.
+    pub slot: usize,
+    /// The machine ID it holds (or, while acquiring, will try first).
+    pub machine: u64,
+    /// Its lease and counters.
+    pub lease: LeaseInfo,
+    /// The time value of its last issued ID (or floor): its high-water mark.
+    pub last_issued_time: u64,
+    /// Its generator's clock-rollback and overflow counters.
+    pub generator: GeneratorStats,
 }
 
 impl Status {
@@ -131,9 +152,55 @@ impl Status {
         self.layout.epoch()
     }
 
-    /// True if IDs may be issued now (the generator may still refuse, e.g. clock behind).
+    /// True if IDs may be issued now (the generator may still refuse, e.g. clock behind): by
+    /// at least one of its machine IDs.
     pub fn can_issue(&self) -> bool {
         self.lease.state.can_issue()
+    }
+
+    /// The machine IDs that may not issue now, with their leases (none while all may).
+    pub fn machines_not_issuing(&self) -> impl Iterator<Item = &MachineStatus> {
+        self.machines.iter().filter(|m| !m.lease.state.can_issue())
+    }
+
+    /// The machine IDs in words: `machine 930`, `machines 930..=933` (a run), or `machines
+    /// 930, 941, 944` (leases), for a status line.
+    pub fn machines_in_words(&self) -> String {
+        let mut ids: Vec<u64> = self.machines.iter().map(|m| m.machine).collect();
+        ids.sort_unstable();
+        match ids.as_slice() {
+            [] => format!("machine {}", self.machine),
+            [only] => format!("machine {only}"),
+            [first, .., last] if ids.windows(2).all(|w| w[1] == w[0] + 1) => {
+                format!("machines {first}..={last}")
+            }
+            _ => {
+                let list: Vec<String> = ids.iter().map(u64::to_string).collect();
+                format!("machines {}", list.join(", "))
+            }
+        }
+    }
+
+    /// The warning while some machine IDs of several may not issue and others may: which, and
+    /// why (the first one's reason). `None` while all issue, or none does.
+    pub fn machines_warning(&self) -> Option<String> {
+        let mut not = self.machines_not_issuing().peekable();
+        let first = not.peek().copied()?;
+        if !self.can_issue() {
+            return None;
+        }
+        let ids: Vec<String> = not.map(|m| m.machine.to_string()).collect();
+        let why = first
+            .lease
+            .reason
+            .clone()
+            .unwrap_or_else(|| format!("its lease is {}", first.lease.state));
+        Some(format!(
+            "{} of {} machine IDs not issuing ({}): {why}; the others issue",
+            ids.len(),
+            self.machines.len(),
+            ids.join(", ")
+        ))
     }
 
     /// The warning to give at `now_ms` if the layout ends within the margin: what ends when,

@@ -1,5 +1,6 @@
-//! What a server says about its health, the same on both: issuing or not (and why), the lease,
-//! how long the layout has left, and with segment mode on each tag's state. The REST server
+//! What a server says about its health, the same on both: issuing or not (and why), the lease
+//! (with several machine IDs each one's, degraded while some may not issue), how long the
+//! layout has left, and with segment mode on each tag's state. The REST server
 //! answers it at `/healthz`, the TCP server at `/healthz` of its metrics listener.
 //!
 //! Segments never make a server unhealthy (503): its IDs still work, and a load balancer must
@@ -52,6 +53,19 @@ impl Health {
                 "synchronised": sync.synchronised,
                 "maxErrorMs": sync.max_error_us / 1000,
             });
+        }
+        // An issuer of several machine IDs (`machine.ids`): each with its lease; one that
+        // may not issue leaves the others issuing, so the server stays in rotation, degraded.
+        if s.machines.len() > 1 {
+            body["machines"] = s
+                .machines
+                .iter()
+                .map(|m| serde_json::json!({ "machine": m.machine, "lease": m.lease.state.name() }))
+                .collect();
+            if let Some(warning) = s.machines_warning() {
+                body["status"] = "degraded".into();
+                body["warning"] = warning.into();
+            }
         }
         if let Some(warning) = s.end_of_life_warning(now_ms) {
             body["status"] = "degraded".into();
@@ -120,5 +134,49 @@ impl Health {
             Health::Issuing(body) => (true, body.to_string()),
             Health::NotIssuing(why) => (false, serde_json::json!({ "error": why }).to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use vesta_core::{Clock, ManualClock};
+    use vesta_embed::{Issuer, IssuerConfig, LeaseState};
+
+    use super::Health;
+
+    /// A server of three machine IDs lists each; one fenced leaves it issuing, degraded, with
+    /// the warning naming it; all fenced takes it out of rotation.
+    #[test]
+    fn each_machine_id_is_listed_and_one_not_issuing_degrades() {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let config = IssuerConfig::builder()
+            .machine(7)
+            .machine_ids(3)
+            .build()
+            .unwrap();
+        let issuer = Issuer::start_with_clock(config, clock.clone()).unwrap();
+        let now = clock.now_ms();
+        let Health::Issuing(body) = Health::of(&issuer.status(), now) else {
+            panic!("not issuing");
+        };
+        assert_eq!(body["status"], "ok");
+        assert_eq!(body["machines"][2]["machine"], 9, "{body}");
+        issuer.fence_machine_for_test(1, LeaseState::Fenced, "lease of 8 lost");
+        let Health::Issuing(body) = Health::of(&issuer.status(), now) else {
+            panic!("not issuing");
+        };
+        assert_eq!(body["status"], "degraded");
+        assert_eq!(body["machines"][1]["lease"], "fenced", "{body}");
+        assert_eq!(
+            body["warning"],
+            "1 of 3 machine IDs not issuing (8): lease of 8 lost; the others issue"
+        );
+        issuer.fence_for_test(LeaseState::Fenced, "all lost");
+        assert!(matches!(
+            Health::of(&issuer.status(), now),
+            Health::NotIssuing(_)
+        ));
     }
 }

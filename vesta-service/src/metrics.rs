@@ -206,7 +206,7 @@ impl<C: Clock + 'static> Collector for IssuerCollector<C> {
         gauge(
             &mut encoder,
             "machine_id",
-            "The machine ID in use",
+            "The machine ID in use (the first, with several: see machine_issuing)",
             i64::try_from(s.machine).unwrap_or(i64::MAX),
         )?;
         if let Some(sync) = s.clock_sync {
@@ -270,6 +270,25 @@ impl<C: Clock + 'static> Collector for IssuerCollector<C> {
             "Requests waiting for the next time unit now",
             i64::try_from(waits.parked).unwrap_or(i64::MAX),
         )?;
+        gauge(
+            &mut encoder,
+            "machine_ids",
+            "How many machine IDs the issuer holds (machine.ids): its cap is this many times \
+             layout_capacity_per_second",
+            i64::try_from(s.machines.len()).unwrap_or(i64::MAX),
+        )?;
+        let mut family = encoder.encode_descriptor(
+            "machine_issuing",
+            "1 for each machine ID of the issuer that may issue now, 0 for one fenced or \
+             acquiring",
+            None,
+            MetricType::Gauge,
+        )?;
+        for m in &s.machines {
+            let labels = [("machine", m.machine.to_string())];
+            ConstGauge::new(i64::from(m.lease.state.can_issue()))
+                .encode(family.encode_family(&labels)?)?;
+        }
         let mut family = encoder.encode_descriptor(
             "lease_state",
             "1 for the current state of the machine-ID lease, 0 for the others",

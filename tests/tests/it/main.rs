@@ -21,6 +21,7 @@ mod fuzz_corpus;
 mod grpc_clients;
 mod id_type;
 mod lean_builds;
+mod machine_ids;
 mod operator_holds;
 mod operator_mistakes;
 mod package;

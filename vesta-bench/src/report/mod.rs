@@ -94,6 +94,9 @@ pub struct UnitFill {
     pub units: u64,
     /// How many of them had no ID at all (skipped units).
     pub empty: u64,
+    /// How many machine IDs the units are of (a server of several counts each: the fill is
+    /// per machine ID, its units' IDs against its own cap).
+    pub machines: u64,
     /// The layout, when every server had the same.
     pub layout: Option<Layout>,
 }
@@ -162,17 +165,31 @@ impl Report {
         self.per_sec(self.ids)
     }
 
-    /// IDs per second the servers can issue together: each distinct machine ID's layout cap.
-    /// `None` when no server told its layout (a baseline), or for segment numbers.
+    /// IDs per second the machine IDs that issued can issue together: each distinct machine
+    /// ID's layout cap, those the IDs received explain to (a server of several machine IDs
+    /// names only its first, and a load that keeps some of them idle is measured against the
+    /// ones it used), else the servers' own. `None` when no server told its layout (a
+    /// baseline), or for segment numbers.
     pub fn cap_per_sec(&self) -> Option<u64> {
         if self.segment.is_some() || self.seq_keys.is_some() {
             return None;
         }
-        let machines: BTreeMap<u64, &Layout> = self
+        let mut machines: BTreeMap<u64, Layout> = self
             .targets
             .iter()
-            .filter_map(|t| Some((t.machine?, t.layout.as_ref()?)))
+            .filter_map(|t| Some((t.machine?, t.layout.clone()?)))
             .collect();
+        if machines.is_empty() {
+            return None;
+        }
+        let seen: BTreeMap<u64, Layout> = self
+            .per_unit
+            .keys()
+            .filter_map(|u| Some((u.machine, self.unit_layout(u.id_type)?)))
+            .collect();
+        if !seen.is_empty() {
+            machines = seen;
+        }
         (!machines.is_empty()).then(|| machines.values().map(|l| l.capacity_per_second()).sum())
     }
 
@@ -199,7 +216,8 @@ impl Report {
         }
         let (mut ids, mut capacity, mut units, mut present) = (0u64, 0u64, 0u64, 0u64);
         let mut layouts = BTreeMap::new();
-        for ((_, id_type), seen) in &groups {
+        let mut machines = std::collections::BTreeSet::new();
+        for ((machine, id_type), seen) in &groups {
             // Sorted by time: the map's key order.
             let (first, last) = (seen[0].0, seen[seen.len() - 1].0);
             let inner = last.saturating_sub(first).saturating_sub(1);
@@ -210,6 +228,7 @@ impl Report {
                 continue;
             };
             units += inner;
+            machines.insert(*machine);
             capacity += inner * layout.capacity_per_unit();
             layouts.insert(*id_type, layout);
             for &(_, n) in &seen[1..seen.len() - 1] {
@@ -221,6 +240,7 @@ impl Report {
             fill: ids as f64 / capacity as f64,
             units,
             empty: units - present,
+            machines: machines.len() as u64,
             layout: (layouts.len() == 1)
                 .then(|| layouts.into_values().next())
                 .flatten(),

@@ -140,9 +140,14 @@ impl fmt::Display for Report {
                 ),
                 None => ("of the capacity".to_owned(), "unit"),
             };
+            let each = match u.machines {
+                1 => String::new(),
+                k => format!(" ({k} machine IDs, each against its own cap)"),
+            };
             writeln!(
                 f,
-                "unit fill  {:.2} % {per} over the {} whole {unit}s inside the run, {} of them empty",
+                "unit fill  {:.2} % {per} over the {} whole {unit}s inside the run, {} of them \
+                 empty{each}",
                 100.0 * u.fill,
                 group(u.units as f64),
                 group(u.empty as f64),

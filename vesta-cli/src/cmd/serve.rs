@@ -58,6 +58,11 @@ pub struct ServerArgs {
     /// layout)
     #[arg(long, value_name = "N")]
     pub machine: Option<u64>,
+    /// Hold K machine IDs, each with its own lease, mark and hold, calls spread over them:
+    /// K times the layout's cap (static: --machine N..=N+K-1; a registry: K leases)
+    /// [default: [machine] ids, else 1]
+    #[arg(long, value_name = "K")]
+    pub machine_ids: Option<u64>,
     /// Lease the machine ID from ZooKeeper at HOST:PORT[,HOST:PORT...]; with --machine N,
     /// register N there (refused while another live issuer holds it)
     #[arg(long, value_name = "CONNECT")]
@@ -141,6 +146,9 @@ impl ServerArgs {
                 etcd: &mut config.etcd,
             },
         )?;
+        if let Some(k) = self.machine_ids {
+            config.machine.ids = k;
+        }
         if let Some(url) = &self.segment_db {
             config.segment.db = Some(url.clone());
         }
@@ -293,15 +301,15 @@ fn announce(name: &str, addr: &str, s: &Status) {
         None => format!("layout {}", s.layout.name()),
     };
     say!(
-        "{name} listening on {addr} (machine {}, genMethod {}, {layout}, lease {})",
-        s.machine,
+        "{name} listening on {addr} ({}, genMethod {}, {layout}, lease {})",
+        s.machines_in_words(),
         s.gen_method,
         s.lease.state
     );
     // Listening, with the machine ID held: what `Type=notify` units wait for.
     notify(&format!(
-        "READY=1\nSTATUS=listening on {addr}, machine {}",
-        s.machine
+        "READY=1\nSTATUS=listening on {addr}, {}",
+        s.machines_in_words()
     ));
     if let Some(interval) = watchdog_interval() {
         // Runs for the life of the runtime (the process).
@@ -347,16 +355,16 @@ fn stopped(name: &str, report: ServeReport, s: &Status) -> anyhow::Result<()> {
             report.forced_closed
         );
     }
-    let machine = s.machine;
+    let machines = s.machines_in_words();
     match report.release_error {
         None => {
             say!(
-                "{name} stopped after {} connections; machine {machine} released",
+                "{name} stopped after {} connections; {machines} released",
                 report.connections
             );
             Ok(())
         }
-        Some(e) => anyhow::bail!("stopped, but machine {machine} was not released cleanly: {e}"),
+        Some(e) => anyhow::bail!("stopped, but {machines} not released cleanly: {e}"),
     }
 }
 

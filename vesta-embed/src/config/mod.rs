@@ -9,6 +9,7 @@
 //! once, in `plan` ([`MachinePlan`]).
 
 mod builder;
+mod members;
 mod plan;
 mod sections;
 #[cfg(test)]
@@ -17,6 +18,7 @@ mod tests;
 mod toml;
 
 pub use builder::IssuerConfigBuilder;
+pub use members::MAX_IDS;
 pub(crate) use plan::Wanted;
 pub use plan::{
     ChoiceConflict, FixedFrom, Keeper, MachineChoice, MachinePlan, MachineSections, Registry,

@@ -38,10 +38,15 @@ pub struct MachinePlan {
     /// space on this host is refused): with a state file always, without one when
     /// [`IssuerConfig::hold_on_host`] asks. A registry refuses a second holder itself.
     pub host_hold: bool,
+    /// How many machine IDs the issuer holds (`machine.ids`, at least 1): a fixed plan's run
+    /// from [`fixed`](Self::fixed) up, or as many leases. Each is planned alone
+    /// ([`members`](Self::members)).
+    pub ids: u64,
 }
 
 impl MachinePlan {
-    /// The machine ID the config fixes; `None` when a registry leases one from the pool.
+    /// The machine ID the config fixes (the first of [`ids`](Self::ids)); `None` when a
+    /// registry leases them from the pool.
     pub fn fixed(&self) -> Option<u64> {
         match self.choice {
             MachineChoice::Fixed { machine, .. } => Some(machine),
@@ -78,6 +83,9 @@ impl fmt::Display for MachinePlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let from = match &self.choice {
             MachineChoice::Leased => {
+                if self.ids > 1 {
+                    write!(f, "{} machine IDs ", self.ids)?;
+                }
                 return match self.keeper.describe() {
                     Some(registry) => write!(f, "leased from {registry}"),
                     None => f.write_str("leased"),
@@ -85,15 +93,28 @@ impl fmt::Display for MachinePlan {
             }
             MachineChoice::Fixed { from, .. } => from,
         };
+        let times = match self.ids {
+            1 => String::new(),
+            k => format!(" × {k}"),
+        };
         match from {
             FixedFrom::Config => f.write_str("static")?,
             FixedFrom::PoolDefault => f.write_str("static (none chosen: the pool's first)")?,
             FixedFrom::Ordinal { host, offset: 0 } => {
-                write!(f, "StatefulSet ordinal of host {host}")?
+                write!(f, "StatefulSet ordinal of host {host}{times}")?
             }
             FixedFrom::Ordinal { host, offset } => {
-                write!(f, "StatefulSet ordinal of host {host} + {offset}")?
+                write!(f, "StatefulSet ordinal of host {host}{times} + {offset}")?
             }
+        }
+        if let Some(range) = self.fixed_range().filter(|_| self.ids > 1) {
+            write!(
+                f,
+                ", {} machine IDs {}..={}",
+                self.ids,
+                range.start(),
+                range.end()
+            )?;
         }
         match self.keeper.describe() {
             Some(registry) => write!(f, ", registered in {registry}")?,
@@ -101,7 +122,14 @@ impl fmt::Display for MachinePlan {
         }
         #[cfg(feature = "state-file")]
         if let Keeper::StateFile(path) = &self.keeper {
-            write!(f, ", its mark in the state file {}", path.display())?;
+            match self.ids {
+                1 => write!(f, ", its mark in the state file {}", path.display())?,
+                _ => write!(
+                    f,
+                    ", their marks in the state file {} and one beside it per further ID",
+                    path.display()
+                )?,
+            }
         }
         if self.host_hold {
             f.write_str(", held on this host")?;
@@ -393,6 +421,7 @@ impl IssuerConfig {
             .pools()?
             .for_gen_method(self.gen_method)
             .map_err(CoreConfigError::from)?;
+        let ids = super::members::check_ids(m.ids, pool_name, &pool)?;
         let (choice, registry) = match m.source.registry() {
             Some(registry) => {
                 if let Some(id) = m.id {
@@ -417,6 +446,7 @@ impl IssuerConfig {
                     )));
                 }
                 let (machine, from) = self.fixed_machine()?;
+                super::members::check_fixed_run(machine, ids, pool_name, &pool)?;
                 (
                     MachineChoice::Fixed { machine, from },
                     registered.first().copied(),
@@ -429,6 +459,7 @@ impl IssuerConfig {
             pool,
             keeper: Keeper::Nothing,
             host_hold: false,
+            ids,
         };
         plan.keeper = match registry {
             Some(registry) => registry.keeper(self, plan.wanted())?,
@@ -505,11 +536,16 @@ impl IssuerConfig {
         }
         let host = ordinal_host_name();
         let offset = self.machine.ordinal_offset;
-        let machine = ordinal_machine(&host, offset)?;
+        let ids = self.machine.ids.max(1);
+        let machine = super::members::ordinal_first(&host, ids, offset)?;
         if !range.contains(&machine) {
+            let formula = match ids {
+                1 => "ordinal".to_owned(),
+                k => format!("ordinal × machine.ids {k}"),
+            };
             return Err(ConfigError::Inconsistent(format!(
                 "machine.source = \"ordinal\": host name {host:?} gives machine ID {machine} \
-                 (ordinal + machine.ordinal_offset {offset}), outside the {name} pool {}..={}",
+                 ({formula} + machine.ordinal_offset {offset}), outside the {name} pool {}..={}",
                 range.start(),
                 range.end()
             )));
@@ -531,6 +567,17 @@ fn ordinal_host_name() -> String {
 /// The machine ID of a StatefulSet pod named `host` (`NAME-ORDINAL`): its trailing decimal
 /// number plus `offset`. A name without one, or a sum past `u64`, is refused naming the host.
 pub fn ordinal_machine(host: &str, offset: u64) -> Result<u64, ConfigError> {
+    let ordinal = host_ordinal(host)?;
+    ordinal.checked_add(offset).ok_or_else(|| {
+        ConfigError::Inconsistent(format!(
+            "machine.source = \"ordinal\": ordinal {ordinal} + machine.ordinal_offset {offset} \
+             overflows"
+        ))
+    })
+}
+
+/// The trailing decimal number of `host` (a StatefulSet pod's `NAME-ORDINAL`), or why none.
+pub(super) fn host_ordinal(host: &str) -> Result<u64, ConfigError> {
     let digits = host.len() - host.trim_end_matches(|c: char| c.is_ascii_digit()).len();
     let tail = &host[host.len() - digits..];
     let ordinal = tail.parse::<u64>().map_err(|_| {
@@ -543,10 +590,5 @@ pub fn ordinal_machine(host: &str, offset: u64) -> Result<u64, ConfigError> {
             format!("machine.source = \"ordinal\": the ordinal of host name {host:?} is too large")
         })
     })?;
-    ordinal.checked_add(offset).ok_or_else(|| {
-        ConfigError::Inconsistent(format!(
-            "machine.source = \"ordinal\": ordinal {ordinal} + machine.ordinal_offset {offset} \
-             overflows"
-        ))
-    })
+    Ok(ordinal)
 }

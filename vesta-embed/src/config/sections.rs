@@ -196,6 +196,12 @@ pub struct MachineSection {
     pub source: MachineSource,
     /// The static machine ID; when absent, the first ID of the genMethod's pool.
     pub id: Option<u64>,
+    /// How many machine IDs the issuer holds (default 1), for more than one ID's cap: each is
+    /// a machine ID of its own, with its own lease, mark, hold, state file and fence, and calls
+    /// are spread over them, so `ids` IDs issue up to `ids` times the layout's cap per unit.
+    /// Static: `id`..=`id + ids - 1`; ordinal: from ordinal × `ids` + `ordinal_offset`; a
+    /// registry: `ids` leases from the pool. Refused where the pool cannot hold them.
+    pub ids: u64,
     /// First machine ID of the server pool; embedded issuers use the IDs below it (default:
     /// the layout's split, 924 for 10-bit nodes; see `MachinePools::for_node_bits`).
     pub server_pool_start: Option<u64>,
@@ -232,6 +238,7 @@ impl Default for MachineSection {
         MachineSection {
             source: MachineSource::Static,
             id: None,
+            ids: 1,
             server_pool_start: None,
             state_file: None,
             state_file_interval_ms: 1_000,

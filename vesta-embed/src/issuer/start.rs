@@ -1,13 +1,14 @@
-//! How an issuer starts: the keeper of its machine plan, one arm each (the features stay inside
+//! How an issuer starts: a member per machine ID of its plan, side by side when there are
+//! several, each with the keeper of its own plan, one arm each (the features stay inside
 //! [`with_keeper`]), and the clock-sync check before anything is issued.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use vesta_core::{Clock, Generator};
 
-use super::Issuer;
-use crate::config::{IssuerConfig, Keeper, MachinePlan, RequireSync};
+use super::member::Member;
+use crate::config::{ConfigError, IssuerConfig, Keeper, MachinePlan, RequireSync};
 use crate::error::StartError;
 #[cfg(feature = "state-file")]
 use crate::lease::hold::HostHold;
@@ -15,19 +16,90 @@ use crate::lease::leased_generator::LeasedGenerator;
 use crate::lease::rules::guarded_floor;
 use crate::status::LeaseInfo;
 
+/// A member for each machine ID of `plan` ([`MachinePlan::members`]), each on a handle of
+/// `clock`. Several start side by side (each start guard waits at most its own bound, so k of
+/// them take as long as one); if one fails, the others are given back and its error (the first
+/// by slot) is returned.
+pub(super) fn members<C: Clock + 'static>(
+    config: &IssuerConfig,
+    plan: &MachinePlan,
+    clock: C,
+) -> Result<Box<[Member<C>]>, StartError> {
+    let plans = plan.members();
+    if plans.len() == 1 {
+        let only = plans.into_iter().next().expect("one member");
+        return Ok(Box::new([member(config, only, clock, 0)?]));
+    }
+    let mut clocks = Vec::with_capacity(plans.len());
+    for _ in 1..plans.len() {
+        clocks.push(clock.share().ok_or_else(|| {
+            ConfigError::Inconsistent(format!(
+                "machine.ids {} runs a generator per machine ID, each on a handle of the \
+                 issuer's clock: this clock has none (Clock::share); pass it in an Arc",
+                plans.len()
+            ))
+        })?);
+    }
+    clocks.push(clock);
+    let started: Vec<Result<Member<C>, StartError>> = std::thread::scope(|s| {
+        let starts: Vec<_> = plans
+            .into_iter()
+            .zip(clocks)
+            .enumerate()
+            .map(|(slot, (plan, clock))| s.spawn(move || member(config, plan, clock, slot)))
+            .collect();
+        starts
+            .into_iter()
+            .map(|start| {
+                start.join().unwrap_or_else(|_| {
+                    Err(StartError::Lease("starting a machine ID panicked".into()))
+                })
+            })
+            .collect()
+    });
+    // All or none: an error drops (gives back) the members that started.
+    started
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map(Vec::into_boxed_slice)
+}
+
+/// The member of one machine ID's `plan` (`slot` among the issuer's): its generator on `clock`,
+/// started with its keeper.
+fn member<C: Clock + 'static>(
+    config: &IssuerConfig,
+    plan: MachinePlan,
+    clock: C,
+    slot: usize,
+) -> Result<Member<C>, StartError> {
+    let generator = Generator::new(config.generator_config(plan.first_machine())?, clock)
+        .map_err(ConfigError::from)?;
+    with_keeper(config, plan, generator, slot)
+}
+
 /// Starts `generator` (on the plan's first machine ID, fenced until a lease holds one) with the
 /// plan's keeper: nothing (the floor after an unknown past, at once), a state file, or a
-/// registry, each on a lease thread that holds the ID before anything is issued.
-pub(super) fn with_keeper<C: Clock + 'static>(
-    config: IssuerConfig,
+/// registry, each on a lease thread that holds the ID before anything is issued. `slot` tells
+/// the machine IDs of one issuer apart in a registry's holder name.
+#[cfg_attr(
+    not(any(feature = "sql", feature = "etcd", feature = "zookeeper")),
+    allow(unused_variables)
+)]
+fn with_keeper<C: Clock + 'static>(
+    config: &IssuerConfig,
     plan: MachinePlan,
     generator: Generator<C>,
-) -> Result<Issuer<C>, StartError> {
+    slot: usize,
+) -> Result<Member<C>, StartError> {
     #[cfg(feature = "state-file")]
     let machine = plan.first_machine();
-    let kept = plan.clone();
+    // Each machine ID of one issuer holds its lease under a name of its own.
+    let holder_tag = match config.machine.ids {
+        0 | 1 => String::new(),
+        _ => format!("#{slot}"),
+    };
     match plan.keeper {
-        Keeper::Nothing => unkept(config, kept, generator),
+        Keeper::Nothing => unkept(config, &plan, generator),
         #[cfg(feature = "state-file")]
         Keeper::StateFile(path) => {
             use crate::lease::static_source::{StaticSource, StaticStart};
@@ -42,7 +114,7 @@ pub(super) fn with_keeper<C: Clock + 'static>(
                 hold_wait: config.hold_wait,
             })?;
             let timing = (StaticSource::window(interval), interval);
-            leased((config, kept), generator, reason, timing, source)
+            leased(generator, reason, timing, source)
         }
         #[cfg(feature = "zookeeper")]
         Keeper::ZooKeeper(settings) => {
@@ -50,8 +122,9 @@ pub(super) fn with_keeper<C: Clock + 'static>(
             let timing = zk_source::initial_timing(&settings);
             let reason = acquiring(settings.fixed, "ZooKeeper");
             let counted_in = counted_in(&generator);
-            let source = ZkSource::new(*settings, generator.clock().now_ms(), counted_in)?;
-            leased((config, kept), generator, reason, timing, source)
+            let now_ms = generator.clock().now_ms();
+            let source = ZkSource::new(*settings, now_ms, counted_in, &holder_tag)?;
+            leased(generator, reason, timing, source)
         }
         #[cfg(feature = "sql")]
         Keeper::Sql(settings) => {
@@ -59,8 +132,9 @@ pub(super) fn with_keeper<C: Clock + 'static>(
             let timing = sql_source::timing(&settings);
             let reason = acquiring(settings.fixed, "the SQL database");
             let counted_in = counted_in(&generator);
-            let source = SqlSource::new(*settings, generator.clock().now_ms(), counted_in);
-            leased((config, kept), generator, reason, timing, source)
+            let now_ms = generator.clock().now_ms();
+            let source = SqlSource::new(*settings, now_ms, counted_in, &holder_tag);
+            leased(generator, reason, timing, source)
         }
         #[cfg(feature = "etcd")]
         Keeper::Etcd(settings) => {
@@ -68,8 +142,9 @@ pub(super) fn with_keeper<C: Clock + 'static>(
             let timing = etcd_source::initial_timing(&settings);
             let reason = acquiring(settings.fixed, "etcd");
             let counted_in = counted_in(&generator);
-            let source = EtcdSource::new(*settings, generator.clock().now_ms(), counted_in);
-            leased((config, kept), generator, reason, timing, source)
+            let now_ms = generator.clock().now_ms();
+            let source = EtcdSource::new(*settings, now_ms, counted_in, &holder_tag);
+            leased(generator, reason, timing, source)
         }
     }
 }
@@ -92,10 +167,10 @@ fn acquiring(fixed: Option<u64>, store: &str) -> String {
 /// A fixed ID that nothing records: start after whatever an earlier run could have issued,
 /// held on this host first if the plan says so.
 fn unkept<C: Clock + 'static>(
-    config: IssuerConfig,
-    plan: MachinePlan,
+    config: &IssuerConfig,
+    plan: &MachinePlan,
     generator: Generator<C>,
-) -> Result<Issuer<C>, StartError> {
+) -> Result<Member<C>, StartError> {
     let machine = plan.first_machine();
     #[cfg(feature = "state-file")]
     let hold = match plan.host_hold {
@@ -107,6 +182,8 @@ fn unkept<C: Clock + 'static>(
         )?),
         false => None,
     };
+    #[cfg(not(feature = "state-file"))]
+    let _ = config;
     let floor = guarded_floor(
         generator.clock(),
         generator.config(),
@@ -128,14 +205,12 @@ fn unkept<C: Clock + 'static>(
         }
         None => None,
     };
-    Ok(Issuer {
-        leased: Arc::new(LeasedGenerator::new(generator, LeaseInfo::fixed())),
-        config,
-        plan,
-        lease_thread: Mutex::new(None),
+    Ok(Member::new(
+        Arc::new(LeasedGenerator::new(generator, LeaseInfo::fixed())),
+        None,
         #[cfg(feature = "state-file")]
-        host_hold: Mutex::new(host_hold),
-    })
+        host_hold,
+    ))
 }
 
 /// A static machine ID held on this host without a state file, and where issuing began.
@@ -162,12 +237,11 @@ impl HeldOnHost {
 /// until the source holds the machine ID; `timing` is the first (window, beat).
 #[cfg(any(feature = "state-file", feature = "sql", feature = "etcd"))]
 fn leased<C: Clock + 'static, S: crate::lease::worker::LeaseSource<C>>(
-    (config, plan): (IssuerConfig, MachinePlan),
     generator: Generator<C>,
     reason: String,
     (window, beat): (Duration, Duration),
     source: S,
-) -> Result<Issuer<C>, StartError> {
+) -> Result<Member<C>, StartError> {
     use crate::lease::worker::{Lease, LeaseThread};
     use crate::status::LeaseState;
     generator.fence();
@@ -178,14 +252,12 @@ fn leased<C: Clock + 'static, S: crate::lease::worker::LeaseSource<C>>(
     };
     let leased = Arc::new(LeasedGenerator::new(generator, info));
     let thread = LeaseThread::spawn(Lease::new(leased.clone(), window, beat), source)?;
-    Ok(Issuer {
+    Ok(Member::new(
         leased,
-        config,
-        plan,
-        lease_thread: Mutex::new(Some(thread)),
+        Some(thread),
         #[cfg(feature = "state-file")]
-        host_hold: Mutex::new(None),
-    })
+        None,
+    ))
 }
 
 /// `clock.require_sync`: asks the kernel (through the clock) whether the clock is synchronised

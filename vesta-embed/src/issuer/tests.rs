@@ -2,6 +2,7 @@
 //! end of life, fencing, the pools, the clock's sync status.
 
 use super::*;
+use std::sync::Arc;
 use vesta_core::{GenMethod, ManualClock};
 
 const T0: u64 = 1_700_000_000_000;

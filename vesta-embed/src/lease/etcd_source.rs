@@ -34,7 +34,8 @@ pub(crate) fn initial_timing(settings: &EtcdSettings) -> (Duration, Duration) {
 /// The machine ID leased from etcd.
 pub(crate) struct EtcdSource {
     client: EtcdClient,
-    /// `host:pid:started_ms`: the claim's value.
+    /// `host:pid:started_ms` (and `#slot` for each machine ID of an issuer of several): the
+    /// claim's value, unique per process start and machine ID.
     holder: String,
     /// The etcd lease in use.
     lease_id: Option<i64>,
@@ -47,11 +48,22 @@ pub(crate) struct EtcdSource {
 }
 
 impl EtcdSource {
-    pub(crate) fn new(settings: EtcdSettings, now_ms: u64, counted_in: CountedIn) -> Self {
+    /// The source for `settings`, its marks counted in `counted_in`, its holder name ending in
+    /// `tag` (the machine ID's slot in an issuer of several).
+    pub(crate) fn new(
+        settings: EtcdSettings,
+        now_ms: u64,
+        counted_in: CountedIn,
+        tag: &str,
+    ) -> Self {
         EtcdSource {
             counted_in,
             client: EtcdClient::new(settings),
-            holder: format!("{}:{}:{now_ms}", super::host_name(), std::process::id()),
+            holder: format!(
+                "{}:{}:{now_ms}{tag}",
+                super::host_name(),
+                std::process::id()
+            ),
             lease_id: None,
             machine: None,
             lost: false,

@@ -44,7 +44,8 @@ fn unconfirmed_reason(db: &str, machine: u64, confirmed_ms: u64, window: Duratio
 /// The machine ID leased from an SQL table.
 pub(crate) struct SqlSource {
     settings: SqlSettings,
-    /// `host:pid:started_ms`: unique per process start.
+    /// `host:pid:started_ms` (and `#slot` for each machine ID of an issuer of several): unique
+    /// per process start and machine ID, so a renewal never matches another member's row.
     holder: String,
     db: Option<SqlLease>,
     /// The machine ID in use (kept after a loss, to prefer it when re-claiming).
@@ -57,9 +58,19 @@ pub(crate) struct SqlSource {
 }
 
 impl SqlSource {
-    /// The source for `settings`, its marks counted in `counted_in`.
-    pub(crate) fn new(settings: SqlSettings, now_ms: u64, counted_in: CountedIn) -> Self {
-        let holder = format!("{}:{}:{now_ms}", super::host_name(), std::process::id());
+    /// The source for `settings`, its marks counted in `counted_in`, its holder name ending in
+    /// `tag` (the machine ID's slot in an issuer of several).
+    pub(crate) fn new(
+        settings: SqlSettings,
+        now_ms: u64,
+        counted_in: CountedIn,
+        tag: &str,
+    ) -> Self {
+        let holder = format!(
+            "{}:{}:{now_ms}{tag}",
+            super::host_name(),
+            std::process::id()
+        );
         SqlSource {
             encoded: counted_in.encode(),
             counted_in,

@@ -74,16 +74,22 @@ pub(crate) struct ZkSource {
     /// What this issuer's marks are counted in.
     counted_in: CountedIn,
     /// The state file's lock, held for the life of the source.
+    /// `#slot` for each machine ID of an issuer of several, else empty: ends the holder name.
+    tag: String,
     _lock: Option<StateLock>,
 }
 
 impl ZkSource {
     /// The source for `settings`; locks the state file (if any) and reads it for the ID to
     /// prefer, refusing a record counted in another layout or epoch.
+    /// The source for `settings`, its marks counted in `counted_in`, its marks' holder name
+    /// ending in `tag` (the machine ID's slot in an issuer of several, so a mark one member
+    /// wrote is never taken for another's own).
     pub(crate) fn new(
         settings: ZkSettings,
         now_ms: u64,
         counted_in: CountedIn,
+        tag: &str,
     ) -> Result<Self, StartError> {
         let (lock, inherited) = match &settings.state_file {
             Some(path) => {
@@ -117,12 +123,13 @@ impl ZkSource {
             last_written: None,
             unregistered: false,
             counted_in,
+            tag: tag.to_owned(),
             _lock: lock,
         })
     }
 
     fn holder(&self) -> String {
-        format!("{}:{}", self.claim.host, self.claim.pid)
+        format!("{}:{}{}", self.claim.host, self.claim.pid, self.tag)
     }
 
     fn mark(&self, promise: &Promise) -> Mark {

@@ -21,7 +21,7 @@ pub(super) fn spawn<C: Clock + 'static>(
 }
 
 fn run<C: Clock + 'static>(s: &Shared<C>) {
-    let capacity = s.issuer.layout().capacity_per_unit();
+    let capacity = s.issuer.capacity_per_unit();
     let mut p = s.lock();
     loop {
         if p.stop {

@@ -92,6 +92,23 @@ fn machine_facts(h: &mut Html, plan: &MachinePlan, s: &Status, now_ms: u64) {
         "Machine ID",
         super::explain::machine_and_pool(&s.layout, s.machine),
     );
+    // Several machine IDs (`machine.ids`): each with its lease state; the rows below are the
+    // whole issuer's (the lease of one that issues, the highest mark, events summed).
+    if s.machines.len() > 1 {
+        let each: Vec<String> = s
+            .machines
+            .iter()
+            .map(|m| format!("{} {}", m.machine, m.lease.state))
+            .collect();
+        h.fact(
+            "machines",
+            "Machine IDs",
+            format_args!("{} ({})", s.machines.len(), each.join(", ")),
+        );
+        if let Some(warning) = s.machines_warning() {
+            h.fact("machines_warning", "Not issuing", warning);
+        }
+    }
     // Where the ID comes from, as the plan the issuer started on says it.
     h.fact("source", "Source", plan);
     h.fact("lease", "Lease", s.lease.state);

@@ -90,7 +90,7 @@ pub fn check(outputs: &[Output], tmp: &Path, run_len: usize, start_ms: u64) -> i
             let method = role.gen_method();
             let pool_ok = (method == GenMethod::Embed) == (f.machine < server_start);
             let type_ok = match role {
-                Role::Embed(t, _) | Role::StaticGen { id_type: t, .. } => f.id_type == *t,
+                Role::Embed(t, _, _) | Role::StaticGen { id_type: t, .. } => f.id_type == *t,
                 _ => f.id_type == IdType::MaxPeak,
             };
             if f.gen_method != method || !pool_ok || !type_ok || f.version != role.version() {

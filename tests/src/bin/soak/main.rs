@@ -112,6 +112,10 @@ struct Args {
     /// and min-granularity; at most 4), whose faults are operators' mistakes; 0: none
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=4))]
     static_gens: u8,
+    /// The k-ID group: machine IDs held by tcp-b, the REST server and every second embedded
+    /// worker of each store (`[machine] ids`, each ID leased alone); 1: no such group
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=8))]
+    machine_ids: u64,
     /// Members of the sequence group: `vesta serve tcp --seq-cluster` on a database of their
     /// own on the soak's PostgreSQL, each through a proxy; 0: no sequence group
     #[arg(long, default_value_t = 3)]
@@ -344,11 +348,15 @@ impl Soak {
         stores: Stores,
     ) -> anyhow::Result<Soak> {
         let ports = free_ports(3);
+        // The k-ID group: tcp-b, the REST server and every second embedded worker of each
+        // store hold `--machine-ids` machine IDs; tcp-a and the others one.
+        let k = args.machine_ids;
+        let k_of = |i: usize| if i % 2 == 1 { k } else { 1 };
         let tcp = vec![
-            Server::start("tcp-a", Kind::Tcp, ports[0], &mut ctx)?,
-            Server::start("tcp-b", Kind::Tcp, ports[1], &mut ctx)?,
+            Server::start("tcp-a", Kind::Tcp, ports[0], 1, &mut ctx)?,
+            Server::start("tcp-b", Kind::Tcp, ports[1], k, &mut ctx)?,
         ];
-        let rest = Server::start("rest", Kind::Rest, ports[2], &mut ctx)?;
+        let rest = Server::start("rest", Kind::Rest, ports[2], k, &mut ctx)?;
         let mut rng = Rng::new(seed);
         let (a, b) = (tcp[0].addr(), tcp[1].addr());
         let url = format!("http://{}", rest.addr());
@@ -361,7 +369,7 @@ impl Soak {
             };
             slots.push(Slot::new(
                 format!("embed-{}", i + 1),
-                Role::Embed(t, Store::Zk),
+                Role::Embed(t, Store::Zk, k_of(i)),
                 rng.next_u64(),
             ));
         }
@@ -378,7 +386,7 @@ impl Soak {
             for i in 0..n {
                 slots.push(Slot::new(
                     format!("{name}-{}", i + 1),
-                    Role::Embed(t, store),
+                    Role::Embed(t, store, k_of(i)),
                     rng.next_u64(),
                 ));
             }

@@ -44,7 +44,8 @@ impl Store {
 #[derive(Clone, Debug)]
 pub enum Role {
     /// `soak_worker embed` with this layout, leasing from this store.
-    Embed(IdType, Store),
+    /// An embedded issuer of a layout, leasing from a store, holding this many machine IDs.
+    Embed(IdType, Store, u64),
     /// `vesta gen --server LIST`.
     TcpGen {
         /// The server list, in this slot's order of preference.
@@ -81,9 +82,9 @@ impl Role {
     /// `rest` or `static`.
     pub fn class(&self) -> &'static str {
         match self {
-            Role::Embed(_, Store::Zk) => "embed",
-            Role::Embed(_, Store::Sql) => "embed-sql",
-            Role::Embed(_, Store::Etcd) => "embed-etcd",
+            Role::Embed(_, Store::Zk, _) => "embed",
+            Role::Embed(_, Store::Sql, _) => "embed-sql",
+            Role::Embed(_, Store::Etcd, _) => "embed-etcd",
             Role::TcpGen { .. } => "tcp",
             Role::Rest { .. } => "rest",
             Role::StaticGen { .. } => "static",
@@ -116,7 +117,7 @@ impl Role {
     /// The version bit its IDs must carry.
     pub fn version(&self) -> u8 {
         match self {
-            Role::Embed(_, store) => store.version(),
+            Role::Embed(_, store, _) => store.version(),
             _ => 0,
         }
     }
@@ -222,8 +223,9 @@ impl Slot {
             c
         };
         let (cmd, stdout, summary) = match &self.role {
-            Role::Embed(t, store) => {
+            Role::Embed(t, store, ids) => {
                 let t = t.to_string();
+                let ids = ids.to_string();
                 let version = store.version().to_string();
                 let session = crate::SESSION_MS.to_string();
                 let report = crate::REPORT_MS.to_string();
@@ -248,6 +250,8 @@ impl Slot {
                     &report,
                     "--instance",
                     &label,
+                    "--machine-ids",
+                    &ids,
                 ];
                 (worker(&mode), None, Some(summary))
             }

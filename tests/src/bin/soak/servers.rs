@@ -71,10 +71,17 @@ pub struct Server {
 }
 
 impl Server {
-    /// Writes its config (ZooKeeper lease under the soak's root) and starts it.
-    pub fn start(name: &str, kind: Kind, port: u16, ctx: &mut Ctx) -> anyhow::Result<Server> {
+    /// Writes its config (`ids` machine IDs, each a ZooKeeper lease under the soak's root)
+    /// and starts it.
+    pub fn start(
+        name: &str,
+        kind: Kind,
+        port: u16,
+        ids: u64,
+        ctx: &mut Ctx,
+    ) -> anyhow::Result<Server> {
         let conf = format!(
-            "[machine]\nsource = \"zookeeper\"\n\n[zookeeper]\nconnect = \"{}\"\n\
+            "[machine]\nsource = \"zookeeper\"\nids = {ids}\n\n[zookeeper]\nconnect = \"{}\"\n\
                  root = \"{}\"\nsession_timeout_ms = {}\nreport_interval_ms = {}\n\
                  instance = \"{name}\"\n",
             ctx.zk_connect,

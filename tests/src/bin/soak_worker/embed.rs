@@ -53,6 +53,9 @@ pub struct Args {
     /// Name shown in the claim node
     #[arg(long)]
     instance: String,
+    /// Machine IDs held at once (`[machine] ids`), each leased alone
+    #[arg(long, default_value_t = 1)]
+    machine_ids: u64,
 }
 
 /// The issuer's config: the layout and the lease store named by the arguments.
@@ -60,6 +63,7 @@ fn config(args: &Args) -> IssuerConfig {
     let mut config = IssuerConfig::default();
     config.id.id_type = Some(args.id_type);
     config.id.version = Some(args.version);
+    config.machine.ids = args.machine_ids;
     if let Some(db) = &args.machine_db {
         config.machine.source = MachineSource::Sql;
         config.machine.db = Some(db.clone());
