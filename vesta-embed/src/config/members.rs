@@ -304,7 +304,7 @@ mod tests {
         assert_eq!(
             member_state_file(Path::new("/s/space-ab.m930.state"), 2, Some(932), Some(930)),
             Path::new("/s/space-ab.m932.state"),
-            "vesta gen's own name for 932 alone"
+            "the state file name `gen` gives 932 alone"
         );
         assert_eq!(
             member_state_file(Path::new("/s/vesta-state"), 1, Some(8), Some(7)),

@@ -395,7 +395,7 @@ impl Inner {
 /// margin.
 const SECTION_ROOM: usize = 1024;
 /// Most sections one load reads (one transaction of twice as many statements).
-const MAX_BATCH: usize = 1024;
+const MAX_BATCH: usize = 128;
 /// Most sections one load reads where each is a round trip of its own (PostgreSQL, MySQL).
 const MAX_ROW_BY_ROW: usize = 32;
 /// Buckets of a kind (spread, string): 4,096 each.
