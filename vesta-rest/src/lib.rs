@@ -20,6 +20,7 @@ mod body;
 mod budget;
 mod config;
 mod connection;
+mod ctx;
 mod endpoints;
 mod error;
 mod metrics;

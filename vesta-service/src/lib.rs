@@ -17,6 +17,8 @@
 //! - [`shutdown`]: the SIGINT/SIGTERM future and the trigger that tells connections to drain;
 //! - [`segments`]: segment mode (`[segment] db`): the Leaf-compatible number store both
 //!   servers serve, its start policy and the give-back at shutdown ([`Segments`]);
+//! - [`gate`]: the checks every HTTP request meets on every listener (target length, route,
+//!   console, method, token, make), declared as route rows once and refused as data;
 //! - [`auth`]: the bearer token of `[server] auth_token_file`, matched alike by both servers
 //!   ([`auth::BearerToken`]);
 //! - [`metrics`]: the issuer's and the segments' Prometheus metrics and the open-connections
@@ -33,6 +35,8 @@ pub mod config;
 pub mod console;
 #[cfg(feature = "server")]
 mod error;
+#[cfg(feature = "server")]
+pub mod gate;
 #[cfg(feature = "server")]
 pub mod health;
 #[cfg(feature = "server")]

@@ -7,14 +7,14 @@
 
 use hyper::Response;
 use vesta_core::{Clock, Form, IdBatch};
-use vesta_service::{Answer, OpError};
+use vesta_service::OpError;
 
 use crate::budget::Reservation;
 use crate::endpoints::metrics::METRICS_HEADROOM_BYTES;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
-use crate::router::{Ctx, Reply};
+use crate::ctx::{Ctx, Reply};
 
 /// `?format=`: decimal (default), base32, base62 or hex.
 fn form_of(q: &Query<'_>) -> Result<Form, ApiError> {
@@ -71,13 +71,7 @@ fn issue<C: Clock + 'static>(
     form: Form,
 ) -> Reply {
     let ids = cx.service().ids(&cx.conn.flow, count);
-    match ids {
-        Answer::Now(ids) => {
-            let r = write(ids, reservation, form);
-            cx.now(r)
-        }
-        Answer::Later(later) => cx.later(async move { write(later.await, reservation, form) }),
-    }
+    cx.answer(ids, move |ids| write(ids, reservation, form))
 }
 
 /// The answer once the IDs (or the refusal) are there: one ID as text for `/genid`,

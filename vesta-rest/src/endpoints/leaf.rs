@@ -33,7 +33,7 @@ use super::segment::decode as decode_tag;
 use crate::error::ApiError;
 use crate::query::shorten;
 use crate::response::{self, Body};
-use crate::router::{Ctx, Reply};
+use crate::ctx::{Ctx, Reply};
 
 /// Leaf's own message for a `snowflakeId` that `Long.parseLong` refuses.
 pub const DECODE_ERROR: &str = "snowflake Id反解析发生异常!";
@@ -146,6 +146,7 @@ where
     T: Send + 'static,
     L: Future<Output = Result<T, OpError>> + Send + 'static,
 {
+    // Not `Ctx::answer`: the path is borrowed, not copied, when the answer is there now.
     let path = shorten(cx.path);
     match answer {
         Answer::Now(r) => {

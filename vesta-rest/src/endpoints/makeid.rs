@@ -8,7 +8,7 @@ use vesta_service::make::values_from_query;
 
 use crate::error::ApiError;
 use crate::response::{self, Body};
-use crate::router::{Ctx, Reply};
+use crate::ctx::{Ctx, Reply};
 
 /// `GET /makeid`: the decimal ID.
 pub fn makeid<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {

@@ -10,7 +10,7 @@ use crate::body::SMALL_BODY_BYTES;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
-use crate::router::{Ctx, Reply};
+use crate::ctx::{Ctx, Reply};
 
 /// Budget that ID batches leave free for metrics scrapes.
 pub const METRICS_HEADROOM_BYTES: usize = 256 * 1024;

@@ -8,7 +8,7 @@ use vesta_core::Clock;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
-use crate::router::{Ctx, Reply};
+use crate::ctx::{Ctx, Reply};
 
 /// `GET /transtime?time=T`.
 pub fn transtime<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
