@@ -137,4 +137,3 @@ impl Finish {
         resp
     }
 }
-

@@ -410,10 +410,34 @@ mod tests {
     }
 
     static ROUTES: [Route<u8>; 4] = [
-        Route::new(RoutePath::Exact("/genid"), Methods::Get, Needs::TOKEN, "genid", 0),
-        Route::new(RoutePath::Exact("/makeid"), Methods::Get, Needs::MAKE, "makeid", 1),
-        Route::new(RoutePath::Exact("/healthz"), Methods::Get, Needs::OPEN, "healthz", 2),
-        Route::new(RoutePath::Tree("/ui"), Methods::Get, Needs::CONSOLE, "console", 3),
+        Route::new(
+            RoutePath::Exact("/genid"),
+            Methods::Get,
+            Needs::TOKEN,
+            "genid",
+            0,
+        ),
+        Route::new(
+            RoutePath::Exact("/makeid"),
+            Methods::Get,
+            Needs::MAKE,
+            "makeid",
+            1,
+        ),
+        Route::new(
+            RoutePath::Exact("/healthz"),
+            Methods::Get,
+            Needs::OPEN,
+            "healthz",
+            2,
+        ),
+        Route::new(
+            RoutePath::Tree("/ui"),
+            Methods::Get,
+            Needs::CONSOLE,
+            "console",
+            3,
+        ),
     ];
 
     fn asked<'a>(method: &'a Method, target_len: usize, auth: Option<&'a str>) -> Asked<'a> {

@@ -8,9 +8,9 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 use vesta_core::Clock;
 
+use crate::ctx::{Ctx, Reply};
 use crate::error::ApiError;
 use crate::response::Body;
-use crate::ctx::{Ctx, Reply};
 
 /// The page at the request's path, rendered on the connection's task (the segments page
 /// reads the table).

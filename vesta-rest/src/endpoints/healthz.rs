@@ -8,10 +8,10 @@ use hyper::Response;
 use vesta_core::Clock;
 use vesta_service::health::Health;
 
+use crate::ctx::{Ctx, Reply};
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
-use crate::ctx::{Ctx, Reply};
 
 /// `GET /healthz`: the service's health (`vesta_service::health`) or a 503 error.
 pub fn healthz<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {

@@ -30,10 +30,10 @@ use vesta_service::ops::Turn;
 use vesta_service::{Answer, ErrorKind, OpError};
 
 use super::segment::decode as decode_tag;
+use crate::ctx::{Ctx, Reply};
 use crate::error::ApiError;
 use crate::query::shorten;
 use crate::response::{self, Body};
-use crate::ctx::{Ctx, Reply};
 
 /// Leaf's own message for a `snowflakeId` that `Long.parseLong` refuses.
 pub const DECODE_ERROR: &str = "snowflake Id反解析发生异常!";

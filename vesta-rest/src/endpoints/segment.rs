@@ -15,17 +15,17 @@ use hyper::Response;
 use vesta_core::Clock;
 use vesta_segment::SegmentError;
 use vesta_segment::error::shown_tag;
-use vesta_service::ops::Turn;
 use vesta_service::OpError;
+use vesta_service::ops::Turn;
 
 use crate::body::Body;
 use crate::budget::Reservation;
-use crate::endpoints::issue::parse_count;
+use crate::ctx::{Ctx, Reply};
 use crate::endpoints::metrics::METRICS_HEADROOM_BYTES;
 use crate::error::ApiError;
 use crate::query::Query;
+use crate::query::parse_count;
 use crate::response;
-use crate::ctx::{Ctx, Reply};
 
 /// `GET /segment/{tag}`: the next number of the tag as decimal text.
 pub fn one<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {

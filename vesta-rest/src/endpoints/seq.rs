@@ -17,15 +17,14 @@ use std::borrow::Cow;
 
 use hyper::Response;
 use vesta_core::Clock;
-use vesta_service::ops::{SeqNumbers, Turn};
 use vesta_service::OpError;
+use vesta_service::ops::{SeqNumbers, Turn};
 
 use crate::body::Body;
-use crate::endpoints::issue::parse_count;
-use crate::error::ApiError;
-use crate::query::Query;
-use crate::response;
 use crate::ctx::{Ctx, Reply};
+use crate::error::ApiError;
+use crate::query::{Query, parse_count_text};
+use crate::response;
 
 /// `GET /seq/{key}[?count=N][&format=json]`.
 pub fn next<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
@@ -34,8 +33,9 @@ pub fn next<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
         let service = cx.service();
         service.seq_on()?;
         let q = Query::parse(cx.query, cx.documented_path(), &["count", "format"])?;
+        // The op enforces the range (one rule, one text on every transport).
         let count = match q.get("count") {
-            Some(text) => parse_count(text, service.max_seq_batch())?,
+            Some(text) => parse_count_text(text, service.max_seq_batch())?,
             None => 1,
         };
         let json = json(&q)?;

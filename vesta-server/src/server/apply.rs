@@ -115,9 +115,7 @@ pub(super) fn request<C: Clock + 'static>(
             }
         }
         Request::SeqNext { count, key } => {
-            // Above the step the answer holds fewer (its count says so), as `SEGMENTS` does.
-            let count = u64::from(count).min(service.max_seq_batch());
-            let numbers = service.seq_next(&key, count, q.turn());
+            let numbers = service.seq_next(&key, u64::from(count), q.turn());
             match numbers {
                 Answer::Now(r) if q.now(&r) => {
                     pending::answer(request_id, op::SEQ_NEXT, Outcome::Seq(r), metrics, out)
