@@ -32,7 +32,7 @@ mod routes;
 mod server;
 
 pub use body::{SMALL_BODY_BYTES, STREAM_WINDOW_BYTES};
-pub use config::{RestConfig, RestSection};
+pub use config::{RestConfig, RestKeys, RestSection};
 pub use routes::Endpoint;
 pub use server::RestServer;
 pub use vesta_service::shutdown::signal as shutdown_signal;

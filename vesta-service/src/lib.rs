@@ -54,6 +54,8 @@ pub mod query;
 #[cfg(feature = "server")]
 pub mod segments;
 #[cfg(feature = "server")]
+pub mod server_section;
+#[cfg(feature = "server")]
 pub mod shutdown;
 pub mod tls;
 
@@ -67,3 +69,5 @@ pub use lifecycle::{Prepared, ServeReport, Started};
 pub use ops::{Answer, ErrorKind, IdsLater, Later, OpError, SeqOwner, Service, Turn};
 #[cfg(feature = "server")]
 pub use segments::Segments;
+#[cfg(feature = "server")]
+pub use server_section::{OwnKeys, Server};

@@ -172,7 +172,7 @@ impl<C: Clock + 'static> TcpServer<C> {
             metrics: Arc::clone(&tcp.metrics),
             service: Arc::clone(&service),
             console,
-            max_uri_bytes: SIDE_MAX_URI_BYTES,
+            max_uri_bytes: usize::try_from(tcp.section.max_uri_bytes).unwrap_or(usize::MAX),
         });
         let metrics_http =
             metrics_listener.map(|l| tokio::spawn(metrics_http::serve(l, exposition)));
@@ -233,9 +233,6 @@ impl<C: Clock + 'static> TcpServer<C> {
         lifecycle::stop(service, watchers, &trigger, &mut tasks, connections).await
     }
 }
-
-/// Longest request target the side listener reads (its paths take a short query at most).
-const SIDE_MAX_URI_BYTES: usize = 4096;
 
 /// How long a connection beyond the limit gets for its TLS handshake and the refusal.
 const REFUSAL_TIME: Duration = Duration::from_secs(1);
