@@ -6,7 +6,8 @@
 //!   [`Issuer`](vesta_embed::Issuer) you started), then [`serve`](RestServer::serve) until a
 //!   shutdown future resolves ([`shutdown_signal`]: SIGINT or SIGTERM); [`ServeReport`],
 //!   [`ServeError`].
-//! - [`RestConfig`] and its `[server]` section [`RestSection`] (`conf/rest.toml`).
+//! - [`RestConfig`] and its `[server]` section [`RestSection`] (`conf/rest.toml`): the keys
+//!   both servers share, and the HTTP keys of its own, [`RestKeys`].
 //! - [`Endpoint`]: the paths served, for API documentation checks.
 //!
 //! Everything else (routing, query decoding, handlers, responses, metrics) is internal.
