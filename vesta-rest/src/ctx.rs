@@ -19,7 +19,10 @@ use crate::connection::{ConnContext, RequestGuard};
 use crate::error::ApiError;
 use crate::response::{self, Body};
 use crate::rest::Rest;
-use crate::routes::{Endpoint, Route};
+use vesta_service::gate::RoutePath;
+
+/// A route's handler: the request past the gate, answered now or later.
+pub(crate) type Handler<C> = for<'a> fn(Ctx<'a, C>) -> Reply;
 
 /// The response future handed to hyper: ready at once for almost every request; boxed, holding
 /// the server's state, only for a request that must wait (for a later time unit, the segment
@@ -58,14 +61,16 @@ pub struct Ctx<'a, C: Clock + 'static> {
     pub path: &'a str,
     /// The request's query string.
     pub query: Option<&'a str>,
-    pub(crate) route: &'static Route<C>,
+    /// Where the request's route answers: its parameter and its documented path.
+    pub(crate) route: RoutePath,
     pub(crate) finish: Finish,
 }
 
 /// What a reply needs to be finished: recorded in the metrics, holding its request's guard.
 pub(crate) struct Finish {
     pub(crate) guard: RequestGuard,
-    pub(crate) endpoint: Endpoint,
+    /// The endpoint's index in the metrics (`Endpoint::index`).
+    pub(crate) endpoint: usize,
     pub(crate) start: Instant,
 }
 
@@ -78,12 +83,12 @@ impl<'a, C: Clock + 'static> Ctx<'a, C> {
 
     /// The path after the route's prefix (the tag or key of a prefix route; empty otherwise).
     pub fn param(&self) -> &'a str {
-        self.route.path.param_of(self.path)
+        self.route.param_of(self.path)
     }
 
     /// The route's path as documented (`/segment/{tag}`), for messages.
     pub fn documented_path(&self) -> &'static str {
-        self.route.path.shown()
+        self.route.shown()
     }
 
     /// The reply with `result`, answered now.

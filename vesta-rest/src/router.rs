@@ -44,7 +44,7 @@ where
     let endpoint = found.map_or(Endpoint::OTHER, |(e, _)| e);
     let finish = Finish {
         guard,
-        endpoint,
+        endpoint: endpoint.index(),
         start,
     };
     let gate = Gate {
@@ -65,7 +65,7 @@ where
             conn,
             path,
             query: uri.query(),
-            route,
+            route: route.path,
             finish,
         }),
         Err(r) => {

@@ -21,13 +21,10 @@ use vesta_core::Clock;
 use vesta_embed::SystemClock;
 use vesta_service::gate::{Methods, Needs, RoutePath};
 
-use crate::ctx::{Ctx, Reply};
+use crate::ctx::Handler;
 use crate::endpoints::{
     console, expid, healthz, issue, leaf, makeid, metrics, segment, seq, transtime,
 };
-
-/// A route's handler: the request past the gate, answered now or later.
-pub(crate) type Handler<C> = for<'a> fn(Ctx<'a, C>) -> Reply;
 
 /// One route of the REST port.
 pub(crate) type Route<C> = vesta_service::gate::Route<Handler<C>>;
@@ -103,6 +100,18 @@ type Table = Routes<SystemClock>;
 
 /// How many endpoints there are: the routes, and one for unknown paths.
 const COUNT: usize = Table::ALL.len() + 1;
+
+/// Each endpoint's metrics label, by index (unknown paths last): what the metrics are built
+/// with, so they need not know the routes.
+pub(crate) const LABELS: [&str; COUNT] = {
+    let mut labels = [""; COUNT];
+    let mut i = 0;
+    while i < COUNT {
+        labels[i] = Endpoint::ALL[i].label();
+        i += 1;
+    }
+    labels
+};
 
 /// A served endpoint, or [`Endpoint::OTHER`] for an unknown path: the `endpoint` label of the
 /// metrics.
