@@ -54,10 +54,7 @@ where
     let asked = Asked {
         method: req.method(),
         target_len: uri.path_and_query().map_or(0, |pq| pq.as_str().len()),
-        authorization: req
-            .headers()
-            .get(hyper::header::AUTHORIZATION)
-            .map(|v| v.as_bytes()),
+        headers: req.headers(),
     };
     match gate.admit(found.map(|(_, r)| r), asked) {
         Ok(route) => (route.handler)(Ctx {

@@ -16,7 +16,8 @@
 //! Limits on what a request asks for (a batch's count, a sequence call's count) are not here:
 //! the op enforces them ([`crate::ops`]), the same for every transport.
 
-use hyper::Method;
+use hyper::header::AUTHORIZATION;
+use hyper::{HeaderMap, Method};
 
 use crate::ops::{Limits, OpError};
 
@@ -320,15 +321,15 @@ impl Refusal {
 }
 
 /// What a request shows the gate: its method, the length of its target (path and query), and
-/// its `Authorization` header.
+/// its headers (the `Authorization` header is looked up only when a token is asked for).
 #[derive(Clone, Copy, Debug)]
 pub struct Asked<'a> {
     /// The method.
     pub method: &'a Method,
     /// The request target's length in bytes.
     pub target_len: usize,
-    /// The `Authorization` header's value, if any.
-    pub authorization: Option<&'a [u8]>,
+    /// The headers.
+    pub headers: &'a HeaderMap,
 }
 
 /// The gate of one listener: the server's limits and the longest target it reads.
@@ -380,7 +381,7 @@ impl Gate<'_> {
         }
         if needs.token
             && let Some(token) = &self.limits.auth_token
-            && !token.admits(asked.authorization)
+            && !token.admits(asked.headers.get(AUTHORIZATION).map(|v| v.as_bytes()))
         {
             return Err(Refusal::Token);
         }
@@ -440,11 +441,15 @@ mod tests {
         ),
     ];
 
-    fn asked<'a>(method: &'a Method, target_len: usize, auth: Option<&'a str>) -> Asked<'a> {
+    fn asked<'a>(method: &'a Method, target_len: usize, auth: Option<&str>) -> Asked<'a> {
+        let mut headers = HeaderMap::new();
+        if let Some(a) = auth {
+            headers.insert(AUTHORIZATION, a.parse().unwrap());
+        }
         Asked {
             method,
             target_len,
-            authorization: auth.map(str::as_bytes),
+            headers: Box::leak(Box::new(headers)),
         }
     }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::{
-    ALLOW, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue, WWW_AUTHENTICATE,
+    ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue, WWW_AUTHENTICATE,
 };
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
@@ -106,7 +106,7 @@ async fn answer<B>(e: &dyn Exposition, req: &Request<B>) -> Response<Full<Bytes>
     let asked = Asked {
         method: req.method(),
         target_len: req.uri().path_and_query().map_or(0, |pq| pq.as_str().len()),
-        authorization: req.headers().get(AUTHORIZATION).map(|v| v.as_bytes()),
+        headers: req.headers(),
     };
     let route = match gate.admit(gate::find(&ROUTES, path).map(|(_, r)| r), asked) {
         Ok(route) => route,

@@ -150,10 +150,7 @@ impl<C: Clock + 'static> Grpc<C> {
         let asked = Asked {
             method: req.method(),
             target_len: path.len(),
-            authorization: req
-                .headers()
-                .get(http::header::AUTHORIZATION)
-                .map(|v| v.as_bytes()),
+            headers: req.headers(),
         };
         let route = match gate.admit(gate::find(&ROUTES, path).map(|(_, r)| r), asked) {
             Ok(route) => route,

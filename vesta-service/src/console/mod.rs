@@ -140,10 +140,11 @@ impl<C: Clock + 'static> Console<C> {
             limits: i.service.limits(),
             max_target_bytes: usize::MAX,
         };
+        let no_headers = hyper::HeaderMap::new();
         let asked = Asked {
             method: &hyper::Method::GET,
             target_len: 0,
-            authorization: None,
+            headers: &no_headers,
         };
         let shown = match gate.admit(gate::find(Inner::<C>::PAGES, path).map(|(_, r)| r), asked) {
             Ok(route) => (route.handler)(i, query).await,
