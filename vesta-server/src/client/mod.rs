@@ -471,6 +471,26 @@ fn pop(buf: &mut VecDeque<IdRun>) -> Option<u64> {
     Some(id)
 }
 
+/// The largest count a server takes, from its refusal of a larger `SEQ_NEXT` (`INVALID_ARGUMENT`,
+/// "... count N is out of range: allowed 1..=STEP"), if `e` is that refusal.
+fn step_named(e: &ClientError) -> Option<u64> {
+    let ClientError::Refused {
+        code: crate::proto::ErrorCode::InvalidArgument,
+        message,
+        ..
+    } = e
+    else {
+        return None;
+    };
+    let (_, after) = message.split_once("count ")?;
+    let (_, max) = after.split_once("out of range: allowed 1..=")?;
+    let digits: &str = &max[..max.bytes().take_while(u8::is_ascii_digit).count()];
+    digits
+        .parse()
+        .ok()
+        .filter(|&n| n >= 1 && n <= u64::from(u32::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -494,24 +514,4 @@ mod tests {
         assert_eq!(pop(&mut buf), Some(9000));
         assert_eq!(pop(&mut buf), None);
     }
-}
-
-/// The largest count a server takes, from its refusal of a larger `SEQ_NEXT` (`INVALID_ARGUMENT`,
-/// "... count N is out of range: allowed 1..=STEP"), if `e` is that refusal.
-fn step_named(e: &ClientError) -> Option<u64> {
-    let ClientError::Refused {
-        code: crate::proto::ErrorCode::InvalidArgument,
-        message,
-        ..
-    } = e
-    else {
-        return None;
-    };
-    let (_, after) = message.split_once("count ")?;
-    let (_, max) = after.split_once("out of range: allowed 1..=")?;
-    let digits: &str = &max[..max.bytes().take_while(u8::is_ascii_digit).count()];
-    digits
-        .parse()
-        .ok()
-        .filter(|&n| n >= 1 && n <= u64::from(u32::MAX))
 }
