@@ -4,38 +4,27 @@
 //! before anything binds or leases. The former `[rest]` section name and its keys `max_count`
 //! and `shutdown_timeout_ms` still load, with a warning (CHANGELOG.md).
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 use serde::Deserialize;
 use vesta_core::{GenMethod, Layout};
-use vesta_service::auth::BearerToken;
-use vesta_service::config::{DEFAULT_MAX_WAIT_MS, check};
-use vesta_service::{ConfigError, ServerSection, ServiceConfig};
+use vesta_service::config::check;
+use vesta_service::{ConfigError, OwnKeys, Server, ServiceConfig};
 
 /// Everything `vesta serve rest` needs. `Default` equals the shipped `conf/rest.toml`: max-peak,
 /// Vesta's epoch, static machine 924 (the server pool's first ID), listening on 127.0.0.1:8080.
 pub type RestConfig = ServiceConfig<RestSection>;
 
-/// `[server]` of the REST server: the listener and the limits that keep one client from hurting
-/// the others.
+/// `[server]` of the REST server: the keys both servers share ([`Server`]) and the HTTP keys of
+/// its own ([`RestKeys`]).
+pub type RestSection = Server<RestKeys>;
+
+/// The REST server's own `[server]` keys: the limits that keep one HTTP client from hurting the
+/// others.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct RestSection {
-    /// Address to listen on; loopback by default so nothing is exposed by accident.
-    pub listen: SocketAddr,
-    /// Open connections at most; further clients wait in the listen backlog until one closes.
-    pub max_connections: u64,
-    /// Largest `count` that `/genids` accepts.
-    #[serde(alias = "max_count")]
-    pub max_batch: u64,
-    /// Longest a request waits for sequence space before a 503.
-    pub max_wait_ms: u64,
-    /// How long shutdown waits for requests in flight before closing their connections.
-    #[serde(alias = "shutdown_timeout_ms")]
-    pub shutdown_grace_ms: u64,
-    /// Longest request target (path and query) accepted; longer gets 414.
-    pub max_uri_bytes: u64,
+pub struct RestKeys {
     /// A connection must start its next request within this time of connecting or of its last
     /// response (HTTP/1: a complete head; HTTP/2: a stream, PINGs do not count), else it is
     /// closed: slow and idle clients give their slot back.
@@ -51,34 +40,21 @@ pub struct RestSection {
     /// Response bytes held for clients that have not taken them yet, across all connections;
     /// an ID batch or a metrics scrape that would go over it gets 503.
     pub max_unsent_bytes: u64,
-    /// `/makeid` answers; `false` switches it off (404), and the console's make page with it,
-    /// so no client manufactures IDs.
-    pub make: bool,
-    /// The web console under `/ui` (read-only pages: explain and make, status, segments, seq);
-    /// off by default, when `/ui` is a 404 like any unknown path. With `auth_token_file` set
-    /// the console asks for the token too.
-    pub console: bool,
-    /// A file holding the bearer token every request must carry (`Authorization: Bearer
-    /// TOKEN`), except `/healthz` and `/metrics`; unset: no token. A file (or a systemd
-    /// credential, `$CREDENTIALS_DIRECTORY/NAME`), never the token inline in the config.
-    pub auth_token_file: Option<std::path::PathBuf>,
-    /// PEM certificate chain (leaf first): with `tls_key`, the server speaks TLS only. Read
-    /// again on SIGHUP.
-    pub tls_cert: Option<std::path::PathBuf>,
-    /// PEM private key of `tls_cert` (PKCS#8, PKCS#1 or SEC1). Read again on SIGHUP.
-    pub tls_key: Option<std::path::PathBuf>,
 }
 
-impl RestSection {
-    /// The bearer token from `auth_token_file` (surrounding whitespace trimmed), if set. An
-    /// unreadable or empty file is a startup error naming the key and the file.
-    pub fn auth_token(&self) -> Result<Option<BearerToken>, ConfigError> {
-        BearerToken::from_file(self.auth_token_file.as_deref())
+impl Default for RestKeys {
+    fn default() -> Self {
+        RestKeys {
+            header_read_timeout_ms: 5_000,
+            send_timeout_ms: 10_000,
+            max_connection_age_ms: 0,
+            max_streams_per_connection: 100,
+            max_unsent_bytes: 64 << 20,
+        }
     }
+}
 
-    /// Smallest accepted `max_uri_bytes`: room for the longest valid `/makeid` request.
-    pub(crate) const MIN_URI_BYTES: u64 = 256;
-
+impl RestKeys {
     /// Smallest accepted `max_unsent_bytes`: room for a few responses being sent at once.
     pub(crate) const MIN_UNSENT_BYTES: u64 = 1 << 20;
 
@@ -98,69 +74,40 @@ impl RestSection {
     }
 }
 
-impl Default for RestSection {
-    fn default() -> Self {
-        RestSection {
-            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
-            max_connections: 1024,
-            max_batch: 10_000,
-            max_wait_ms: DEFAULT_MAX_WAIT_MS,
-            shutdown_grace_ms: 5_000,
-            max_uri_bytes: 4096,
-            header_read_timeout_ms: 5_000,
-            send_timeout_ms: 10_000,
-            max_connection_age_ms: 0,
-            max_streams_per_connection: 100,
-            max_unsent_bytes: 64 << 20,
-            make: true,
-            console: false,
-            auth_token_file: None,
-            tls_cert: None,
-            tls_key: None,
-        }
-    }
-}
-
-impl ServerSection for RestSection {
+impl OwnKeys for RestKeys {
     const GEN_METHOD: GenMethod = GenMethod::Rest;
     const OLD_NAMES: &'static [&'static str] = &["rest"];
     const RENAMED_KEYS: &'static [(&'static str, &'static str)] = &[
         ("max_count", "max_batch"),
         ("shutdown_timeout_ms", "shutdown_grace_ms"),
     ];
+    const LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080));
+    const MAX_BATCH: u64 = 10_000;
 
-    vesta_service::common_limits!();
-
-    fn validate_own(&self, _: &Layout) -> Result<(), ConfigError> {
-        check(
-            "server.max_uri_bytes",
-            self.max_uri_bytes,
-            Self::MIN_URI_BYTES,
-            1 << 20,
-        )?;
+    fn validate(s: &RestSection, _: &Layout) -> Result<(), ConfigError> {
         check(
             "server.header_read_timeout_ms",
-            self.header_read_timeout_ms,
+            s.header_read_timeout_ms,
             1,
             3_600_000,
         )?;
-        check("server.send_timeout_ms", self.send_timeout_ms, 1, 3_600_000)?;
+        check("server.send_timeout_ms", s.send_timeout_ms, 1, 3_600_000)?;
         check(
             "server.max_connection_age_ms",
-            self.max_connection_age_ms,
+            s.max_connection_age_ms,
             0,
             604_800_000,
         )?;
         check(
             "server.max_streams_per_connection",
-            self.max_streams_per_connection,
+            s.max_streams_per_connection,
             1,
             1_000,
         )?;
         check(
             "server.max_unsent_bytes",
-            self.max_unsent_bytes,
-            Self::MIN_UNSENT_BYTES,
+            s.max_unsent_bytes,
+            RestKeys::MIN_UNSENT_BYTES,
             1 << 40,
         )
     }

@@ -15,7 +15,7 @@ pub enum ErrorKind {
     Unauthorized,
     /// 404: unknown path, unknown segment tag, or segment mode off.
     NotFound,
-    /// 405: a method other than GET on a known path.
+    /// 405: a method the path does not serve.
     MethodNotAllowed,
     /// 414: the request target is longer than `rest.max_uri_bytes`.
     UriTooLong,
@@ -56,6 +56,8 @@ pub struct ApiError {
     pub retry_after_s: Option<u64>,
     /// The `Location` of a 307.
     pub location: Option<String>,
+    /// The `Allow` of a 405: the methods the path serves.
+    pub allow: Option<&'static str>,
 }
 
 impl ApiError {
@@ -65,6 +67,7 @@ impl ApiError {
             message: message.into(),
             retry_after_s: None,
             location: None,
+            allow: None,
         }
     }
 
@@ -108,22 +111,17 @@ impl ApiError {
         Self::new(ErrorKind::NotFound, message)
     }
 
-    /// 405 for `method` on `path`.
-    pub fn method_not_allowed(method: &str, path: &str) -> Self {
-        Self::new(
-            ErrorKind::MethodNotAllowed,
-            format!("method {method} is not allowed on {path}: use GET"),
-        )
+    /// 405 saying `why` (the gate's sentence), with `Allow: allow`.
+    pub fn method_not_allowed(why: Option<String>, allow: &'static str) -> Self {
+        ApiError {
+            allow: Some(allow),
+            ..Self::new(ErrorKind::MethodNotAllowed, why.unwrap_or_default())
+        }
     }
 
-    /// 414 for a target of `len` bytes over `max`.
-    pub fn uri_too_long(len: usize, max: usize) -> Self {
-        Self::new(
-            ErrorKind::UriTooLong,
-            format!(
-                "the request target is {len} bytes, over the limit of {max} (server.max_uri_bytes)"
-            ),
-        )
+    /// 414 saying `why` (the gate's sentence).
+    pub fn uri_too_long(why: Option<String>) -> Self {
+        Self::new(ErrorKind::UriTooLong, why.unwrap_or_default())
     }
 
     /// 500: something that should not happen; the message says what.

@@ -6,7 +6,8 @@
 //!   [`Issuer`](vesta_embed::Issuer) you started), then [`serve`](RestServer::serve) until a
 //!   shutdown future resolves ([`shutdown_signal`]: SIGINT or SIGTERM); [`ServeReport`],
 //!   [`ServeError`].
-//! - [`RestConfig`] and its `[server]` section [`RestSection`] (`conf/rest.toml`).
+//! - [`RestConfig`] and its `[server]` section [`RestSection`] (`conf/rest.toml`): the keys
+//!   both servers share, and the HTTP keys of its own, [`RestKeys`].
 //! - [`Endpoint`]: the paths served, for API documentation checks.
 //!
 //! Everything else (routing, query decoding, handlers, responses, metrics) is internal.
@@ -20,6 +21,7 @@ mod body;
 mod budget;
 mod config;
 mod connection;
+mod ctx;
 mod endpoints;
 mod error;
 mod metrics;
@@ -31,7 +33,7 @@ mod routes;
 mod server;
 
 pub use body::{SMALL_BODY_BYTES, STREAM_WINDOW_BYTES};
-pub use config::{RestConfig, RestSection};
+pub use config::{RestConfig, RestKeys, RestSection};
 pub use routes::Endpoint;
 pub use server::RestServer;
 pub use vesta_service::shutdown::signal as shutdown_signal;

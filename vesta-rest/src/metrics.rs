@@ -25,7 +25,6 @@ use vesta_service::Service;
 
 use crate::budget::UnsentBudget;
 use crate::connection::CloseReason;
-use crate::routes::Endpoint;
 
 /// The outcomes a request can have, by status code; the second label of the request counter.
 pub const STATUSES: [u16; 7] = [200, 400, 404, 405, 414, 500, 503];
@@ -44,17 +43,21 @@ type Labels1 = [(&'static str, &'static str); 1];
 pub struct Metrics {
     registry: Registry,
     request_family: Family<Labels2, Counter>,
+    /// The `endpoint` label of each endpoint index (the route table's order; unknown paths
+    /// last), handed in by the server so the metrics need not know the routes.
+    labels: &'static [&'static str],
     requests: Vec<[OnceLock<Counter>; STATUSES.len()]>,
     latency: Vec<Histogram>,
     closed: [Counter; CloseReason::ALL.len()],
 }
 
 impl Metrics {
-    /// Registers every metric: the service's, the requests', the budget's use, and what
-    /// `more` adds (the gRPC calls).
+    /// Registers every metric: the service's, the requests' of each endpoint (its `labels`,
+    /// by index, unknown paths last), the budget's use, and what `more` adds (the gRPC calls).
     pub fn new<C: Clock + 'static>(
         service: &Service<C>,
         budget: &UnsentBudget,
+        labels: &'static [&'static str],
         more: impl FnOnce(&mut Registry),
     ) -> Self {
         let mut registry = Registry::with_prefix("vesta");
@@ -63,12 +66,15 @@ impl Metrics {
         let request_family = Family::<Labels2, Counter>::default();
         let latency_family =
             Family::<Labels1, Histogram>::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS));
-        let mut requests = Vec::with_capacity(Endpoint::ALL.len());
-        let mut latency = Vec::with_capacity(Endpoint::ALL.len());
-        for endpoint in Endpoint::ALL {
+        let mut requests = Vec::with_capacity(labels.len());
+        let mut latency = Vec::with_capacity(labels.len());
+        for label in labels {
             requests.push(std::array::from_fn(|_| OnceLock::new()));
-            let labels = [("endpoint", endpoint.label())];
-            latency.push(latency_family.get_or_create(&labels).clone());
+            latency.push(
+                latency_family
+                    .get_or_create(&[("endpoint", *label)])
+                    .clone(),
+            );
         }
         registry.register(
             "http_requests",
@@ -96,14 +102,15 @@ impl Metrics {
         registry.register_collector(Box::new(BudgetCollector(budget.clone())));
         let metrics = Metrics {
             registry,
+            labels,
             request_family,
             requests,
             latency,
             closed,
         };
         // Export the usual outcomes from the start, so rates work before the first request.
-        for endpoint in Endpoint::ALL {
-            let status = if endpoint == Endpoint::OTHER {
+        for endpoint in 0..labels.len() {
+            let status = if endpoint + 1 == labels.len() {
                 404
             } else {
                 200
@@ -114,25 +121,25 @@ impl Metrics {
     }
 
     /// The counter of (`endpoint`, `status`), registered on first use.
-    fn request_counter(&self, endpoint: Endpoint, status: u16) -> Option<&Counter> {
+    fn request_counter(&self, endpoint: usize, status: u16) -> Option<&Counter> {
         let s = status_index(status)?;
-        let cell = self.requests.get(endpoint.index())?.get(s)?;
+        let cell = self.requests.get(endpoint)?.get(s)?;
         Some(cell.get_or_init(|| {
             let labels = [
-                ("endpoint", endpoint.label()),
+                ("endpoint", self.labels[endpoint]),
                 ("status", status_label(status)),
             ];
             self.request_family.get_or_create(&labels).clone()
         }))
     }
 
-    /// Records one finished request.
+    /// Records one finished request of the endpoint of index `endpoint`.
     #[inline]
-    pub fn observe(&self, endpoint: Endpoint, status: u16, elapsed: Duration) {
+    pub fn observe(&self, endpoint: usize, status: u16, elapsed: Duration) {
         if let Some(c) = self.request_counter(endpoint, status) {
             c.inc();
         }
-        if let Some(h) = self.latency.get(endpoint.index()) {
+        if let Some(h) = self.latency.get(endpoint) {
             h.observe(elapsed.as_secs_f64());
         }
     }

@@ -20,7 +20,6 @@ pub const JSON_UTF8: HeaderValue = HeaderValue::from_static("application/json;ch
 pub const OPENMETRICS: HeaderValue =
     HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8");
 const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
-const GET: HeaderValue = HeaderValue::from_static("GET");
 
 /// A 200 response with `body` of type `content_type`.
 pub fn ok(content_type: HeaderValue, body: impl Into<Bytes>) -> Response<Body> {
@@ -64,14 +63,14 @@ pub fn json(body: impl Into<Bytes>) -> Response<Body> {
     ok(APPLICATION_JSON, body)
 }
 
-/// The error's status with `{"error": "..."}`, `Allow: GET` on 405 and `Retry-After` when set.
+/// The error's status with `{"error": "..."}`, `Allow` on 405 and `Retry-After` when set.
 pub fn error(e: &ApiError) -> Response<Body> {
     let body = serde_json::json!({ "error": e.message }).to_string();
     let mut r = ok(APPLICATION_JSON, body);
     *r.status_mut() = e.status();
     let h = r.headers_mut();
-    if e.kind == ErrorKind::MethodNotAllowed {
-        h.insert(ALLOW, GET);
+    if let Some(allow) = e.allow {
+        h.insert(ALLOW, HeaderValue::from_static(allow));
     }
     if e.kind == ErrorKind::Unauthorized {
         h.insert(

@@ -31,12 +31,17 @@ pub struct Rest<C: Clock + 'static = SystemClock> {
 }
 
 impl<C: Clock + 'static> Rest<C> {
-    /// The REST side of `service` under `section`.
-    pub fn new(service: Arc<Service<C>>, section: &RestSection) -> Self {
+    /// The REST side of `service` under `section`, its request metrics labelled by endpoint
+    /// with `labels` (the route table's, by index).
+    pub fn new(
+        service: Arc<Service<C>>,
+        section: &RestSection,
+        labels: &'static [&'static str],
+    ) -> Self {
         let budget = UnsentBudget::new(section.max_unsent_bytes);
         #[cfg(feature = "grpc")]
         let grpc = vesta_grpc::Grpc::new(Arc::clone(&service));
-        let metrics = Arc::new(Metrics::new(&service, &budget, |_registry| {
+        let metrics = Arc::new(Metrics::new(&service, &budget, labels, |_registry| {
             #[cfg(feature = "grpc")]
             grpc.register_metrics(_registry);
         }));

@@ -1,172 +1,71 @@
-//! Every route, declared once (axum's style): its path or prefix, its metrics label, its
-//! group, and its handler. The group says which layers a request passes before its handler
-//! (the methods served, the bearer token, a switch), so the checks are written once per
-//! layer, not once per endpoint:
+//! Every route of the REST port, declared once as rows of the gate's table
+//! ([`vesta_service::gate`]): its path or prefix, the methods it serves, what it needs (the
+//! bearer token, a switch), its metrics label, and its handler. The gate applies the checks
+//! in one order for every row (see its module); this table only says which apply:
 //!
-//! | group | routes | layers, in order |
+//! | routes | methods | needs |
 //! | --- | --- | --- |
-//! | `Api` | `/genid`, `/genids`, `/expid`, `/transtime`, the segment and seq paths | GET only, token |
-//! | `Make` | `/makeid` | GET only, token, 404 while `[server] make = false` |
-//! | `Probe` | `/healthz`, `/metrics` | GET only (scrapers and health checks carry no token) |
-//! | `Console` | `/ui` and below | 404 while the console is off, GET only, token |
-//! | `Leaf` | Leaf's controller paths | token (any method; the query string is theirs) |
+//! | `/genid`, `/genids`, `/expid`, `/transtime`, the segment and seq paths | GET | token |
+//! | `/makeid` | GET | token, `[server] make` (else 404) |
+//! | `/healthz`, `/metrics` | GET | nothing (scrapers and health checks carry no token) |
+//! | `/ui` and below | GET | `[server] console` (else 404), token |
+//! | Leaf's controller paths | Spring's eight | token (the query string is theirs) |
 //!
 //! Lookup scans the table once: the exact paths first (`/genid` leads), then the prefixes, so
-//! it costs what the `match` on the path it replaces did. Adding an endpoint: one row here and
-//! its handler in `endpoints/`, and its path in docs/openapi.yaml (checked by
-//! `tests/it/openapi.rs`).
+//! it costs what a `match` on the path would. Adding an endpoint: one row here and its handler
+//! in `endpoints/`, and its path in docs/openapi.yaml (checked by `tests/it/openapi.rs`).
 
 use std::marker::PhantomData;
 
 use vesta_core::Clock;
 use vesta_embed::SystemClock;
+use vesta_service::gate::{Methods, Needs, RoutePath};
 
+use crate::ctx::Handler;
 use crate::endpoints::{
     console, expid, healthz, issue, leaf, makeid, metrics, segment, seq, transtime,
 };
-use crate::router::{Ctx, Reply};
 
-/// A route's handler: the request past its group's layers, answered now or later.
-pub(crate) type Handler<C> = for<'a> fn(Ctx<'a, C>) -> Reply;
-
-/// Where a route answers.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum RoutePath {
-    /// This path exactly (no trailing slash).
-    Exact(&'static str),
-    /// Paths starting with `prefix` and ending with `suffix`; what lies between is the route's
-    /// path parameter (`{tag}`, `{key}`), which must not be empty when `nonempty` (Leaf's
-    /// paths: an empty key matches no mapping).
-    Prefix {
-        /// What the path starts with.
-        prefix: &'static str,
-        /// What the path ends with, after the parameter (`/current`; mostly empty).
-        suffix: &'static str,
-        /// The path as documented, with its parameter.
-        template: &'static str,
-        /// The parameter may not be empty.
-        nonempty: bool,
-    },
-    /// `root` and every path below `root/` (the console's pages).
-    Tree(&'static str),
-}
-
-impl RoutePath {
-    #[inline]
-    fn matches(self, path: &str) -> bool {
-        match self {
-            RoutePath::Exact(p) => path == p,
-            RoutePath::Prefix {
-                prefix,
-                suffix,
-                nonempty,
-                ..
-            } => {
-                path.len() >= prefix.len() + suffix.len()
-                    && path.starts_with(prefix)
-                    && path.ends_with(suffix)
-                    && (!nonempty || path.len() > prefix.len() + suffix.len())
-            }
-            RoutePath::Tree(root) => {
-                path.starts_with(root)
-                    && (path.len() == root.len() || path.as_bytes()[root.len()] == b'/')
-            }
-        }
-    }
-
-    /// The path as its errors name it: the path, the template, or the tree's root.
-    pub(crate) const fn shown(self) -> &'static str {
-        match self {
-            RoutePath::Exact(p) | RoutePath::Tree(p) => p,
-            RoutePath::Prefix { template, .. } => template,
-        }
-    }
-}
-
-/// A set of routes that pass the same layers before their handlers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Group {
-    /// Vesta's own API.
-    Api,
-    /// `/makeid`: switched off with `[server] make = false`.
-    Make,
-    /// Health checks and scrapes: no token.
-    Probe,
-    /// The web console's pages: mounted only while `[server] console` is on.
-    Console,
-    /// Leaf's controller paths, answered as Leaf's `@RequestMapping` does: any method, and
-    /// the query string theirs to read or ignore.
-    Leaf,
-}
-
-/// One check a request passes on its way to its handler.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Layer {
-    /// The console is on, else a 404 as for an unknown path.
-    ConsoleOn,
-    /// `GET`, else a 405 with `Allow: GET`.
-    GetOnly,
-    /// The bearer token, when `[server] auth_token_file` is set, else a 401.
-    Token,
-    /// Making IDs is allowed, else the service's refusal (a 404).
-    MakeOn,
-}
-
-impl Group {
-    /// The layers of the group's routes, outermost first.
-    pub(crate) const fn layers(self) -> &'static [Layer] {
-        match self {
-            Group::Api => &[Layer::GetOnly, Layer::Token],
-            Group::Make => &[Layer::GetOnly, Layer::Token, Layer::MakeOn],
-            Group::Probe => &[Layer::GetOnly],
-            Group::Console => &[Layer::ConsoleOn, Layer::GetOnly, Layer::Token],
-            Group::Leaf => &[Layer::Token],
-        }
-    }
-}
-
-/// One route.
-pub(crate) struct Route<C: Clock + 'static> {
-    /// Where it answers.
-    pub path: RoutePath,
-    /// Its `endpoint` label in the metrics.
-    pub label: &'static str,
-    /// The layers before its handler.
-    pub group: Group,
-    /// Its handler.
-    pub handler: Handler<C>,
-}
+/// One route of the REST port.
+pub(crate) type Route<C> = vesta_service::gate::Route<Handler<C>>;
 
 /// The route table of a server whose issuer reads the clock `C`.
 pub(crate) struct Routes<C>(PhantomData<C>);
+
+const GET: Methods = Methods::Get;
+const LEAF: Methods = Methods::Leaf;
+const OPEN: Needs = Needs::OPEN;
+const TOKEN: Needs = Needs::TOKEN;
+const MAKE: Needs = Needs::MAKE;
+const CONSOLE: Needs = Needs::CONSOLE;
 
 impl<C: Clock + 'static> Routes<C> {
     /// Every route: the exact paths first, `/genid` leading, then the prefixes.
     #[rustfmt::skip]
     pub(crate) const ALL: &'static [Route<C>] = &[
-        //    path                                   label             group           handler
-        route(exact("/genid"),                       "genid",          Group::Api,     issue::genid),
-        route(exact("/genids"),                      "genids",         Group::Api,     issue::genids),
-        route(exact("/expid"),                       "expid",          Group::Api,     expid::expid),
-        route(exact("/makeid"),                      "makeid",         Group::Make,    makeid::makeid),
-        route(exact("/transtime"),                   "transtime",      Group::Api,     transtime::transtime),
-        route(exact("/healthz"),                     "healthz",        Group::Probe,   healthz::healthz),
-        route(exact("/metrics"),                     "metrics",        Group::Probe,   metrics::metrics),
-        route(exact("/decodeSnowflakeId"),           "leaf_decode",    Group::Leaf,    leaf::decode),
-        route(param("/segment/{tag}"),               "segment",        Group::Api,     segment::one),
-        route(param("/segments/{tag}"),              "segments",       Group::Api,     segment::many),
-        route(param("/seq/{key}/current"),           "seq_current",    Group::Api,     seq::current),
-        route(param("/seq/{key}"),                   "seq",            Group::Api,     seq::next),
-        route(leaf_param("/api/segment/get/{tag}"),  "leaf_segment",   Group::Leaf,    leaf::segment),
-        route(leaf_param("/api/snowflake/get/{key}"), "leaf_snowflake", Group::Leaf,   leaf::snowflake),
-        route(RoutePath::Tree("/ui"),                "console",        Group::Console, console::page),
+        //    path                                    methods needs    label             handler
+        route(exact("/genid"),                        GET,  TOKEN,   "genid",          issue::genid),
+        route(exact("/genids"),                       GET,  TOKEN,   "genids",         issue::genids),
+        route(exact("/expid"),                        GET,  TOKEN,   "expid",          expid::expid),
+        route(exact("/makeid"),                       GET,  MAKE,    "makeid",         makeid::makeid),
+        route(exact("/transtime"),                    GET,  TOKEN,   "transtime",      transtime::transtime),
+        route(exact("/healthz"),                      GET,  OPEN,    "healthz",        healthz::healthz),
+        route(exact("/metrics"),                      GET,  OPEN,    "metrics",        metrics::metrics),
+        route(exact("/decodeSnowflakeId"),            LEAF, TOKEN,   "leaf_decode",    leaf::decode),
+        route(param("/segment/{tag}"),                GET,  TOKEN,   "segment",        segment::one),
+        route(param("/segments/{tag}"),               GET,  TOKEN,   "segments",       segment::many),
+        route(param("/seq/{key}/current"),            GET,  TOKEN,   "seq_current",    seq::current),
+        route(param("/seq/{key}"),                    GET,  TOKEN,   "seq",            seq::next),
+        route(leaf_param("/api/segment/get/{tag}"),   LEAF, TOKEN,   "leaf_segment",   leaf::segment),
+        route(leaf_param("/api/snowflake/get/{key}"), LEAF, TOKEN,   "leaf_snowflake", leaf::snowflake),
+        route(RoutePath::Tree("/ui"),                 GET,  CONSOLE, "console",        console::page),
     ];
 
     /// The route serving `path`, with its endpoint, if any.
     #[inline]
     pub(crate) fn find(path: &str) -> Option<(Endpoint, &'static Route<C>)> {
-        let i = Self::ALL.iter().position(|r| r.path.matches(path))?;
-        Some((Endpoint(i as u8), &Self::ALL[i]))
+        let (i, route) = vesta_service::gate::find(Self::ALL, path)?;
+        Some((Endpoint(i as u8), route))
     }
 }
 
@@ -177,56 +76,22 @@ const fn exact(path: &'static str) -> RoutePath {
 /// A path ending in a parameter (`/segment/{tag}`): served for every path with its prefix.
 /// Vesta's take an empty parameter too (refused by the handler, naming it).
 const fn param(template: &'static str) -> RoutePath {
-    RoutePath::Prefix {
-        prefix: before_param(template),
-        suffix: after_param(template),
-        template,
-        nonempty: false,
-    }
+    RoutePath::param(template)
 }
 
 /// Leaf's paths need a non-empty parameter, as in Leaf: an empty key matches no mapping.
 const fn leaf_param(template: &'static str) -> RoutePath {
-    RoutePath::Prefix {
-        prefix: before_param(template),
-        suffix: after_param(template),
-        template,
-        nonempty: true,
-    }
-}
-
-/// `template` after its `}` (a template without one does not compile).
-const fn after_param(template: &'static str) -> &'static str {
-    let bytes = template.as_bytes();
-    let mut i = 0;
-    while bytes[i] != b'}' {
-        i += 1;
-    }
-    template.split_at(i + 1).1
-}
-
-/// `template` up to its `{` (a template without one does not compile).
-const fn before_param(template: &'static str) -> &'static str {
-    let bytes = template.as_bytes();
-    let mut i = 0;
-    while bytes[i] != b'{' {
-        i += 1;
-    }
-    template.split_at(i).0
+    RoutePath::nonempty_param(template)
 }
 
 const fn route<C: Clock + 'static>(
     path: RoutePath,
+    methods: Methods,
+    needs: Needs,
     label: &'static str,
-    group: Group,
     handler: Handler<C>,
 ) -> Route<C> {
-    Route {
-        path,
-        label,
-        group,
-        handler,
-    }
+    Route::new(path, methods, needs, label, handler)
 }
 
 /// The routes' paths, labels and groups are the same whatever the issuer's clock: the system
@@ -235,6 +100,18 @@ type Table = Routes<SystemClock>;
 
 /// How many endpoints there are: the routes, and one for unknown paths.
 const COUNT: usize = Table::ALL.len() + 1;
+
+/// Each endpoint's metrics label, by index (unknown paths last): what the metrics are built
+/// with, so they need not know the routes.
+pub(crate) const LABELS: [&str; COUNT] = {
+    let mut labels = [""; COUNT];
+    let mut i = 0;
+    while i < COUNT {
+        labels[i] = Endpoint::ALL[i].label();
+        i += 1;
+    }
+    labels
+};
 
 /// A served endpoint, or [`Endpoint::OTHER`] for an unknown path: the `endpoint` label of the
 /// metrics.
@@ -288,12 +165,13 @@ impl Endpoint {
         }
     }
 
-    /// True for Leaf's controller paths, which answer any method.
+    /// True for Leaf's controller paths, which answer every method Spring's
+    /// `@RequestMapping` does.
     pub const fn any_method(self) -> bool {
         matches!(
             Self::route(self),
             Some(Route {
-                group: Group::Leaf,
+                methods: Methods::Leaf,
                 ..
             })
         )
@@ -375,10 +253,8 @@ mod tests {
         ] {
             let (e, route) = Table::find(path).unwrap();
             assert_eq!(e.label(), label, "{path}");
-            let RoutePath::Prefix { prefix, suffix, .. } = route.path else {
-                panic!("{path}: not a prefix route");
-            };
-            assert_eq!(&path[prefix.len()..path.len() - suffix.len()], tag);
+            assert!(matches!(route.path, RoutePath::Prefix { .. }), "{path}");
+            assert_eq!(route.path.param_of(path), tag);
         }
         for other in [
             "/segment",

@@ -82,7 +82,11 @@ impl<C: Clock + 'static> RestServer<C> {
     }
 
     fn from_started(started: Started<C, RestSection>) -> Self {
-        let rest = Arc::new(Rest::new(Arc::clone(&started.service), &started.section));
+        let rest = Arc::new(Rest::new(
+            Arc::clone(&started.service),
+            &started.section,
+            &crate::routes::LABELS,
+        ));
         RestServer { started, rest }
     }
 

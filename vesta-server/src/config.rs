@@ -3,14 +3,13 @@
 //! with the protocol's keys of its own. Unknown keys are errors naming the key; every value, and
 //! that a full batch answer fits a frame, is checked before anything binds or leases.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 use serde::Deserialize;
 use vesta_core::{GenMethod, Layout};
-use vesta_service::auth::BearerToken;
-use vesta_service::config::{DEFAULT_MAX_WAIT_MS, check};
-use vesta_service::{ConfigError, ServerSection, ServiceConfig};
+use vesta_service::config::check;
+use vesta_service::{ConfigError, OwnKeys, Server, ServiceConfig};
 
 use crate::frame::{self, HEADER_BYTES};
 use crate::proto::{self, DEFAULT_MAX_BATCH};
@@ -19,20 +18,14 @@ use crate::proto::{self, DEFAULT_MAX_BATCH};
 /// epoch, static machine ID 924 (the first of the server pool), listening on 127.0.0.1:7654.
 pub type TcpConfig = ServiceConfig<TcpSection>;
 
-/// `[server]` of the TCP server: where to listen and how much any one client may take.
+/// `[server]` of the TCP server: the keys both servers share ([`Server`]) and the protocol's
+/// keys of its own ([`TcpKeys`]).
+pub type TcpSection = Server<TcpKeys>;
+
+/// The TCP server's own `[server]` keys: the protocol's limits and its side listener.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct TcpSection {
-    /// The address to listen on.
-    pub listen: SocketAddr,
-    /// Connections served at once; more are refused with `TOO_MANY_CONNECTIONS`.
-    pub max_connections: u64,
-    /// Largest `NEXT_IDS` count.
-    pub max_batch: u64,
-    /// Longest an ID request waits for sequence space before `SATURATED`.
-    pub max_wait_ms: u64,
-    /// How long a shutdown waits for connections to finish their in-flight work.
-    pub shutdown_grace_ms: u64,
+pub struct TcpKeys {
     /// Largest frame length accepted or sent.
     pub max_frame_bytes: u32,
     /// A connection with no complete frame (or a blocked write) for this long is closed.
@@ -40,106 +33,69 @@ pub struct TcpSection {
     /// ID requests one connection may have waiting; beyond it the server stops reading from
     /// it until answers go out (back-pressure that bounds the memory a client can pin).
     pub max_pending_per_connection: u64,
-    /// Where to serve `GET /metrics` (Prometheus) and `GET /healthz` over HTTP; none when unset.
+    /// Where to serve `GET /metrics` (Prometheus), `GET /healthz` and the console over HTTP;
+    /// none when unset.
     pub metrics_listen: Option<SocketAddr>,
-    /// `MAKE` answers; `false` refuses it (`INVALID_ARGUMENT`), and the console's make page
-    /// with it (404), so no client manufactures IDs.
-    pub make: bool,
-    /// The web console under `/ui` of the metrics listener (read-only pages: explain and
-    /// make, status, segments, seq); off by default. Needs `metrics_listen`.
-    pub console: bool,
-    /// A file holding the bearer token the console asks for (`Authorization: Bearer TOKEN`),
-    /// as the REST server's key of the same name; unset: no token. `/metrics` and `/healthz`
-    /// stay open (scrapers and health checks carry none), and the binary protocol has no
-    /// token: it relies on the network and TLS.
-    pub auth_token_file: Option<std::path::PathBuf>,
-    /// PEM certificate chain (leaf first): with `tls_key`, the server speaks TLS only. Read
-    /// again on SIGHUP.
-    pub tls_cert: Option<std::path::PathBuf>,
-    /// PEM private key of `tls_cert` (PKCS#8, PKCS#1 or SEC1). Read again on SIGHUP.
-    pub tls_key: Option<std::path::PathBuf>,
 }
 
-impl Default for TcpSection {
+impl Default for TcpKeys {
     fn default() -> Self {
-        TcpSection {
-            listen: SocketAddr::from(([127, 0, 0, 1], 7654)),
-            max_connections: 1024,
-            max_batch: u64::from(DEFAULT_MAX_BATCH),
-            max_wait_ms: DEFAULT_MAX_WAIT_MS,
-            shutdown_grace_ms: 5_000,
+        TcpKeys {
             max_frame_bytes: frame::DEFAULT_MAX_FRAME_BYTES,
             idle_timeout_ms: 60_000,
             max_pending_per_connection: 1024,
             metrics_listen: None,
-            make: true,
-            console: false,
-            auth_token_file: None,
-            tls_cert: None,
-            tls_key: None,
         }
     }
 }
 
-impl TcpSection {
-    /// The console's bearer token from `auth_token_file`, if set; an unreadable or empty file
-    /// is a startup error naming the key and the file, as on the REST server.
-    pub fn auth_token(&self) -> Result<Option<BearerToken>, ConfigError> {
-        BearerToken::from_file(self.auth_token_file.as_deref())
-    }
-
+impl TcpKeys {
     /// The idle timeout as a duration.
     pub(crate) fn idle_timeout(&self) -> Duration {
         Duration::from_millis(self.idle_timeout_ms)
     }
-
-    /// `max_batch` as the protocol's u32 (validation keeps it within a second of IDs).
-    pub(crate) fn max_batch_u32(&self) -> u32 {
-        u32::try_from(self.max_batch).unwrap_or(u32::MAX)
-    }
 }
 
-impl ServerSection for TcpSection {
-    const GEN_METHOD: GenMethod = GenMethod::Server;
-    const RENAMED_KEYS: &'static [(&'static str, &'static str)] = &[];
+/// `max_batch` as the protocol's u32 (validation keeps it within a second of IDs).
+pub(crate) fn max_batch_u32(section: &TcpSection) -> u32 {
+    u32::try_from(section.max_batch).unwrap_or(u32::MAX)
+}
 
-    vesta_service::common_limits!();
+impl OwnKeys for TcpKeys {
+    const GEN_METHOD: GenMethod = GenMethod::Server;
+    const LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7654));
+    const MAX_BATCH: u64 = DEFAULT_MAX_BATCH as u64;
 
     /// The frame limits, the idle timeout, and that a full batch answer fits a frame.
-    fn validate_own(&self, layout: &Layout) -> Result<(), ConfigError> {
+    fn validate(s: &TcpSection, layout: &Layout) -> Result<(), ConfigError> {
         check(
             "server.max_frame_bytes",
-            self.max_frame_bytes.into(),
+            s.max_frame_bytes.into(),
             frame::MIN_MAX_FRAME_BYTES.into(),
             frame::MAX_MAX_FRAME_BYTES.into(),
         )?;
-        check(
-            "server.idle_timeout_ms",
-            self.idle_timeout_ms,
-            10,
-            86_400_000,
-        )?;
+        check("server.idle_timeout_ms", s.idle_timeout_ms, 10, 86_400_000)?;
         check(
             "server.max_pending_per_connection",
-            self.max_pending_per_connection,
+            s.max_pending_per_connection,
             1,
             65_536,
         )?;
-        if self.console && self.metrics_listen.is_none() {
+        if s.console && s.metrics_listen.is_none() {
             return Err(ConfigError::Inconsistent(
                 "server.console = true needs server.metrics_listen: the TCP server serves its \
                  console on the metrics listener (set metrics_listen = \"127.0.0.1:9100\", say)"
                     .into(),
             ));
         }
-        let needed = max_ids_frame_len(self.max_batch, layout.capacity_per_unit());
-        if needed > u64::from(self.max_frame_bytes) {
+        let needed = max_ids_frame_len(s.max_batch, layout.capacity_per_unit());
+        if needed > u64::from(s.max_frame_bytes) {
             return Err(ConfigError::Inconsistent(format!(
                 "server.max_batch {} needs frames of up to {needed} bytes for {} IDs, above \
                  server.max_frame_bytes {}",
-                self.max_batch,
+                s.max_batch,
                 layout.full_name(),
-                self.max_frame_bytes
+                s.max_frame_bytes
             )));
         }
         Ok(())
@@ -219,14 +175,17 @@ mod tests {
         .unwrap();
         let path = c.server.auth_token_file.as_deref().unwrap();
         assert_eq!(path, std::path::Path::new("/nonexistent/token"));
-        let err = c.server.auth_token().unwrap_err().to_string();
+        let token = |c: &TcpConfig| {
+            vesta_service::auth::BearerToken::from_file(c.server.auth_token_file.as_deref())
+        };
+        let err = token(&c).unwrap_err().to_string();
         assert!(
             err.starts_with(
                 "invalid config: server.auth_token_file /nonexistent/token: cannot read it"
             ),
             "{err}"
         );
-        assert!(TcpConfig::default().server.auth_token().unwrap().is_none());
+        assert!(token(&TcpConfig::default()).unwrap().is_none());
     }
 
     #[test]

@@ -30,7 +30,7 @@ mod server;
 
 pub use client::{Client, ClientConfig, ClientStats, ClientTls};
 #[cfg(feature = "server")]
-pub use config::{TcpConfig, TcpSection};
+pub use config::{TcpConfig, TcpKeys, TcpSection};
 pub use error::ClientError;
 pub use proto::{ErrorCode, ServerInfo};
 #[cfg(feature = "server")]

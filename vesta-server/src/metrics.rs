@@ -11,9 +11,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use vesta_core::Clock;
 use vesta_service::Service;
-use vesta_service::auth::BearerToken;
 use vesta_service::console::{Console, Pages, Refusals};
 use vesta_service::metrics_http::Exposition;
+use vesta_service::ops::Limits;
 
 use crate::proto::{ErrorCode, op};
 
@@ -151,6 +151,8 @@ pub(crate) struct TcpExposition<C: Clock + 'static> {
     pub service: Arc<Service<C>>,
     /// The web console, when `[server] console` is on.
     pub console: Option<Console<C>>,
+    /// Longest request target accepted (`server.max_uri_bytes`).
+    pub max_uri_bytes: usize,
 }
 
 impl<C: Clock + 'static> Exposition for TcpExposition<C> {
@@ -166,8 +168,12 @@ impl<C: Clock + 'static> Exposition for TcpExposition<C> {
         self.console.as_ref().map(|c| c as &dyn Pages)
     }
 
-    fn console_token(&self) -> Option<&BearerToken> {
-        self.service.limits().auth_token.as_ref()
+    fn limits(&self) -> &Limits {
+        self.service.limits()
+    }
+
+    fn max_target_bytes(&self) -> usize {
+        self.max_uri_bytes
     }
 }
 

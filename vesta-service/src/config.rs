@@ -27,7 +27,9 @@ use vesta_seq::SeqSection;
 use crate::error::ConfigError;
 use crate::tls::{ServerTls, TlsFiles};
 
-/// The `[server]` section of one server: the shared limits plus its own keys.
+/// What the config and the start read of a `[server]` section: implemented once, by
+/// [`Server`](crate::server_section::Server) (the shared keys, and the server's own as its
+/// `K`).
 pub trait ServerSection:
     Clone + Default + PartialEq + Eq + fmt::Debug + DeserializeOwned + Send + Sync + 'static
 {
@@ -69,66 +71,6 @@ pub trait ServerSection:
 
     /// `auth_token_file`, as set.
     fn auth_token_file(&self) -> Option<&Path>;
-}
-
-/// Writes the shared half of a [`ServerSection`] impl (`common`, `set_listen`, the TLS files,
-/// the console, make and the token file) for a section whose fields are named like
-/// [`CommonLimits`]'s plus `tls_cert`, `tls_key`, `console`, `make` and `auth_token_file`, so
-/// the mapping exists once.
-#[macro_export]
-macro_rules! common_limits {
-    () => {
-        fn common(&self) -> $crate::CommonLimits {
-            $crate::CommonLimits {
-                listen: self.listen,
-                max_connections: self.max_connections,
-                max_batch: self.max_batch,
-                max_wait_ms: self.max_wait_ms,
-                shutdown_grace_ms: self.shutdown_grace_ms,
-            }
-        }
-
-        fn set_listen(&mut self, addr: ::std::net::SocketAddr) {
-            self.listen = addr;
-        }
-
-        fn set_console(&mut self) {
-            self.console = true;
-        }
-
-        fn make(&self) -> bool {
-            self.make
-        }
-
-        fn console(&self) -> bool {
-            self.console
-        }
-
-        fn auth_token_file(&self) -> Option<&::std::path::Path> {
-            self.auth_token_file.as_deref()
-        }
-
-        fn cap_max_batch(&mut self, cap: u64) {
-            self.max_batch = self.max_batch.min(cap);
-        }
-
-        fn tls_paths(&self) -> (Option<&::std::path::Path>, Option<&::std::path::Path>) {
-            (self.tls_cert.as_deref(), self.tls_key.as_deref())
-        }
-
-        fn set_tls(
-            &mut self,
-            cert: Option<::std::path::PathBuf>,
-            key: Option<::std::path::PathBuf>,
-        ) {
-            if cert.is_some() {
-                self.tls_cert = cert;
-            }
-            if key.is_some() {
-                self.tls_key = key;
-            }
-        }
-    };
 }
 
 /// The `[server]` keys both servers have, with the same meaning and unit.

@@ -17,6 +17,8 @@
 //! - [`shutdown`]: the SIGINT/SIGTERM future and the trigger that tells connections to drain;
 //! - [`segments`]: segment mode (`[segment] db`): the Leaf-compatible number store both
 //!   servers serve, its start policy and the give-back at shutdown ([`Segments`]);
+//! - [`gate`]: the checks every HTTP request meets on every listener (target length, route,
+//!   console, method, token, make), declared as route rows once and refused as data;
 //! - [`auth`]: the bearer token of `[server] auth_token_file`, matched alike by both servers
 //!   ([`auth::BearerToken`]);
 //! - [`metrics`]: the issuer's and the segments' Prometheus metrics and the open-connections
@@ -34,6 +36,8 @@ pub mod console;
 #[cfg(feature = "server")]
 mod error;
 #[cfg(feature = "server")]
+pub mod gate;
+#[cfg(feature = "server")]
 pub mod health;
 #[cfg(feature = "server")]
 pub mod lifecycle;
@@ -50,6 +54,8 @@ pub mod query;
 #[cfg(feature = "server")]
 pub mod segments;
 #[cfg(feature = "server")]
+pub mod server_section;
+#[cfg(feature = "server")]
 pub mod shutdown;
 pub mod tls;
 
@@ -63,3 +69,5 @@ pub use lifecycle::{Prepared, ServeReport, Started};
 pub use ops::{Answer, ErrorKind, IdsLater, Later, OpError, SeqOwner, Service, Turn};
 #[cfg(feature = "server")]
 pub use segments::Segments;
+#[cfg(feature = "server")]
+pub use server_section::{OwnKeys, Server};

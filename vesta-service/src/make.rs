@@ -5,6 +5,8 @@
 //! fields) takes the server's own value unless given. Every value is range-checked and an
 //! error names the field; a parameter the layout has no field for is refused naming it.
 
+use std::collections::HashMap;
+
 use vesta_core::{FieldKind, FieldValues, GenMethod, IdType, Layout};
 
 use crate::query::{BadRequest, Query, parse_u64};
@@ -67,6 +69,25 @@ pub fn values_from_query(
         |name| q.get(name).map(|text| value_of(name, text)).transpose(),
         own,
     )
+}
+
+/// The field values of a make request given as a map of names to values (gRPC's `Make`) in
+/// `layout`, fields not given taken from `own`: a name the layout has not is refused naming
+/// it and listing the layout's.
+pub fn values_from_fields(
+    layout: &Layout,
+    fields: &HashMap<String, u64>,
+    own: &FieldValues,
+) -> Result<FieldValues, BadRequest> {
+    let allowed = params(layout);
+    if let Some(name) = fields.keys().find(|n| !allowed.contains(&n.as_str())) {
+        return Err(BadRequest::new(format!(
+            "unknown field {name:?}: the {} layout has {}",
+            layout.name(),
+            allowed.join(", ")
+        )));
+    }
+    values_from(layout, |name| Ok(fields.get(name).copied()), own)
 }
 
 /// The field values of a make request in `layout` whose values `given` answers by name (one

@@ -1,6 +1,6 @@
 //! `grpc.health.v1.Health`, the standard health service load balancers and `grpc_health_probe`
-//! call: SERVING only while the issuer issues (its lease held, not fenced, not shut down), read
-//! at each `Check`; `Watch` sends the status at once, then each change (read every 250 ms).
+//! call: SERVING exactly when `/healthz` answers 200 ([`Service::health`]: the issuer issues,
+//! its lease held, not fenced, not shut down), read at each `Check`; `Watch` sends the status at once, then each change (read every 250 ms).
 //! The server as a whole (`""`) and `vesta.v1.Vesta` are known; any other name is NOT_FOUND
 //! (`Check`) or SERVICE_UNKNOWN (`Watch`), as the protocol says.
 
@@ -18,9 +18,8 @@ use tonic_health::pb::{
 };
 use vesta_core::Clock;
 use vesta_service::Service;
+use vesta_service::health::Health as Healthz;
 
-/// The health service's full name.
-pub const NAME: &str = "grpc.health.v1.Health";
 /// How often `Watch` reads the issuer.
 const WATCH_EVERY: Duration = Duration::from_millis(250);
 
@@ -55,10 +54,9 @@ fn status_of<C: Clock + 'static>(service: &Service<C>, name: &str) -> Option<Ser
     if !name.is_empty() && name != crate::SERVICE_NAME {
         return None;
     }
-    Some(if service.status().can_issue() {
-        ServingStatus::Serving
-    } else {
-        ServingStatus::NotServing
+    Some(match service.health() {
+        Healthz::Issuing(_) => ServingStatus::Serving,
+        Healthz::NotIssuing(_) => ServingStatus::NotServing,
     })
 }
 

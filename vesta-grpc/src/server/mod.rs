@@ -1,7 +1,9 @@
 //! The gRPC side of a server: [`Grpc`] takes an HTTP/2 request whose `content-type` is
 //! `application/grpc` (the REST server routes it here, [`is_grpc`]) and answers it from the
-//! vesta.v1 service ([`ops`]), the health service ([`health`]) or reflection. The bearer
-//! token (`[server] auth_token_file`) guards vesta.v1 as it guards the REST API; health and
+//! vesta.v1 service ([`ops`]), the health service ([`health`]) or reflection. Each service is
+//! a row of the gate's table ([`vesta_service::gate`]), so a call meets the checks of every
+//! other HTTP request: `POST` only (else 405 with `Allow: POST`), and the bearer token
+//! (`[server] auth_token_file`) guarding vesta.v1 as it guards the REST API; health and
 //! reflection stay open, as `/healthz` does (load balancers and `grpcurl` need no secret).
 
 mod deadline;
@@ -22,6 +24,7 @@ use tonic::codegen::Service as _;
 use vesta_core::Clock;
 use vesta_embed::Flow;
 use vesta_service::Service;
+use vesta_service::gate::{self, Asked, Gate, Methods, Needs, Refusal, Route, RoutePath};
 
 use crate::pb::vesta_server::VestaServer;
 
@@ -30,9 +33,6 @@ use crate::pb::vesta_server::VestaServer;
 /// name. A longer one is refused (`OUT_OF_RANGE`, tonic's code) before it is buffered, so a
 /// client's open calls pin at most this much each.
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024;
-
-/// Why a request to vesta.v1 without the right `authorization` metadata is refused.
-const NEEDS_TOKEN: &str = vesta_service::auth::NEEDS_TOKEN;
 
 /// Whether `content_type` (a request's header) asks for gRPC: `application/grpc`, alone or
 /// with a `+proto`-style suffix or parameters.
@@ -45,9 +45,23 @@ pub fn is_grpc(content_type: &[u8]) -> bool {
 /// A service of opaque type (tonic-reflection's), behind one call.
 type Handler = Box<dyn Fn(Request<Body>) -> Answer + Send + Sync>;
 
-/// Server reflection's services.
-const REFLECTION_V1: &str = "grpc.reflection.v1.ServerReflection";
-const REFLECTION_V1ALPHA: &str = "grpc.reflection.v1alpha.ServerReflection";
+/// The services answered here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Served {
+    Vesta,
+    Health,
+    ReflectionV1,
+    ReflectionV1alpha,
+}
+
+/// The gRPC routes: one row per service (`/SERVICE/METHOD`).
+#[rustfmt::skip]
+static ROUTES: [Route<Served>; 4] = [
+    Route::new(RoutePath::nonempty_param("/vesta.v1.Vesta/{method}"), Methods::Post, Needs::TOKEN, "vesta", Served::Vesta),
+    Route::new(RoutePath::nonempty_param("/grpc.health.v1.Health/{method}"), Methods::Post, Needs::OPEN, "health", Served::Health),
+    Route::new(RoutePath::nonempty_param("/grpc.reflection.v1.ServerReflection/{method}"), Methods::Post, Needs::OPEN, "reflection", Served::ReflectionV1),
+    Route::new(RoutePath::nonempty_param("/grpc.reflection.v1alpha.ServerReflection/{method}"), Methods::Post, Needs::OPEN, "reflection", Served::ReflectionV1alpha),
+];
 
 /// A gRPC answer on its way: it never fails (a failure is a gRPC status inside it).
 pub type Answer = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
@@ -125,35 +139,59 @@ impl<C: Clock + 'static> Grpc<C> {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send,
     {
         let path = req.uri().path();
-        let service = path
-            .strip_prefix('/')
-            .and_then(|p| p.split_once('/'))
-            .map_or("", |(service, _)| service);
         let refused = |status: tonic::Status| -> Answer {
             Box::pin(std::future::ready(Ok(status.into_http())))
         };
-        if service == crate::SERVICE_NAME {
-            if let Some(token) = &self.service.limits().auth_token
-                && !token.admits(
-                    req.headers()
-                        .get(http::header::AUTHORIZATION)
-                        .map(|v| v.as_bytes()),
-                )
-            {
-                return refused(tonic::Status::unauthenticated(NEEDS_TOKEN));
+        let gate = Gate {
+            limits: self.service.limits(),
+            // The target is bounded by the HTTP/2 header limits; the message by MAX_REQUEST_BYTES.
+            max_target_bytes: usize::MAX,
+        };
+        let asked = Asked {
+            method: req.method(),
+            target_len: path.len(),
+            headers: req.headers(),
+        };
+        let route = match gate.admit(gate::find(&ROUTES, path).map(|(_, r)| r), asked) {
+            Ok(route) => route,
+            Err(Refusal::Method { allowed, .. }) => {
+                let mut r = Response::new(Body::empty());
+                *r.status_mut() = http::StatusCode::METHOD_NOT_ALLOWED;
+                r.headers_mut().insert(
+                    http::header::ALLOW,
+                    http::HeaderValue::from_static(allowed.allow()),
+                );
+                return Box::pin(std::future::ready(Ok(r)));
             }
-            let ops = ops::Ops::new(Arc::clone(&self.service), flow.clone());
-            let mut server = VestaServer::new(ops).max_decoding_message_size(MAX_REQUEST_BYTES);
-            return Box::pin(server.call(req));
-        }
-        match service {
-            health::NAME => Box::pin(self.health.server().call(req)),
-            REFLECTION_V1 => (self.reflection_v1)(req.map(Body::new)),
-            REFLECTION_V1ALPHA => (self.reflection_v1alpha)(req.map(Body::new)),
-            _ => refused(tonic::Status::unimplemented(format!(
-                "no service {service:?} here: this server answers vesta.v1.Vesta, \
-                 grpc.health.v1.Health and server reflection"
-            ))),
+            Err(Refusal::NoRoute) => {
+                let service = path
+                    .strip_prefix('/')
+                    .and_then(|p| p.split_once('/'))
+                    .map_or("", |(service, _)| service);
+                return refused(tonic::Status::unimplemented(format!(
+                    "no service {service:?} here: this server answers vesta.v1.Vesta, \
+                     grpc.health.v1.Health and server reflection"
+                )));
+            }
+            Err(Refusal::Token) => {
+                return refused(tonic::Status::unauthenticated(
+                    vesta_service::auth::NEEDS_TOKEN,
+                ));
+            }
+            Err(other) => {
+                let why = other.message(req.method()).unwrap_or_default();
+                return refused(tonic::Status::failed_precondition(why));
+            }
+        };
+        match route.handler {
+            Served::Vesta => {
+                let ops = ops::Ops::new(Arc::clone(&self.service), flow.clone());
+                let mut server = VestaServer::new(ops).max_decoding_message_size(MAX_REQUEST_BYTES);
+                Box::pin(server.call(req))
+            }
+            Served::Health => Box::pin(self.health.server().call(req)),
+            Served::ReflectionV1 => (self.reflection_v1)(req.map(Body::new)),
+            Served::ReflectionV1alpha => (self.reflection_v1alpha)(req.map(Body::new)),
         }
     }
 }

@@ -9,8 +9,6 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 use vesta_core::{Clock, IdBatch};
 use vesta_embed::Flow;
-use vesta_service::make::{params, values_from};
-use vesta_service::query::BadRequest;
 use vesta_service::{Answer, OpError, Service, Turn};
 
 use super::stream::IdStream;
@@ -31,10 +29,19 @@ impl<C: Clock + 'static> Ops<C> {
 
     /// `count` IDs, waiting at most until the call's deadline.
     async fn ids<T>(&self, req: &Request<T>, count: u64) -> Result<IdBatch, Status> {
-        match self.service.ids(&self.flow, count) {
-            Answer::Now(r) => r.map_err(|e| status::of(&e)),
-            Answer::Later(later) => until_deadline(req, later).await,
-        }
+        answered(req, self.service.ids(&self.flow, count)).await
+    }
+}
+
+/// An op's `answer`, now or once it comes (at most until the deadline `req` carries), its
+/// refusal mapped: the one place a gRPC method turns "now or later" into a result.
+async fn answered<T, V, L>(req: &Request<T>, answer: Answer<V, L>) -> Result<V, Status>
+where
+    L: Future<Output = Result<V, OpError>>,
+{
+    match answer {
+        Answer::Now(r) => r.map_err(|e| status::of(&e)),
+        Answer::Later(later) => until_deadline(req, later).await,
     }
 }
 
@@ -51,15 +58,6 @@ async fn until_deadline<T, V>(
         None => answer.await,
     };
     r.map_err(|e| status::of(&e))
-}
-
-/// A request field the server refused, as INVALID_ARGUMENT naming it.
-fn invalid(field: &str, e: &BadRequest) -> Status {
-    let mut s = Status::invalid_argument(e.message.clone());
-    if let Ok(v) = field.parse() {
-        s.metadata_mut().insert("vesta-field", v);
-    }
-    s
 }
 
 #[tonic::async_trait]
@@ -132,26 +130,10 @@ impl<C: Clock + 'static> Vesta for Ops<C> {
         &self,
         req: Request<pb::MakeRequest>,
     ) -> Result<Response<pb::MakeResponse>, Status> {
-        self.service.check_make().map_err(|e| status::of(&e))?;
-        let issuer = self.service.issuer();
-        let layout = issuer.layout();
-        let fields = &req.get_ref().fields;
-        let allowed = params(layout);
-        if let Some(name) = fields.keys().find(|n| !allowed.contains(&n.as_str())) {
-            let e = BadRequest::new(format!(
-                "unknown field {name:?}: the {} layout has {}",
-                layout.name(),
-                allowed.join(", ")
-            ));
-            return Err(invalid("fields", &e));
-        }
-        let values = values_from(
-            layout,
-            |name| Ok(fields.get(name).copied()),
-            &issuer.own_values(),
-        )
-        .map_err(|e| invalid("fields", &e))?;
-        let id = self.service.make(&values).map_err(|e| status::of(&e))?;
+        let id = self
+            .service
+            .make_from_fields(&req.get_ref().fields)
+            .map_err(|e| status::of(&e))?;
         Ok(Response::new(pb::MakeResponse {
             id,
             id_text: id.to_string(),
@@ -176,10 +158,8 @@ impl<C: Clock + 'static> Vesta for Ops<C> {
         &self,
         req: Request<pb::SegmentRequest>,
     ) -> Result<Response<pb::SegmentResponse>, Status> {
-        let number = match self.service.segment_number(&req.get_ref().tag, Turn::Now) {
-            Answer::Now(r) => r.map_err(|e| status::of(&e))?,
-            Answer::Later(later) => until_deadline(&req, later).await?,
-        };
+        let number = self.service.segment_number(&req.get_ref().tag, Turn::Now);
+        let number = answered(&req, number).await?;
         Ok(Response::new(pb::SegmentResponse { number }))
     }
 
@@ -188,13 +168,12 @@ impl<C: Clock + 'static> Vesta for Ops<C> {
         req: Request<pb::SegmentsRequest>,
     ) -> Result<Response<pb::SegmentsResponse>, Status> {
         let r = req.get_ref();
-        let ranges = match self
-            .service
-            .segment_numbers(&r.tag, r.count, None, Turn::Now)
-        {
-            Answer::Now(r) => r.map_err(|e| status::of(&e))?,
-            Answer::Later(later) => until_deadline(&req, later).await?,
-        };
+        let ranges = answered(
+            &req,
+            self.service
+                .segment_numbers(&r.tag, r.count, None, Turn::Now),
+        )
+        .await?;
         Ok(Response::new(pb::SegmentsResponse {
             numbers: ranges.into_iter().flatten().collect(),
         }))
@@ -206,10 +185,11 @@ impl<C: Clock + 'static> Vesta for Ops<C> {
     ) -> Result<Response<pb::SeqNextResponse>, Status> {
         let r = req.get_ref();
         let count = r.count.unwrap_or(1);
-        let numbers = match self.service.seq_next(r.key.as_bytes(), count, Turn::Now) {
-            Answer::Now(r) => r.map_err(|e| status::of(&e))?,
-            Answer::Later(later) => until_deadline(&req, later).await?,
-        };
+        let numbers = answered(
+            &req,
+            self.service.seq_next(r.key.as_bytes(), count, Turn::Now),
+        )
+        .await?;
         let (first, last) = (numbers.first(), numbers.last);
         Ok(Response::new(pb::SeqNextResponse {
             first,
@@ -223,13 +203,12 @@ impl<C: Clock + 'static> Vesta for Ops<C> {
         &self,
         req: Request<pb::SeqCurrentRequest>,
     ) -> Result<Response<pb::SeqCurrentResponse>, Status> {
-        let current = match self
-            .service
-            .seq_current(req.get_ref().key.as_bytes(), Turn::Now)
-        {
-            Answer::Now(r) => r.map_err(|e| status::of(&e))?,
-            Answer::Later(later) => until_deadline(&req, later).await?,
-        };
+        let current = answered(
+            &req,
+            self.service
+                .seq_current(req.get_ref().key.as_bytes(), Turn::Now),
+        )
+        .await?;
         Ok(Response::new(pb::SeqCurrentResponse {
             current,
             current_text: current.to_string(),

@@ -8,15 +8,18 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 use vesta_core::Clock;
 
+use crate::ctx::{Ctx, Reply};
 use crate::error::ApiError;
 use crate::response::Body;
-use crate::router::{Ctx, Reply};
 
 /// The page at the request's path, rendered on the connection's task (the segments page
 /// reads the table).
 pub fn page<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
     let Some(console) = cx.rest.console.clone() else {
-        return cx.now(Err(off()));
+        // The gate let it through only with the console on.
+        return cx.now(Err(ApiError::not_found_because(
+            vesta_service::gate::CONSOLE_OFF,
+        )));
     };
     let (path, query) = (cx.path.to_owned(), cx.query.map(str::to_owned));
     let budget = cx.rest.budget.clone();
@@ -34,11 +37,4 @@ pub fn page<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
         }
         Ok(r)
     })
-}
-
-/// The 404 of every console path while the console is off.
-pub fn off() -> ApiError {
-    ApiError::not_found_because(
-        "the console is off on this server ([server] console = true, or --console, turns it on)",
-    )
 }

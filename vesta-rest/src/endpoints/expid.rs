@@ -4,10 +4,10 @@
 use hyper::Response;
 use vesta_core::Clock;
 
+use crate::ctx::{Ctx, Reply};
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
-use crate::router::{Ctx, Reply};
 
 /// `GET /expid?id=ID`; the ID in any form the CLI accepts (decimal, negative Java long, 0x
 /// hex, base32, base62).

@@ -7,14 +7,14 @@
 
 use hyper::Response;
 use vesta_core::{Clock, Form, IdBatch};
-use vesta_service::{Answer, OpError};
+use vesta_service::OpError;
 
 use crate::budget::Reservation;
+use crate::ctx::{Ctx, Reply};
 use crate::endpoints::metrics::METRICS_HEADROOM_BYTES;
 use crate::error::ApiError;
-use crate::query::Query;
+use crate::query::{Query, parse_count};
 use crate::response::{self, Body};
-use crate::router::{Ctx, Reply};
 
 /// `?format=`: decimal (default), base32, base62 or hex.
 fn form_of(q: &Query<'_>) -> Result<Form, ApiError> {
@@ -71,13 +71,7 @@ fn issue<C: Clock + 'static>(
     form: Form,
 ) -> Reply {
     let ids = cx.service().ids(&cx.conn.flow, count);
-    match ids {
-        Answer::Now(ids) => {
-            let r = write(ids, reservation, form);
-            cx.now(r)
-        }
-        Answer::Later(later) => cx.later(async move { write(later.await, reservation, form) }),
-    }
+    cx.answer(ids, move |ids| write(ids, reservation, form))
 }
 
 /// The answer once the IDs (or the refusal) are there: one ID as text for `/genid`,
@@ -99,71 +93,4 @@ fn write(
         .next()
         .ok_or_else(|| ApiError::internal("the issuer answered no ID"))?;
     Ok(response::in_form(id, form))
-}
-
-/// `count` as 1..=max, in plain decimal digits (no sign, as every integer parameter); the error
-/// names the parameter and the allowed range.
-pub(crate) fn parse_count(text: &str, max: u64) -> Result<u64, ApiError> {
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    let numeric = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
-    match text.parse::<u64>() {
-        Ok(n) if numeric && (1..=max).contains(&n) => Ok(n),
-        _ if numeric => Err(ApiError::invalid_param(
-            "count",
-            format_args!(
-                "count {} is out of range: allowed 1..={max}",
-                crate::query::shorten(text)
-            ),
-        )),
-        _ => Err(ApiError::invalid_param(
-            "count",
-            format_args!(
-                "`{}` is not an integer: expected 1..={max}",
-                crate::query::shorten(text)
-            ),
-        )),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn count_is_checked_with_a_clear_message() {
-        assert_eq!(parse_count("1", 10), Ok(1));
-        assert_eq!(parse_count("10", 10), Ok(10));
-        for (bad, msg) in [
-            (
-                "0",
-                "invalid parameter count: count 0 is out of range: allowed 1..=10",
-            ),
-            (
-                "11",
-                "invalid parameter count: count 11 is out of range: allowed 1..=10",
-            ),
-            (
-                "-3",
-                "invalid parameter count: count -3 is out of range: allowed 1..=10",
-            ),
-            (
-                "99999999999999999999999",
-                "invalid parameter count: count 99999999999999999999999 is out of range: allowed 1..=10",
-            ),
-            (
-                "ten",
-                "invalid parameter count: `ten` is not an integer: expected 1..=10",
-            ),
-            (
-                "",
-                "invalid parameter count: `` is not an integer: expected 1..=10",
-            ),
-            (
-                "+5",
-                "invalid parameter count: `+5` is not an integer: expected 1..=10",
-            ),
-        ] {
-            assert_eq!(parse_count(bad, 10).unwrap_err().message, msg);
-        }
-    }
 }

@@ -30,10 +30,10 @@ use vesta_service::ops::Turn;
 use vesta_service::{Answer, ErrorKind, OpError};
 
 use super::segment::decode as decode_tag;
+use crate::ctx::{Ctx, Reply};
 use crate::error::ApiError;
 use crate::query::shorten;
 use crate::response::{self, Body};
-use crate::router::{Ctx, Reply};
 
 /// Leaf's own message for a `snowflakeId` that `Long.parseLong` refuses.
 pub const DECODE_ERROR: &str = "snowflake Id反解析发生异常!";
@@ -146,6 +146,7 @@ where
     T: Send + 'static,
     L: Future<Output = Result<T, OpError>> + Send + 'static,
 {
+    // Not `Ctx::answer`: the path is borrowed, not copied, when the answer is there now.
     let path = shorten(cx.path);
     match answer {
         Answer::Now(r) => {

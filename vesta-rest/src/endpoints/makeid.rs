@@ -6,9 +6,9 @@ use hyper::Response;
 use vesta_core::Clock;
 use vesta_service::make::values_from_query;
 
+use crate::ctx::{Ctx, Reply};
 use crate::error::ApiError;
 use crate::response::{self, Body};
-use crate::router::{Ctx, Reply};
 
 /// `GET /makeid`: the decimal ID.
 pub fn makeid<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {

@@ -6,10 +6,10 @@
 use hyper::Response;
 use vesta_core::Clock;
 
+use crate::ctx::{Ctx, Reply};
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
-use crate::router::{Ctx, Reply};
 
 /// Budget that ID batches leave free for metrics scrapes.
 pub const METRICS_HEADROOM_BYTES: usize = 256 * 1024;

@@ -15,17 +15,17 @@ use hyper::Response;
 use vesta_core::Clock;
 use vesta_segment::SegmentError;
 use vesta_segment::error::shown_tag;
+use vesta_service::OpError;
 use vesta_service::ops::Turn;
-use vesta_service::{Answer, OpError};
 
 use crate::body::Body;
 use crate::budget::Reservation;
-use crate::endpoints::issue::parse_count;
+use crate::ctx::{Ctx, Reply};
 use crate::endpoints::metrics::METRICS_HEADROOM_BYTES;
 use crate::error::ApiError;
 use crate::query::Query;
+use crate::query::parse_count;
 use crate::response;
-use crate::router::{Ctx, Reply};
 
 /// `GET /segment/{tag}`: the next number of the tag as decimal text.
 pub fn one<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
@@ -41,10 +41,7 @@ pub fn one<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
         Err(e) => return cx.now(Err(e)),
     };
     let number = cx.service().segment_number(&tag, Turn::Now);
-    match number {
-        Answer::Now(n) => cx.now(decimal(n)),
-        Answer::Later(later) => cx.later(async move { decimal(later.await) }),
-    }
+    cx.answer(number, decimal)
 }
 
 fn decimal(n: Result<u64, OpError>) -> Result<Response<Body>, ApiError> {
@@ -70,10 +67,7 @@ pub fn many<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
         Err(e) => return cx.now(Err(e)),
     };
     let numbers = cx.service().segment_numbers(&tag, count, None, Turn::Now);
-    match numbers {
-        Answer::Now(r) => cx.now(list(r, reservation)),
-        Answer::Later(later) => cx.later(async move { list(later.await, reservation) }),
-    }
+    cx.answer(numbers, move |r| list(r, reservation))
 }
 
 fn list(

@@ -17,15 +17,14 @@ use std::borrow::Cow;
 
 use hyper::Response;
 use vesta_core::Clock;
+use vesta_service::OpError;
 use vesta_service::ops::{SeqNumbers, Turn};
-use vesta_service::{Answer, OpError};
 
 use crate::body::Body;
-use crate::endpoints::issue::parse_count;
+use crate::ctx::{Ctx, Reply};
 use crate::error::ApiError;
-use crate::query::Query;
+use crate::query::{Query, parse_count_text};
 use crate::response;
-use crate::router::{Ctx, Reply};
 
 /// `GET /seq/{key}[?count=N][&format=json]`.
 pub fn next<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
@@ -34,8 +33,9 @@ pub fn next<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
         let service = cx.service();
         service.seq_on()?;
         let q = Query::parse(cx.query, cx.documented_path(), &["count", "format"])?;
+        // The op enforces the range (one rule, one text on every transport).
         let count = match q.get("count") {
-            Some(text) => parse_count(text, service.max_seq_batch())?,
+            Some(text) => parse_count_text(text, service.max_seq_batch())?,
             None => 1,
         };
         let json = json(&q)?;
@@ -48,12 +48,7 @@ pub fn next<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
     let shown = json.then(|| String::from_utf8_lossy(&key).into_owned());
     let target = Target::of(&cx);
     let numbers = cx.service().seq_next(&key, count, Turn::Now);
-    match numbers {
-        Answer::Now(r) => cx.now(write(target.moved(r), shown.as_deref())),
-        Answer::Later(later) => {
-            cx.later(async move { write(target.moved(later.await), shown.as_deref()) })
-        }
-    }
+    cx.answer(numbers, move |r| write(target.moved(r), shown.as_deref()))
 }
 
 /// `GET /seq/{key}/current[?format=json]`.
@@ -80,10 +75,7 @@ pub fn current<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
             None => response::decimal(n),
         })
     };
-    match answer {
-        Answer::Now(r) => cx.now(reply(r)),
-        Answer::Later(later) => cx.later(async move { reply(later.await) }),
-    }
+    cx.answer(answer, reply)
 }
 
 /// The request's path and query, for a 307 to the member that serves the key.

@@ -5,10 +5,10 @@ use chrono::SecondsFormat;
 use hyper::Response;
 use vesta_core::Clock;
 
+use crate::ctx::{Ctx, Reply};
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::response::{self, Body};
-use crate::router::{Ctx, Reply};
 
 /// `GET /transtime?time=T`.
 pub fn transtime<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {

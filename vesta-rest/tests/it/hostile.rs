@@ -16,7 +16,7 @@ use common::{Client, H2Conn, labelled_sample, rest, rss_bytes, sample, spawn, sy
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout};
-use vesta_rest::RestSection;
+use vesta_rest::{RestKeys, RestSection};
 use vesta_rest::{SMALL_BODY_BYTES, STREAM_WINDOW_BYTES};
 use vesta_tests::bin::vesta_cmd;
 
@@ -35,7 +35,10 @@ async fn idle_http2_connections_are_closed_even_while_they_ping() {
         system_issuer(),
         RestSection {
             max_connections: 4,
-            header_read_timeout_ms: 500,
+            own: RestKeys {
+                header_read_timeout_ms: 500,
+                ..RestKeys::default()
+            },
             ..rest()
         },
     )
@@ -79,7 +82,10 @@ async fn connections_whose_responses_make_no_progress_are_closed() {
     let server = spawn(
         system_issuer(),
         RestSection {
-            send_timeout_ms: 400,
+            own: RestKeys {
+                send_timeout_ms: 400,
+                ..RestKeys::default()
+            },
             ..rest()
         },
     )
@@ -133,7 +139,10 @@ async fn connections_past_their_age_are_closed_gracefully() {
     let server = spawn(
         system_issuer(),
         RestSection {
-            max_connection_age_ms: 600,
+            own: RestKeys {
+                max_connection_age_ms: 600,
+                ..RestKeys::default()
+            },
             ..rest()
         },
     )

@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use vesta_core::{GenMethod, IdType};
 use vesta_embed::{Issuer, IssuerConfig, LeaseState};
-use vesta_rest::{RestConfig, RestSection, RestServer, ServeError};
+use vesta_rest::{RestConfig, RestKeys, RestSection, RestServer, ServeError};
 
 #[tokio::test]
 async fn a_fenced_issuer_answers_503_and_recovers() {
@@ -247,7 +247,10 @@ async fn slow_and_idle_clients_are_disconnected() {
     let server = spawn(
         system_issuer(),
         RestSection {
-            header_read_timeout_ms: 300,
+            own: RestKeys {
+                header_read_timeout_ms: 300,
+                ..RestKeys::default()
+            },
             ..rest()
         },
     )

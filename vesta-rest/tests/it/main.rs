@@ -7,6 +7,7 @@
 mod common;
 
 mod api;
+mod gate;
 mod grpc;
 mod grpc_undecodable;
 mod hostile;

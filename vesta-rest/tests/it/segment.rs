@@ -319,11 +319,9 @@ async fn a_locked_database_degrades_then_refuses_then_recovers() {
 async fn segments_answers_are_charged_to_the_unsent_bytes_budget() {
     let dir = tempfile::tempdir().unwrap();
     let section = segment_db(dir.path(), &[("orders", 1_000_000)]).await;
-    let limits = RestSection {
-        max_unsent_bytes: 1 << 20,
-        send_timeout_ms: 60_000,
-        ..rest()
-    };
+    let mut limits = rest();
+    limits.max_unsent_bytes = 1 << 20;
+    limits.send_timeout_ms = 60_000;
     let server =
         spawn_with_segments(system_issuer(), limits, Some(open_segments(&section).await)).await;
     let polite = server.client();

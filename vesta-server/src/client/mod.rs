@@ -75,6 +75,9 @@ struct Inner {
     endpoints: Vec<Endpoint>,
     /// The smallest `max_batch` a server announced (chunk size of large batches).
     max_batch: AtomicU32,
+    /// The largest `SEQ_NEXT` count the servers take (their `seq.step`), once one refused a
+    /// larger call naming it; `u32::MAX` until then.
+    seq_chunk: AtomicU32,
     prefetched: AsyncMutex<VecDeque<IdRun>>,
     fallback: Option<Fallback>,
     /// The one layout of the servers (and the fallback).
@@ -130,6 +133,7 @@ impl Client {
         let inner = Arc::new(Inner {
             endpoints,
             max_batch: AtomicU32::new(DEFAULT_MAX_BATCH),
+            seq_chunk: AtomicU32::new(u32::MAX),
             prefetched: AsyncMutex::new(VecDeque::new()),
             fallback,
             pin,
@@ -281,7 +285,8 @@ impl Client {
     }
 
     /// `n` numbers of `key` as ranges, increasing: one call takes at most the server's step
-    /// (the server answers fewer than asked above it, and the rest is asked again), so numbers
+    /// (the server refuses a larger count naming its step, and the client asks again in calls
+    /// of at most it, remembered for later calls), so numbers
     /// of one call are consecutive and calls leave gaps between them only when another caller
     /// or a raise came between.
     pub async fn seq_next_n(
@@ -293,9 +298,22 @@ impl Client {
         let mut ranges: Vec<Range<u64>> = Vec::new();
         let mut left = n;
         while left > 0 {
-            let got = self
-                .seq_call(key.clone(), left.min(u64::from(u32::MAX)))
-                .await?;
+            let chunk = u64::from(self.inner.seq_chunk.load(Ordering::Relaxed));
+            let asked = left.min(chunk);
+            let got = match self.seq_call(key.clone(), asked).await {
+                Ok(got) => got,
+                // A call above the server's step is refused whole (nothing taken), naming the
+                // step: ask again in calls of at most it.
+                Err(e) => match step_named(&e).filter(|&step| step < asked) {
+                    Some(step) => {
+                        self.inner
+                            .seq_chunk
+                            .fetch_min(step as u32, Ordering::Relaxed);
+                        continue;
+                    }
+                    None => return Err(e),
+                },
+            };
             left -= got.end - got.start;
             match ranges.last_mut() {
                 Some(last) if last.end == got.start => last.end = got.end,
@@ -451,6 +469,26 @@ fn pop(buf: &mut VecDeque<IdRun>) -> Option<u64> {
         buf.pop_front();
     }
     Some(id)
+}
+
+/// The largest count a server takes, from its refusal of a larger `SEQ_NEXT` (`INVALID_ARGUMENT`,
+/// "... count N is out of range: allowed 1..=STEP"), if `e` is that refusal.
+fn step_named(e: &ClientError) -> Option<u64> {
+    let ClientError::Refused {
+        code: crate::proto::ErrorCode::InvalidArgument,
+        message,
+        ..
+    } = e
+    else {
+        return None;
+    };
+    let (_, after) = message.split_once("count ")?;
+    let (_, max) = after.split_once("out of range: allowed 1..=")?;
+    let digits: &str = &max[..max.bytes().take_while(u8::is_ascii_digit).count()];
+    digits
+        .parse()
+        .ok()
+        .filter(|&n| n >= 1 && n <= u64::from(u32::MAX))
 }
 
 #[cfg(test)]

@@ -115,9 +115,7 @@ pub(super) fn request<C: Clock + 'static>(
             }
         }
         Request::SeqNext { count, key } => {
-            // Above the step the answer holds fewer (its count says so), as `SEGMENTS` does.
-            let count = u64::from(count).min(service.max_seq_batch());
-            let numbers = service.seq_next(&key, count, q.turn());
+            let numbers = service.seq_next(&key, u64::from(count), q.turn());
             match numbers {
                 Answer::Now(r) if q.now(&r) => {
                     pending::answer(request_id, op::SEQ_NEXT, Outcome::Seq(r), metrics, out)
@@ -201,7 +199,7 @@ pub(super) fn hello<C: Clock + 'static>(
     let ok = Response::HelloOk {
         version,
         max_frame_bytes: section.max_frame_bytes,
-        max_batch: section.max_batch_u32(),
+        max_batch: crate::config::max_batch_u32(section),
         layout: Some(layout.clone()),
     };
     let dialect = Dialect::new(version, layout.clone());
@@ -227,7 +225,7 @@ pub(super) fn describe<C: Clock + 'static>(tcp: &Tcp<C>) -> ServerInfo {
         server_pool_start: *pools.server().start() as u32,
         last_issued_time: s.last_issued_time,
         end_of_life_ms: s.end_of_life_ms,
-        max_batch: tcp.section.max_batch_u32(),
+        max_batch: crate::config::max_batch_u32(&tcp.section),
         max_frame_bytes: tcp.section.max_frame_bytes,
         connections: u32::try_from(service.connections().get()).unwrap_or(0),
         reason: s.lease.reason.unwrap_or_default(),

@@ -172,6 +172,7 @@ impl<C: Clock + 'static> TcpServer<C> {
             metrics: Arc::clone(&tcp.metrics),
             service: Arc::clone(&service),
             console,
+            max_uri_bytes: usize::try_from(tcp.section.max_uri_bytes).unwrap_or(usize::MAX),
         });
         let metrics_http =
             metrics_listener.map(|l| tokio::spawn(metrics_http::serve(l, exposition)));

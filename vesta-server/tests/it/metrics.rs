@@ -162,3 +162,53 @@ async fn the_console_asks_for_the_token_and_makes_nothing_with_make_off() {
         .to_string();
     assert!(err.contains("server.auth_token_file"), "{err}");
 }
+
+/// `method path` on the side listener, by hand; the status, the head and the body.
+async fn request(addr: std::net::SocketAddr, method: &str, path: &str) -> (u16, String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let status = out[9..12].parse().unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+/// The side listener passes the REST port's gate (`vesta_service::gate`): a method a path
+/// does not serve is a 405 with `Allow`, a long target a 414, and with the console off its
+/// pages are the 404 the REST port gives, in the same words.
+#[tokio::test]
+async fn the_side_listener_meets_the_rest_ports_gate() {
+    let mut c = config(953);
+    c.server.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    let server = vesta_server::TcpServer::start(c).await.unwrap();
+    let http = server.metrics_addr().expect("a metrics listener");
+    let handle = vesta_server::ServerHandle::spawn(server);
+
+    for (method, path) in [
+        ("POST", "/metrics"),
+        ("DELETE", "/healthz"),
+        ("QUERY", "/metrics"),
+    ] {
+        let (status, head, body) = request(http, method, path).await;
+        assert_eq!(status, 405, "{method} {path}: {body}");
+        assert!(head.contains("\r\nallow: get"), "{head}");
+        let want = format!("method {method} is not allowed on {path}: use GET");
+        assert_eq!(body, serde_json::json!({ "error": want }).to_string());
+    }
+    for path in ["/ui", "/ui/status", "/ui/make?time=1&seq=1"] {
+        let (status, _, body) = request(http, "GET", path).await;
+        assert_eq!(status, 404, "{path}: {body}");
+        let want = vesta_service::gate::CONSOLE_OFF;
+        assert_eq!(body, serde_json::json!({ "error": want }).to_string());
+    }
+    let long = format!("/metrics?{}", "x".repeat(5000));
+    let (status, _, body) = request(http, "GET", &long).await;
+    assert_eq!(status, 414, "{body}");
+    assert!(body.contains("over the limit of 4096"), "{body}");
+    let (status, _, body) = request(http, "GET", "/nope").await;
+    assert_eq!(status, 404, "{body}");
+    handle.shutdown().await.unwrap();
+}

@@ -9,7 +9,8 @@ use vesta_core::{Clock, Epoch, Explanation, FieldKind, Form, Layout, Preset};
 use vesta_embed::Issuer;
 
 use super::html::Html;
-use crate::make::make_from_query;
+use crate::make::values_from_query;
+use crate::ops::Service;
 use crate::query::{BadRequest, Query, parse_id_param, shorten};
 
 /// The layout choice naming the server's own layout.
@@ -29,10 +30,11 @@ pub enum MakeForm<'a> {
 /// The explain form (with `explain`'s result when it has an `id`), then the make form as
 /// `make` says.
 pub fn page<C: Clock + 'static>(
-    issuer: &Issuer<C>,
+    service: &Service<C>,
     explain: Option<&str>,
     make: MakeForm<'_>,
 ) -> String {
+    let issuer = service.issuer();
     let mut h = Html::default();
     let asked = Query::parse(explain, "/ui/explain", &["id", "layout"]);
     let (id_text, layout_name) = match &asked {
@@ -59,7 +61,7 @@ pub fn page<C: Clock + 'static>(
     };
     make_form(&mut h, issuer, made_query.as_deref());
     if let Some(q) = &made_query {
-        match make_from_query(issuer.layout(), Some(q), &issuer.own_values()) {
+        match made(service, q) {
             Ok(id) => {
                 h.raw("<p id=\"made\">Made ID <output>")
                     .text(id)
@@ -74,6 +76,18 @@ pub fn page<C: Clock + 'static>(
         }
     }
     h.into_string()
+}
+
+/// The ID `/ui/make?{query}` makes: the query read by `/makeid`'s code, the ID made by the
+/// service's `make` op (its checks and refusals), the error worded as `/makeid` words it.
+fn made<C: Clock + 'static>(service: &Service<C>, query: &str) -> Result<u64, String> {
+    let issuer = service.issuer();
+    let values = values_from_query(issuer.layout(), Some(query), &issuer.own_values())
+        .map_err(|e| e.message)?;
+    service.make(&values).map_err(|e| match e.field() {
+        Some(field) => format!("invalid parameter {field}: {}", e.message()),
+        None => e.message().to_owned(),
+    })
 }
 
 /// The explanation asked for in `q` (its `id` and `layout`).

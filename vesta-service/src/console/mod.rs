@@ -34,7 +34,8 @@ use std::time::{Duration, Instant};
 
 use vesta_core::Clock;
 
-use crate::ops::{OpError, Service};
+use crate::gate::{self, Asked, Gate, Methods, Needs, Refusal, Route, RoutePath};
+use crate::ops::Service;
 use explain::MakeForm;
 pub use html::CONTENT_SECURITY_POLICY;
 use html::{Modes, Nav};
@@ -43,11 +44,6 @@ use rates::Rates;
 /// Longest a page waits for a database read (the `leaf_alloc` rows, a sequence's stored row):
 /// a slow database makes the page say so instead of hanging it.
 const DB_READ_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// True for the paths the console answers (`/ui` and below).
-pub fn is_console_path(path: &str) -> bool {
-    path == "/ui" || path.starts_with("/ui/")
-}
 
 /// What a transport counts that the status page shows besides the service's own counters:
 /// its refusals, read at each page view and each sample.
@@ -131,81 +127,170 @@ impl<C: Clock + 'static> Console<C> {
         console
     }
 
-    /// The page at `path` (a console path) for the query string `query`.
+    /// The page at `path` (a console path) for the query string `query`: its row of
+    /// [`Inner::PAGES`], past the gate's check of what the row needs (`/ui/make`: making IDs
+    /// on, else the 404 `/makeid` gives, as a page), or the 404 page of a path with no row.
     pub async fn answer(&self, path: &str, query: Option<&str>) -> Page {
         let i = &*self.inner;
-        let issuer = i.service.issuer();
         let modes = Modes {
             segments: i.service.segments().is_some(),
             seq: i.service.seq().is_some(),
         };
-        let make = i.service.check_make();
-        let (status, title, nav, refresh, body) = match path {
-            "/ui" | "/ui/" | "/ui/explain" => {
-                let form = if make.is_ok() {
-                    MakeForm::Blank
-                } else {
-                    MakeForm::Off
-                };
-                let body = explain::page(issuer, query, form);
-                (200, "Explain an ID", Nav::Explain, None, body)
-            }
-            "/ui/make" if make.is_ok() => {
-                let body = explain::page(issuer, None, MakeForm::Made(query));
-                (200, "Make an ID", Nav::Explain, None, body)
-            }
-            // The same 404 and reason as `/makeid` when it is off, as a console page.
-            "/ui/make" => (
-                404,
-                "Make an ID",
-                Nav::None,
-                None,
-                not_found(make.err().as_ref().map_or("", OpError::message)),
-            ),
-            "/ui/status" => {
-                let body = status::page(i);
-                (200, "Status", Nav::Status, Some(5), body)
-            }
-            "/ui/segments" => match i.service.segments() {
-                Some(s) => {
-                    let body = segments::page(s).await;
-                    (200, "Segments", Nav::Segments, Some(5), body)
-                }
-                None => (
-                    404,
-                    "Segments",
-                    Nav::Segments,
-                    None,
-                    not_found("segment mode is off on this server (set [segment] db)"),
-                ),
-            },
-            "/ui/seq" => match i.service.seq_on() {
-                Ok(s) => {
-                    let body = seq::page(s, i.service.seq_numbers_issued(), query).await;
-                    (200, "Sequences", Nav::Seq, None, body)
-                }
-                // The same reason `/seq/{key}` gives without `[seq] db`, as a console page.
-                Err(e) => (404, "Sequences", Nav::Seq, None, not_found(e.message())),
-            },
-            _ => (
-                404,
+        let gate = Gate {
+            limits: i.service.limits(),
+            max_target_bytes: usize::MAX,
+        };
+        let no_headers = hyper::HeaderMap::new();
+        let asked = Asked {
+            method: &hyper::Method::GET,
+            target_len: 0,
+            headers: &no_headers,
+        };
+        let shown = match gate.admit(gate::find(Inner::<C>::PAGES, path).map(|(_, r)| r), asked) {
+            Ok(route) => (route.handler)(i, query).await,
+            Err(Refusal::Off(e)) => Shown::not_found("Make an ID", Nav::None, e.message()),
+            Err(_) => Shown::not_found(
                 "Not found",
                 Nav::None,
-                None,
-                not_found(if make.is_ok() {
+                if i.service.check_make().is_ok() {
                     "no console page here: the pages are /ui/explain, /ui/make, /ui/status, \
                      /ui/segments and /ui/seq"
                 } else {
                     "no console page here: the pages are /ui/explain, /ui/status, /ui/segments \
                      and /ui/seq"
-                }),
+                },
             ),
         };
-        let title = format!("{title} · {} server", i.server);
+        let title = format!("{} · {} server", shown.title, i.server);
         Page {
-            status,
-            html: html::page(&title, nav, modes, refresh, &body),
+            status: shown.status,
+            html: html::page(&title, shown.nav, modes, shown.refresh_s, &shown.body),
         }
+    }
+}
+
+/// A page before its shell: the status, the title, the tab it belongs to, its refresh, the
+/// body.
+struct Shown {
+    status: u16,
+    title: &'static str,
+    nav: Nav,
+    refresh_s: Option<u32>,
+    body: String,
+}
+
+impl Shown {
+    fn ok(title: &'static str, nav: Nav, refresh_s: Option<u32>, body: String) -> Shown {
+        Shown {
+            status: 200,
+            title,
+            nav,
+            refresh_s,
+            body,
+        }
+    }
+
+    fn not_found(title: &'static str, nav: Nav, why: &str) -> Shown {
+        Shown {
+            status: 404,
+            title,
+            nav,
+            refresh_s: None,
+            body: not_found(why),
+        }
+    }
+}
+
+/// A page's handler: the console and the query string, the page on its way.
+type PageFn<C> = for<'a> fn(&'a Inner<C>, Option<&'a str>) -> PageFuture<'a>;
+type PageFuture<'a> = Pin<Box<dyn Future<Output = Shown> + Send + 'a>>;
+
+/// What `/ui/make` needs: making IDs on (the console itself and the token are the
+/// listener's row).
+const MAKE_ON: Needs = Needs {
+    make: true,
+    ..Needs::OPEN
+};
+
+impl<C: Clock + 'static> Inner<C> {
+    /// The console's pages, rows of the gate's table below the listener's `/ui` row.
+    #[rustfmt::skip]
+    const PAGES: &'static [Route<PageFn<C>>] = &[
+        Route::new(RoutePath::Exact("/ui"),          Methods::Get, Needs::OPEN, "explain",  Self::explain),
+        Route::new(RoutePath::Exact("/ui/"),         Methods::Get, Needs::OPEN, "explain",  Self::explain),
+        Route::new(RoutePath::Exact("/ui/explain"),  Methods::Get, Needs::OPEN, "explain",  Self::explain),
+        Route::new(RoutePath::Exact("/ui/make"),     Methods::Get, MAKE_ON,     "make",     Self::make),
+        Route::new(RoutePath::Exact("/ui/status"),   Methods::Get, Needs::OPEN, "status",   Self::status),
+        Route::new(RoutePath::Exact("/ui/segments"), Methods::Get, Needs::OPEN, "segments", Self::segments),
+        Route::new(RoutePath::Exact("/ui/seq"),      Methods::Get, Needs::OPEN, "seq",      Self::seq),
+    ];
+
+    /// `/ui`, `/ui/explain`: an ID explained, and the blank make form while making is on.
+    fn explain<'a>(&'a self, query: Option<&'a str>) -> PageFuture<'a> {
+        let form = if self.service.check_make().is_ok() {
+            MakeForm::Blank
+        } else {
+            MakeForm::Off
+        };
+        let body = explain::page(&self.service, query, form);
+        Box::pin(std::future::ready(Shown::ok(
+            "Explain an ID",
+            Nav::Explain,
+            None,
+            body,
+        )))
+    }
+
+    /// `/ui/make`: an ID made by the service's `make` op.
+    fn make<'a>(&'a self, query: Option<&'a str>) -> PageFuture<'a> {
+        let body = explain::page(&self.service, None, MakeForm::Made(query));
+        Box::pin(std::future::ready(Shown::ok(
+            "Make an ID",
+            Nav::Explain,
+            None,
+            body,
+        )))
+    }
+
+    /// `/ui/status`.
+    fn status<'a>(&'a self, _: Option<&'a str>) -> PageFuture<'a> {
+        let body = status::page(self);
+        Box::pin(std::future::ready(Shown::ok(
+            "Status",
+            Nav::Status,
+            Some(5),
+            body,
+        )))
+    }
+
+    /// `/ui/segments` (segment mode), else a 404 saying why.
+    fn segments<'a>(&'a self, _: Option<&'a str>) -> PageFuture<'a> {
+        Box::pin(async move {
+            match self.service.segments() {
+                Some(s) => {
+                    let body = segments::page(s).await;
+                    Shown::ok("Segments", Nav::Segments, Some(5), body)
+                }
+                None => Shown::not_found(
+                    "Segments",
+                    Nav::Segments,
+                    "segment mode is off on this server (set [segment] db)",
+                ),
+            }
+        })
+    }
+
+    /// `/ui/seq` (`[seq] db`), else the 404 `/seq/{key}` gives, as a page.
+    fn seq<'a>(&'a self, query: Option<&'a str>) -> PageFuture<'a> {
+        Box::pin(async move {
+            match self.service.seq_on() {
+                Ok(s) => {
+                    let body = seq::page(s, self.service.seq_numbers_issued(), query).await;
+                    Shown::ok("Sequences", Nav::Seq, None, body)
+                }
+                Err(e) => Shown::not_found("Sequences", Nav::Seq, e.message()),
+            }
+        })
     }
 }
 

@@ -3,6 +3,7 @@
 //! connections, or `Saturated` after `server.max_wait_ms`), explain, make (refused while
 //! `[server] make = false`) and trans-time.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -43,6 +44,19 @@ impl<C: Clock + 'static> Service<C> {
     pub fn make(&self, values: &FieldValues) -> Result<u64, OpError> {
         self.check_make()?;
         Ok(self.issuer().make(values)?)
+    }
+
+    /// An ID of the server's layout made from fields given by name (gRPC's `Make`, a map):
+    /// every name one of the layout's ([`params`](crate::make::params)), `time` and `seq`
+    /// required, the other fields the server's own unless given, every value range-checked;
+    /// refused while `[server] make = false`. A name the layout has not is refused naming the
+    /// request's `fields`.
+    pub fn make_from_fields(&self, fields: &HashMap<String, u64>) -> Result<u64, OpError> {
+        self.check_make()?;
+        let issuer = self.issuer();
+        let values = crate::make::values_from_fields(issuer.layout(), fields, &issuer.own_values())
+            .map_err(|e| OpError::bad_parameter("fields", e.message))?;
+        self.make(&values)
     }
 
     /// The instant the time value `time` of the server's layout starts.

@@ -77,6 +77,18 @@ impl Limits {
             auth_token: BearerToken::from_file(section.auth_token_file())?,
         })
     }
+
+    /// `Ok` while making IDs is allowed (`[server] make`), else the refusal every transport
+    /// gives.
+    pub fn check_make(&self) -> Result<(), OpError> {
+        if self.make {
+            return Ok(());
+        }
+        Err(OpError::new(
+            ErrorKind::Off,
+            "making IDs is switched off on this server ([server] make = false)",
+        ))
+    }
 }
 
 /// The state every connection of every transport shares: the issuer behind its waiting list,
@@ -212,13 +224,7 @@ impl<C: Clock + 'static> Service<C> {
 
     /// `Ok` while making IDs is allowed, else the refusal every transport gives.
     pub fn check_make(&self) -> Result<(), OpError> {
-        if self.limits.make {
-            return Ok(());
-        }
-        Err(OpError::new(
-            ErrorKind::Off,
-            "making IDs is switched off on this server ([server] make = false)",
-        ))
+        self.limits.check_make()
     }
 }
 

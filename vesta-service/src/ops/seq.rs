@@ -7,7 +7,7 @@
 use vesta_core::{Clock, Remedy};
 use vesta_seq::{SeqError, SeqKey, SeqNext, Sequences};
 
-use super::{Answer, ErrorKind, Later, OpError, SeqOwner, Service, Turn};
+use super::{Answer, ErrorKind, Later, OpError, SeqOwner, Service, Turn, check_count};
 
 /// What a call on a key answers: the last number of the call, and how many it moved by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,14 +51,19 @@ impl<C: Clock + 'static> Service<C> {
         self.seq.as_ref().map_or(1, |s| s.options().step)
     }
 
-    /// `count` numbers of the key `key` names (its bytes as sent: a decimal `u64` or UTF-8
-    /// text). With [`Turn::Now`] they are taken now when the key's section covers them; with
-    /// [`Turn::Queued`] nothing is taken before the answer is polled.
+    /// `count` numbers (1..=[`max_seq_batch`](Self::max_seq_batch), the one limit every
+    /// transport meets, refused naming `count` and the range) of the key `key` names (its
+    /// bytes as sent: a decimal `u64` or UTF-8 text). With [`Turn::Now`] they are taken now
+    /// when the key's section covers them; with [`Turn::Queued`] nothing is taken before the
+    /// answer is polled.
     pub fn seq_next(&self, key: &[u8], count: u64, turn: Turn) -> Answer<SeqNumbers> {
         let seqs = match self.seq_on() {
             Ok(s) => s,
             Err(e) => return Answer::Now(Err(e)),
         };
+        if let Err(e) = check_count(count, seqs.options().step) {
+            return Answer::Now(Err(e));
+        }
         let key = match SeqKey::parse(key) {
             Ok(k) => k,
             Err(e) => return Answer::Now(Err(SeqError::from(e).into())),
