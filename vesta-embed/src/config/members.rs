@@ -90,7 +90,7 @@ impl MachinePlan {
 
     /// The plan of each machine ID alone, in slot order (`ids` of them, each of one ID): its
     /// fixed ID (the run's `slot`-th) or a lease of its own, its own state file
-    /// ([`member_state_file`]), and the same registry, pool and host hold. One plan, itself,
+    /// (`member_state_file`), and the same registry, pool and host hold. One plan, itself,
     /// when `ids` is 1.
     pub fn members(&self) -> Vec<MachinePlan> {
         if self.ids == 1 {

@@ -128,7 +128,7 @@ impl<C: Clock + 'static> Console<C> {
     }
 
     /// The page at `path` (a console path) for the query string `query`: its row of
-    /// [`Inner::PAGES`], past the gate's check of what the row needs (`/ui/make`: making IDs
+    /// `Inner::PAGES`, past the gate's check of what the row needs (`/ui/make`: making IDs
     /// on, else the 404 `/makeid` gives, as a page), or the 404 page of a path with no row.
     pub async fn answer(&self, path: &str, query: Option<&str>) -> Page {
         let i = &*self.inner;
