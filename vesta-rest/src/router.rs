@@ -7,13 +7,16 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use hyper::{Method, Request, Response};
+#[cfg(feature = "grpc")]
+use hyper::Response;
+use hyper::{Method, Request};
 use vesta_core::Clock;
 use vesta_service::gate::{Asked, Gate, Refusal};
 
 use crate::connection::ConnContext;
 use crate::ctx::{Ctx, Finish, Reply};
 use crate::error::ApiError;
+#[cfg(feature = "grpc")]
 use crate::response::Body;
 use crate::rest::Rest;
 use crate::routes::{Endpoint, Routes};

@@ -44,9 +44,9 @@ const KEYS: [&str; 4] = [
     "18446744073709551615",
 ];
 /// The members' lease (`seq.cluster_ttl_ms`): short, so the test is quick.
-const TTL: Duration = Duration::from_millis(1500);
+const TTL: Duration = Duration::from_millis(3000);
 /// The members' `seq.store_timeout_ms` (and `etcd.timeout_ms`).
-const STORE_TIMEOUT: Duration = Duration::from_millis(1000);
+const STORE_TIMEOUT: Duration = Duration::from_millis(2000);
 
 /// Where the cluster is coordinated, and how its members and tools reach it.
 enum Coord {
