@@ -61,7 +61,7 @@ fn config(dir: &Path, table: &Table, extra: &str) -> String {
     std::fs::write(
         &path,
         format!(
-            "[seq]\ndb = \"{}\"\nstep = 1000\nstore_timeout_ms = 1000\ncluster_ttl_ms = 3000\n\
+            "[seq]\ndb = \"{}\"\nstep = 1000\nstore_timeout_ms = 2000\ncluster_ttl_ms = 3000\n\
              {extra}",
             table.url()
         ),
