@@ -7,8 +7,8 @@
 //!   [`ServeReport`], [`ServeError`], [`shutdown_signal`].
 //! - [`Client`], [`ClientConfig`], [`ClientStats`], [`ClientError`].
 //! - The wire codec: [`frame`] (frames) and [`proto`] (typed requests and answers of protocol
-//!   version 1; [`ErrorCode`], [`ServerInfo`]), used by the load tool in vesta-bench, the
-//!   fuzzer and this crate's tests.
+//!   versions 1 to 3; [`ErrorCode`], [`ServerInfo`], [`ServerMachine`]), used by the load tool
+//!   in vesta-bench, the fuzzer and this crate's tests.
 //!
 //! Module shape follows tokio-rs/mini-redis: `frame`, `proto` (the codec: one module per
 //! operation, its request and its answer, shared by the client and the server), `server` (the
@@ -32,7 +32,7 @@ pub use client::{Client, ClientConfig, ClientStats, ClientTls};
 #[cfg(feature = "server")]
 pub use config::{TcpConfig, TcpKeys, TcpSection};
 pub use error::ClientError;
-pub use proto::{ErrorCode, ServerInfo};
+pub use proto::{ErrorCode, ServerInfo, ServerMachine};
 #[cfg(feature = "server")]
 pub use server::{ServerHandle, TcpServer};
 #[cfg(feature = "server")]

@@ -1,6 +1,6 @@
 //! `HELLO` → `HELLO_OK`: the handshake. The client names the versions it speaks; the server
 //! picks the newest both speak and announces its limits (and, from version 2, its layout), or
-//! refuses and closes. A server whose layout is not Vesta's speaks version 2 only: version 1
+//! refuses and closes. A server whose layout is not Vesta's speaks versions 2 and up only: version 1
 //! has no way to describe another layout.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};

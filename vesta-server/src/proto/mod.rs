@@ -1,4 +1,4 @@
-//! The messages of protocol versions 1 and 2 (docs/protocol.md): typed requests and answers over
+//! The messages of protocol versions 1 to 3 (docs/protocol.md): typed requests and answers over
 //! [`Frame`]s, their op codes and the error codes. Parsing checks every payload length exactly and
 //! never panics; encoding appends to a caller's buffer so a whole pipeline goes out in one write.
 //! What differs between the versions (the layout, `INFO`, `EXPLAIN`, `MAKE`) is read and written
@@ -38,13 +38,14 @@ use crate::frame::Frame;
 
 pub use dialect::Dialect;
 pub use error::ErrorCode;
-pub use info::ServerInfo;
+pub use info::{ServerInfo, ServerMachine};
 pub(crate) use make::fits_v1;
 pub use next_ids::ids_payload_len;
 pub use segment::{max_ranges, numbers_payload_len};
 
-/// The newest protocol version this crate speaks (2: any layout, carried in `HELLO_OK`).
-pub const VERSION: u8 = 2;
+/// The newest protocol version this crate speaks (2: any layout, carried in `HELLO_OK`; 3:
+/// `INFO_OK` lists every machine ID the server holds).
+pub const VERSION: u8 = 3;
 /// Oldest version this crate speaks.
 pub const MIN_VERSION: u8 = 1;
 /// The magic at the start of a `HELLO` payload.
@@ -288,10 +289,15 @@ fn exact(name: &'static str, payload: &Bytes, len: usize) -> Result<Bytes, Parse
 
 /// `text` cut to [`MAX_MESSAGE_BYTES`] on a character boundary.
 fn cut(text: &str) -> &str {
-    if text.len() <= MAX_MESSAGE_BYTES {
+    cut_to(text, MAX_MESSAGE_BYTES)
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn cut_to(text: &str, max: usize) -> &str {
+    if text.len() <= max {
         return text;
     }
-    let mut end = MAX_MESSAGE_BYTES;
+    let mut end = max;
     while !text.is_char_boundary(end) {
         end -= 1;
     }

@@ -116,6 +116,7 @@ fn response_strategy() -> impl Strategy<Value = Response> {
                 max_frame_bytes: 65536,
                 connections: 3,
                 reason,
+                machines: Vec::new(),
             })
         }),
         any::<u64>().prop_map(Response::Id),
@@ -219,7 +220,7 @@ proptest! {
         let info = Response::Info(ServerInfo {
             machine, gen_method: 1, lease_state: 2, server_pool_start: machine / 2,
             last_issued_time: 5, end_of_life_ms: 9, max_batch: 7, max_frame_bytes: 65536,
-            connections: 1, reason: "é".into(), layout: d.layout.clone(),
+            connections: 1, reason: "é".into(), layout: d.layout.clone(), machines: Vec::new(),
         });
         prop_assert_eq!(round_trip_response_in(&info, id, &d), info);
         // IDS runs step by the layout's own distance between sequence numbers.

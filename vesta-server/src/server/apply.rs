@@ -19,7 +19,8 @@ use super::pending::{self, Outcome, Pending};
 use super::refusal;
 use crate::metrics::TcpMetrics;
 use crate::proto::{
-    Dialect, ErrorCode, MIN_VERSION, Request, Response, ServerInfo, VERSION, max_ranges, op,
+    Dialect, ErrorCode, MIN_VERSION, Request, Response, ServerInfo, ServerMachine, VERSION,
+    max_ranges, op,
 };
 
 /// A connection's issuing flow and its queue of waiting requests.
@@ -163,7 +164,7 @@ fn ids<C: Clock + 'static>(
 
 /// Answers the connection's first `HELLO` with `HELLO_OK` and returns the dialect in use, or
 /// answers a fatal `UNSUPPORTED_VERSION` and returns `None` (close the connection). A server
-/// whose layout is not Vesta's speaks version 2 only: version 1 cannot describe it.
+/// whose layout is not Vesta's speaks versions 2 and up only: version 1 cannot describe it.
 pub(super) fn hello<C: Clock + 'static>(
     tcp: &Tcp<C>,
     request_id: u32,
@@ -230,6 +231,14 @@ pub(super) fn describe<C: Clock + 'static>(tcp: &Tcp<C>) -> ServerInfo {
         connections: u32::try_from(service.connections().get()).unwrap_or(0),
         reason: s.lease.reason.unwrap_or_default(),
         layout: s.layout,
+        machines: s
+            .machines
+            .iter()
+            .map(|m| ServerMachine {
+                machine: m.machine as u32,
+                lease_state: ServerInfo::lease_state_code(m.lease.state),
+            })
+            .collect(),
     }
 }
 

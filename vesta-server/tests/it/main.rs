@@ -9,6 +9,7 @@ mod common;
 mod client;
 mod examples;
 mod fairness;
+mod info;
 mod metrics;
 mod segment;
 mod seq;

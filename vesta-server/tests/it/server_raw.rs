@@ -11,7 +11,7 @@ use common::{Raw, config, raw_frame, start, start_with_issuer};
 use tokio::time::{Instant, sleep};
 use vesta_core::{Explanation, FieldValues, GenMethod, IdFields, IdType, Preset};
 use vesta_embed::LeaseState;
-use vesta_server::proto::{Dialect, ErrorCode, Request, Response, op};
+use vesta_server::proto::{Dialect, ErrorCode, Request, Response, VERSION, op};
 
 /// A second connection gets an ID right now: the server is still serving others.
 async fn still_serving(addr: std::net::SocketAddr) {
@@ -161,7 +161,7 @@ async fn every_operation(c: &mut Raw) {
     );
 }
 
-/// A server in Leaf's layout speaks version 2 only, tells its layout in the handshake, and
+/// A server in Leaf's layout speaks version 2 and up only, tells its layout in the handshake, and
 /// every op reads and makes IDs in that layout.
 #[tokio::test]
 async fn a_peer_layout_server_speaks_version_2_in_its_own_layout() {
@@ -189,7 +189,7 @@ async fn a_peer_layout_server_speaks_version_2_in_its_own_layout() {
     assert!(old.closed().await);
 
     let mut c = Raw::hello(server.addr()).await;
-    assert_eq!(c.dialect, Dialect::new(2, Preset::Leaf.layout()));
+    assert_eq!(c.dialect, Dialect::new(VERSION, Preset::Leaf.layout()));
     c.send(2, &Request::NextIds { count: 3000 }).await;
     let (_, Response::Ids(runs)) = c.recv().await.unwrap() else {
         panic!("not ids")
@@ -287,7 +287,7 @@ async fn the_first_frame_must_be_a_valid_hello() {
     c.send(
         1,
         &Request::Hello {
-            min_version: 3,
+            min_version: 4,
             max_version: 9,
         },
     )
@@ -299,7 +299,7 @@ async fn the_first_frame_must_be_a_valid_hello() {
     assert_eq!(code, ErrorCode::UnsupportedVersion);
     assert_eq!(
         message,
-        "client speaks protocol versions 3..=9, this server 1..=2"
+        "client speaks protocol versions 4..=9, this server 1..=3"
     );
     assert!(c.closed().await);
 

@@ -68,10 +68,15 @@ impl Raw {
         }
     }
 
-    /// Connects and completes the handshake in the newest version (2: the layout comes with
-    /// `HELLO_OK`).
+    /// Connects and completes the handshake in the newest version (from 2 the layout comes
+    /// with `HELLO_OK`; 3 lists every machine ID in `INFO_OK`).
     pub async fn hello(addr: std::net::SocketAddr) -> Raw {
         Self::hello_with(addr, MIN_VERSION, VERSION).await
+    }
+
+    /// Connects and completes the handshake in version 2, as a client of before version 3.
+    pub async fn hello_v2(addr: std::net::SocketAddr) -> Raw {
+        Self::hello_with(addr, 1, 2).await
     }
 
     /// Connects and completes the handshake in version 1 (Vesta's layouts only).
