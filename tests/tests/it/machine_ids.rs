@@ -10,7 +10,10 @@
 //! - k leases from each leasing source (SQLite, etcd, ZooKeeper): k distinct IDs, each listed
 //!   by `vesta machine ls` under a holder of its own; an issuer whose k the pool cannot hold
 //!   any more is refused and gives back what it got;
-//! - a SIGKILLed server of k leases restarts at once on k other IDs (the dead leases live on).
+//! - a SIGKILLed server of k leases restarts at once on k other IDs (the dead leases live on);
+//! - `vesta gen --machine-ids K`, as a script runs it: every line one new ID of one of the K,
+//!   increasing per machine ID, `vesta explain` agreeing; a second run goes on from each ID's
+//!   own state file; a K the embed pool cannot hold is refused in one line.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -172,6 +175,79 @@ fn a_run_past_the_pool_or_over_a_held_id_is_refused_in_one_line() {
     );
     second.stop_cleanly();
     first.stop_cleanly();
+}
+
+/// The IDs `vesta gen ARGS` printed, one a line, in its own state and hold directories.
+fn gen_ids(args: &[&str], host: &std::path::Path, state: &std::path::Path) -> Vec<u64> {
+    let out = vesta_cmd(["gen"].iter().chain(args))
+        .env("VESTA_HOLD_DIR", host)
+        .env("XDG_STATE_HOME", state)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.is_empty(), "{stderr}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn vesta_gen_issues_from_k_machine_ids_as_a_script_sees_it() {
+    let (host, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // 1024 IDs a millisecond per machine ID: 20,000 take several units of each of the three.
+    let args = ["-n", "20000", "--machine", "500", "--machine-ids", "3"];
+    let args = [&args[..], &["--type", "min-granularity"]].concat();
+    let (mut seen, mut last) = (HashSet::new(), BTreeMap::new());
+    for run in 0..2 {
+        let ids = gen_ids(&args, host.path(), state.path());
+        assert_eq!(ids.len(), 20_000, "run {run}");
+        let before = last.clone();
+        check_ids(&ids, &[500, 501, 502], &mut seen, &mut last);
+        assert_eq!(last.len(), 3, "run {run}: all three issued: {last:?}");
+        assert!(
+            before.iter().all(|(m, id)| *id < last[m]),
+            "run {run} went on above the last: {before:?} {last:?}"
+        );
+    }
+    // Each machine ID kept its own state file beside the first's.
+    let files: Vec<String> = std::fs::read_dir(state.path().join("vesta"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".state"))
+        .collect();
+    for m in ["m500", "m501", "m502"] {
+        assert!(files.iter().any(|f| f.contains(m)), "{m}: {files:?}");
+    }
+    // `vesta explain` reads each machine ID's last ID as the library does.
+    for (m, id) in &last {
+        let x = vesta_ok(&["explain", &id.to_string()]);
+        assert!(x.contains("min-granularity") && x.contains("embed"), "{x}");
+        let line = x.lines().find(|l| l.starts_with("machine")).unwrap();
+        assert_eq!(
+            line.split_whitespace().nth(1),
+            Some(m.to_string().as_str()),
+            "{x}"
+        );
+    }
+    for (args, needle) in [
+        (
+            &["--machine-ids", "925"][..],
+            "machine.ids 925 is more than the embed pool 0..=923 holds (924 machine IDs): \
+             allowed 1..=256",
+        ),
+        (
+            &["--machine", "922", "--machine-ids", "3"],
+            "machine.ids 3 from machine 922 needs 922..=924, past the embed pool 0..=923",
+        ),
+    ] {
+        fails_in_one_line(
+            vesta_cmd(["gen"].iter().chain(args)).env("VESTA_HOLD_DIR", host.path()),
+            &[needle],
+        );
+    }
 }
 
 #[test]

@@ -70,10 +70,13 @@ pub fn apply_layout_flags(
     }
 }
 
-/// Applies `--machine N` (a static ID) and `--zk CONNECT`, `--machine-db URL` or `--etcd URL`
-/// (a registry: the ID leased from it, or N registered there) to a config's sections.
+/// Applies `--machine N` (a static ID), `--machine-ids K` (`[machine] ids`: how many, checked
+/// with the rest of the plan by [`IssuerConfig::plan`]) and `--zk CONNECT`, `--machine-db URL`
+/// or `--etcd URL` (a registry: the IDs leased from it, or N registered there) to a config's
+/// sections: the one place every command that starts an issuer takes them from.
 pub fn apply_machine_flags(
     machine: Option<u64>,
+    machine_ids: Option<u64>,
     zk: Option<&str>,
     machine_db: Option<&str>,
     etcd: Option<&str>,
@@ -83,6 +86,9 @@ pub fn apply_machine_flags(
         .map(|a| (Registry::ZooKeeper, a))
         .or(machine_db.map(|a| (Registry::Sql, a)))
         .or(etcd.map(|a| (Registry::Etcd, a)));
+    if let Some(k) = machine_ids {
+        sections.machine.ids = k;
+    }
     sections
         .choose(machine, registry)
         .map_err(|conflict| match conflict {

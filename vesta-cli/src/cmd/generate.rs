@@ -9,6 +9,10 @@
 //! crash, or another user's run, a run waits out what the ID may have issued. Without a
 //! writable state directory a run goes on without a state file, saying so: still held on the
 //! host, it waits out an unknown past at each start (up to two units).
+//!
+//! `--machine-ids K` issues from K machine IDs at once (`[machine] ids`, decided by the same
+//! machine plan as `vesta serve`'s): each held and marked alone (its own state file beside
+//! the first's), the batches spread over them, so a run is K times as fast as one ID's cap.
 
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
@@ -51,6 +55,11 @@ pub struct Args {
     /// else 0]
     #[arg(long, allow_negative_numbers = true)]
     machine: Option<u64>,
+    /// Issue from K machine IDs of the embed pool at once, each with its own mark and hold,
+    /// calls spread over them: K times the layout's cap (static: --machine N..=N+K-1; a
+    /// registry: K leases) [default: the config's [machine] ids, else 1]
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
+    machine_ids: Option<u64>,
     /// Vesta's type: max-peak, min-granularity, 0 or 1 [default: the config's, else max-peak]
     #[arg(long = "type", value_name = "TYPE")]
     id_type: Option<IdType>,
@@ -73,7 +82,7 @@ pub struct Args {
     #[arg(
         long,
         value_name = "HOST:PORT[,...]",
-        conflicts_with_all = ["machine", "id_type", "zk", "machine_db", "etcd", "layout", "epoch", "config"]
+        conflicts_with_all = ["machine", "machine_ids", "id_type", "zk", "machine_db", "etcd", "layout", "epoch", "config"]
     )]
     server: Option<String>,
     /// Stream the IDs over gRPC from a REST server's port instead (http://HOST:PORT), in its
@@ -81,7 +90,7 @@ pub struct Args {
     #[arg(
         long,
         value_name = "URL",
-        conflicts_with_all = ["server", "machine", "id_type", "zk", "machine_db", "etcd", "layout", "epoch", "config"]
+        conflicts_with_all = ["server", "machine", "machine_ids", "id_type", "zk", "machine_db", "etcd", "layout", "epoch", "config"]
     )]
     grpc: Option<String>,
     /// With --grpc: the server's bearer token, read from this file (its first line)
@@ -175,6 +184,7 @@ fn apply_overrides(config: &mut IssuerConfig, args: &Args) -> anyhow::Result<()>
     let zk = args.zk.as_deref();
     apply_machine_flags(
         args.machine,
+        args.machine_ids,
         zk,
         args.machine_db.as_deref(),
         args.etcd.as_deref(),
@@ -231,9 +241,12 @@ fn state_dir() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-/// Issues `count` IDs in per-unit batches and prints them.
+/// Issues `count` IDs in batches of a unit of every machine ID and prints them.
 fn write_ids(issuer: &Issuer, count: u64, form: Form) -> anyhow::Result<()> {
-    let chunk = issuer.layout().capacity_per_unit();
+    let chunk = issuer
+        .layout()
+        .capacity_per_unit()
+        .saturating_mul(issuer.machine_count() as u64);
     let progress = progress_bar(count);
     let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
     let mut left = count;

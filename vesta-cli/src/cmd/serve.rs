@@ -137,6 +137,7 @@ impl ServerArgs {
         let machine_db = self.machine_db.as_deref();
         apply_machine_flags(
             machine,
+            self.machine_ids,
             zk,
             machine_db,
             self.etcd.as_deref(),
@@ -146,9 +147,6 @@ impl ServerArgs {
                 etcd: &mut config.etcd,
             },
         )?;
-        if let Some(k) = self.machine_ids {
-            config.machine.ids = k;
-        }
         if let Some(url) = &self.segment_db {
             config.segment.db = Some(url.clone());
         }
