@@ -366,6 +366,8 @@ fn the_dashboard_has_unique_panels_and_every_query_reads_vesta_metrics() {
         "vesta_ids_issued_total",
         "vesta_layout_capacity_per_second",
         "vesta_machine_id",
+        "vesta_machine_ids",
+        "vesta_machine_issuing",
         "vesta_lease_state",
         "vesta_sequence_waits_total",
         "vesta_clock_rollback_refusals_total",
