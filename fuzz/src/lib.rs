@@ -5,8 +5,9 @@
 //! fixed in CI.
 //!
 //! Every protocol check runs in every dialect a connection can speak: version 1 (Vesta's
-//! layouts) and version 2 over each preset layout and a custom one, so each op is decoded the
-//! way each kind of server and client decodes it.
+//! layouts), version 2 over each preset layout and a custom one, and version 3 (version 2 but
+//! for `INFO`) over Vesta's, so each op is decoded the way each kind of server and client
+//! decodes it.
 //!
 //! This file has the replay, the frame, TCP protocol and ID checks; `rest.rs` the REST query
 //! check, `grpc.rs` the gRPC one (each with what only it needs).
@@ -152,10 +153,12 @@ pub fn layouts() -> Vec<Layout> {
     all
 }
 
-/// Every dialect a connection can speak: v1, and v2 over each layout.
+/// Every dialect a connection can speak: v1, v2 over each layout, and v3 (which differs from
+/// v2 only in `INFO`) over Vesta's.
 pub fn dialects() -> Vec<Dialect> {
     let mut all = vec![Dialect::v1()];
     all.extend(layouts().into_iter().map(|l| Dialect::new(2, l)));
+    all.push(Dialect::new(3, IdType::MaxPeak.layout().clone()));
     all
 }
 

@@ -3,7 +3,7 @@
 //!
 //! - a server of a static run of k issues from every one, each ID unique, increasing per
 //!   machine ID and explaining to one of the k; its startup line, `/healthz`, `/metrics` and
-//!   the console's status page show all k; a clean stop releases all k;
+//!   the console's status page show all k (and TCP `INFO`); a clean stop releases all k;
 //! - a run past the pool, and a second server on an ID of a running run, are refused in one
 //!   line;
 //! - a SIGKILLed server of k static IDs with state files restarts above each ID's own mark;
@@ -162,6 +162,14 @@ fn a_run_past_the_pool_or_over_a_held_id_is_refused_in_one_line() {
         .env("VESTA_HOLD_DIR", hold_dir),
         &["machine 932 of vesta min-granularity", "is held by pid"],
     );
+    // Its TCP `INFO` (protocol version 3) names all four, each issuing.
+    let info = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let config = vesta_server::ClientConfig::new([first.addr.clone()]);
+        let client = vesta_server::Client::connect(config).await.unwrap();
+        client.info().await.unwrap()
+    });
+    let ids: Vec<u32> = info.issuing_machines().collect();
+    assert_eq!((info.machine, ids), (930, vec![930, 931, 932, 933]));
     // Beside it, the next run starts.
     let second = ServerChild::start(
         "tcp",

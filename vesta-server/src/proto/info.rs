@@ -96,6 +96,15 @@ impl ServerInfo {
         lease_state_from_code(self.lease_state)
     }
 
+    /// The machine IDs that may issue now, of [`machines`](Self::machines) (so none from a
+    /// server that answered in version 1 or 2).
+    pub fn issuing_machines(&self) -> impl Iterator<Item = u32> + '_ {
+        self.machines
+            .iter()
+            .filter(|m| m.can_issue())
+            .map(|m| m.machine)
+    }
+
     /// Vesta's type of the issued IDs; `None` for the peers' and custom layouts.
     pub fn layout_type(&self) -> Option<IdType> {
         self.layout.id_type()
@@ -368,13 +377,7 @@ mod tests {
         let sent = info(three(), "machine 931 fenced", 65_536);
         let got = parse(&encode(&sent, 3).payload, 3).unwrap();
         assert_eq!(got, sent);
-        let issuing: Vec<u32> = got
-            .machines
-            .iter()
-            .filter(|m| m.can_issue())
-            .map(|m| m.machine)
-            .collect();
-        assert_eq!(issuing, [930, 932]);
+        assert_eq!(got.issuing_machines().collect::<Vec<_>>(), [930, 932]);
     }
 
     /// A client of version 1 or 2 gets the answer it always got: byte for byte the same as a
