@@ -13,7 +13,7 @@ use hyper::{Method, Request};
 use vesta_core::Clock;
 use vesta_service::gate::{Asked, Gate, Refusal};
 
-use crate::connection::ConnContext;
+use crate::activity::ConnContext;
 use crate::ctx::{Ctx, Finish, Reply};
 use crate::error::ApiError;
 #[cfg(feature = "grpc")]
