@@ -58,6 +58,9 @@ pub fn command(remedy: &Remedy) -> Option<String> {
         Remedy::ServeSequences => {
             "[seq] db in its config, or vesta serve rest|tcp --seq-db URL".into()
         }
+        Remedy::ServeConsole => {
+            "[server] console = true in its config, or vesta serve rest|tcp --console".into()
+        }
         _ => return None,
     })
 }
@@ -191,6 +194,10 @@ mod tests {
             (
                 Remedy::ServeSequences,
                 "[seq] db in its config, or vesta serve rest|tcp --seq-db URL",
+            ),
+            (
+                Remedy::ServeConsole,
+                "[server] console = true in its config, or vesta serve rest|tcp --console",
             ),
         ];
         for (remedy, line) in cases {

@@ -101,27 +101,7 @@ impl Form {
                 }
                 text.parse().ok()
             }
-            Form::Base32 => {
-                if b.len() != BASE32_LEN {
-                    return None;
-                }
-                let mut v: u128 = 0;
-                for &c in b {
-                    v = v * 32 + u128::from(base32_digit(c)?);
-                }
-                u64::try_from(v).ok()
-            }
-            Form::Base62 => {
-                if b.len() != BASE62_LEN {
-                    return None;
-                }
-                let mut v: u128 = 0;
-                for &c in b {
-                    let d = BASE62.iter().position(|&x| x == c)?;
-                    v = v * 62 + d as u128;
-                }
-                u64::try_from(v).ok()
-            }
+            Form::Base32 | Form::Base62 => u64::try_from(self.fixed_value(text)?).ok(),
             Form::Hex => {
                 let hex = text
                     .strip_prefix("0x")
@@ -132,6 +112,31 @@ impl Form {
                 u64::from_str_radix(hex, 16).ok()
             }
         }
+    }
+}
+
+impl Form {
+    /// The value of a text of the right width made of this fixed-width form's digits, even one
+    /// above `u64::MAX` (which [`Form::decode`] refuses); `None` for any other text or form.
+    pub(crate) fn fixed_value(self, text: &str) -> Option<u128> {
+        let b = text.as_bytes();
+        let (len, base) = match self {
+            Form::Base32 => (BASE32_LEN, 32),
+            Form::Base62 => (BASE62_LEN, 62),
+            Form::Decimal | Form::Hex => return None,
+        };
+        if b.len() != len {
+            return None;
+        }
+        let mut v: u128 = 0;
+        for &c in b {
+            let d = match self {
+                Form::Base32 => base32_digit(c)?,
+                _ => BASE62.iter().position(|&x| x == c)? as u8,
+            };
+            v = v * base + u128::from(d);
+        }
+        Some(v)
     }
 }
 

@@ -9,17 +9,7 @@ use crate::forms::Form;
 
 /// Text that is not an ID.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "id `{text}` is not valid: {}",
-    if *hex {
-        "a leading 0x means hex, and it must be followed by 1 to 16 hex digits (0-9, a-f, \
-         either case)"
-    } else {
-        "expected an unsigned decimal up to 18446744073709551615, a negative decimal down to \
-         -9223372036854775808 (Java long), 0x hex up to 16 digits, 13 characters of base32 or \
-         11 of base62"
-    }
-)]
+#[error("id `{text}` {}", self.why())]
 #[non_exhaustive]
 pub struct ParseIdError {
     /// The rejected text (trimmed).
@@ -27,6 +17,34 @@ pub struct ParseIdError {
     /// The text starts with `0x` (or with `0X` and fits no string form), so it was read as
     /// hex and is not valid hex.
     pub hex: bool,
+    /// The text is written in this fixed-width form (base32 or base62) but is above
+    /// 18446744073709551615, the largest 64-bit ID.
+    pub over: Option<Form>,
+}
+
+impl ParseIdError {
+    /// What is wrong with the text, after "id `TEXT` " (a transport words the start its way).
+    pub fn why(&self) -> String {
+        if self.hex {
+            return "is not valid: a leading 0x means hex, and it must be followed by 1 to 16 \
+                    hex digits (0-9, a-f, either case)"
+                .into();
+        }
+        match self.over {
+            Some(form) => format!(
+                "is out of range: {form} goes up to {} ({})",
+                form.encode(u64::MAX).as_str(),
+                u64::MAX
+            ),
+            None => format!(
+                "is not valid: expected an unsigned decimal up to {}, a negative decimal down \
+                 to {} (Java long), 0x hex up to 16 digits, 13 characters of base32 or 11 of \
+                 base62",
+                u64::MAX,
+                i64::MIN
+            ),
+        }
+    }
 }
 
 /// Parses an ID in any of the accepted forms; surrounding whitespace is ignored. The forms
@@ -40,6 +58,7 @@ pub fn parse_id(text: &str) -> Result<u64, ParseIdError> {
     let err = |hex| ParseIdError {
         text: t.to_owned(),
         hex,
+        over: None,
     };
     if t.starts_with('-') {
         return t.parse::<i64>().map(|v| v as u64).map_err(|_| err(false));
@@ -53,7 +72,13 @@ pub fn parse_id(text: &str) -> Result<u64, ParseIdError> {
     match form {
         Some(id) => Ok(id),
         None if t.starts_with("0X") => Form::Hex.decode(t).ok_or_else(|| err(true)),
-        None => Err(err(false)),
+        // Written in a fixed-width form, above the largest ID: said as such.
+        None => Err(ParseIdError {
+            over: [Form::Base32, Form::Base62]
+                .into_iter()
+                .find(|f| f.fixed_value(t).is_some()),
+            ..err(false)
+        }),
     }
 }
 
@@ -128,6 +153,34 @@ mod tests {
             );
         }
         assert!(!parse_id("abc").unwrap_err().hex);
+    }
+
+    /// A text of base32's or base62's width and digits, above the largest ID, is refused as
+    /// out of range naming the form's largest text (not as "not an ID").
+    #[test]
+    fn a_fixed_width_text_above_the_largest_id_is_out_of_range() {
+        assert_eq!(Form::Base62.encode(u64::MAX).as_str(), "LygHa16AHYF");
+        assert_eq!(Form::Base32.encode(u64::MAX).as_str(), "FZZZZZZZZZZZZ");
+        assert_eq!(parse_id("LygHa16AHYF"), Ok(u64::MAX));
+        assert_eq!(parse_id("fzzzzzzzzzzzz"), Ok(u64::MAX));
+        for (bad, form) in [
+            ("LygHa16AHYG", Form::Base62),
+            ("zzzzzzzzzzz", Form::Base62),
+            ("w000wo4jKxS", Form::Base62),
+            ("G000000000000", Form::Base32),
+            ("zzzzzzzzzzzzz", Form::Base32),
+        ] {
+            let err = parse_id(bad).unwrap_err();
+            assert_eq!(err.over, Some(form), "{bad}");
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "id `{bad}` is out of range: {form} goes up to {} (18446744073709551615)",
+                    form.encode(u64::MAX).as_str()
+                )
+            );
+        }
+        assert_eq!(parse_id("zzzzzzzzzz!").unwrap_err().over, None);
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! What an operator can do about a refusal, as data ([`Remedy`]): retire a machine ID's mark in
 //! its store, retire a state file or this host's hold record, create the segment table, raise a
 //! tag; ask the server that owns a per-key sequence table, record how the table is served, raise
-//! a table that went back, give a server a sequence database. The libraries' errors carry one as a field and say it in words; a program that has a
-//! way to run it — the `vesta` binary, which spells each as its command line — installs a
-//! renderer once ([`Remedy::set_renderer`]), and from then on every message of the process that
+//! a table that went back, give a server a sequence database, turn its console on. The
+//! libraries' errors carry one as a field and say it in words; a program that has a way to run
+//! it — the `vesta` binary, which spells each as its command line — installs a renderer once ([`Remedy::set_renderer`]), and from then on every message of the process that
 //! names a remedy (a command's error, a server's start refusal, its log lines, `/healthz`, the
 //! console) says it that way. The flags live in that program alone.
 //!
@@ -123,6 +123,9 @@ pub enum Remedy {
     /// Give the server a sequence database (its config's `[seq] db`), to serve per-key
     /// sequences.
     ServeSequences,
+    /// Turn the server's web console on (its config's `[server] console`), to serve the pages
+    /// under `/ui`.
+    ServeConsole,
 }
 
 /// How a program says a remedy: `None` leaves it to the words.
@@ -194,6 +197,7 @@ impl fmt::Display for Words<'_> {
                  it (docs/seq.md, \"A restored table\")"
             ),
             Remedy::ServeSequences => f.write_str("[seq] db in its config"),
+            Remedy::ServeConsole => f.write_str("[server] console = true in its config"),
         }
     }
 }
@@ -287,6 +291,10 @@ mod tests {
                  nothing remembers it (docs/seq.md, \"A restored table\")",
             ),
             (Remedy::ServeSequences, "[seq] db in its config"),
+            (
+                Remedy::ServeConsole,
+                "[server] console = true in its config",
+            ),
         ];
         for (remedy, words) in cases {
             assert_eq!(remedy.words().to_string(), words);

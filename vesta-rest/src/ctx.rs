@@ -15,7 +15,7 @@ use hyper::Response;
 use vesta_core::Clock;
 use vesta_service::{Answer, OpError, Service};
 
-use crate::connection::{ConnContext, RequestGuard};
+use crate::activity::{ConnContext, RequestGuard};
 use crate::error::ApiError;
 use crate::response::{self, Body};
 use crate::rest::Rest;

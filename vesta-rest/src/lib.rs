@@ -17,6 +17,7 @@
 //! connections at the next unit boundary. Every error is a JSON `{"error": "..."}` whose
 //! sentence names the parameter at fault; nothing a client sends can make the server panic.
 
+mod activity;
 mod body;
 mod budget;
 mod config;

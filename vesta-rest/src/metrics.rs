@@ -23,8 +23,8 @@ use prometheus_client::registry::Registry;
 use vesta_core::Clock;
 use vesta_service::Service;
 
+use crate::activity::CloseReason;
 use crate::budget::UnsentBudget;
-use crate::connection::CloseReason;
 
 /// The outcomes a request can have, by status code; the second label of the request counter.
 pub const STATUSES: [u16; 7] = [200, 400, 404, 405, 414, 500, 503];

@@ -13,7 +13,7 @@ use hyper::{Method, Request};
 use vesta_core::Clock;
 use vesta_service::gate::{Asked, Gate, Refusal};
 
-use crate::connection::ConnContext;
+use crate::activity::ConnContext;
 use crate::ctx::{Ctx, Finish, Reply};
 use crate::error::ApiError;
 #[cfg(feature = "grpc")]
@@ -107,7 +107,7 @@ fn refusal(r: &Refusal, method: &Method, path: &str) -> ApiError {
     match r {
         Refusal::NoRoute => ApiError::not_found(&crate::query::shorten(path)),
         Refusal::TargetTooLong { .. } => ApiError::uri_too_long(r.message(method)),
-        Refusal::ConsoleOff => ApiError::not_found_because(vesta_service::gate::CONSOLE_OFF),
+        Refusal::ConsoleOff => ApiError::not_found_because(vesta_service::gate::console_off()),
         Refusal::Method { allowed, .. } => {
             ApiError::method_not_allowed(r.message(method), allowed.allow())
         }

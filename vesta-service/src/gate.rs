@@ -19,6 +19,8 @@
 use hyper::header::AUTHORIZATION;
 use hyper::{HeaderMap, Method};
 
+use vesta_core::Remedy;
+
 use crate::ops::{Limits, OpError};
 
 /// Where a route answers.
@@ -253,9 +255,16 @@ pub fn find<H>(routes: &'static [Route<H>], path: &str) -> Option<(usize, &'stat
     Some((i, &routes[i]))
 }
 
-/// What the console's pages answer while the console is off.
-pub const CONSOLE_OFF: &str =
-    "the console is off on this server ([server] console = true, or --console, turns it on)";
+/// What the console's pages answer while the console is off: the remedy
+/// ([`Remedy::ServeConsole`]) as this process says it (in words, or as the `vesta` binary's
+/// renderer spells it).
+#[cold]
+pub fn console_off() -> String {
+    format!(
+        "the console is off on this server: turn it on with {}",
+        Remedy::ServeConsole
+    )
+}
 
 /// Why the gate refused a request; each transport words it in its own dialect.
 #[derive(Clone, Debug, PartialEq)]
@@ -303,7 +312,7 @@ impl Refusal {
                 "the request target is {len} bytes, over the limit of {max} (server.max_uri_bytes)"
             ),
             Refusal::NoRoute => return None,
-            Refusal::ConsoleOff => CONSOLE_OFF.to_owned(),
+            Refusal::ConsoleOff => console_off(),
             Refusal::Method { allowed, path } => match allowed {
                 Methods::Leaf => format!(
                     "method {method} is not allowed on {path}: use one of {}",

@@ -131,6 +131,10 @@ pub fn parse_id_param(name: &str, text: &str) -> Result<u64, BadRequest> {
                 ),
             );
         }
+        if e.over.is_some() {
+            // "is out of range: base62 goes up to ... (18446744073709551615)"
+            return BadRequest::invalid_param(name, format_args!("`{text}` {}", e.why()));
+        }
         BadRequest::invalid_param(
             name,
             format_args!(

@@ -256,7 +256,14 @@ fn rest_console_explains_counts_and_follows_segments_in_a_browser() {
     for path in ["/ui", "/ui/status", "/ui/explain?id=1"] {
         let (status, body) = http(&off.addr, "GET", path);
         assert_eq!(status, 404, "{path}: {body}");
-        assert!(body.contains("the console is off"), "{body}");
+        // The `vesta` binary says the remedy as its own: the key and the flag.
+        assert!(
+            body.contains(
+                "the console is off on this server: turn it on with [server] console = true in \
+                 its config, or vesta serve rest|tcp --console"
+            ),
+            "{body}"
+        );
     }
     off.stop_cleanly();
 }

@@ -20,6 +20,7 @@ mod etcd_lease;
 mod fuzz_corpus;
 mod grpc_clients;
 mod id_type;
+mod import_loops;
 mod lean_builds;
 mod machine_ids;
 mod operator_holds;

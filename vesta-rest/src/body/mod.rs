@@ -2,7 +2,7 @@
 //! chunks of at most [`CHUNK_BYTES`]. Every chunk stays accounted for until hyper drops it (sent, or the stream or
 //! connection is gone):
 //!
-//! - it keeps its request open on the connection's [`Activity`](crate::connection::Activity)
+//! - it keeps its request open on the connection's [`Activity`](crate::activity::Activity)
 //!   (so a connection with a response stuck behind a zero window is not idle, but stalled) and
 //!   records progress when it goes;
 //! - a `/genids` (or `/segments`) body holds a [`Reservation`] of the server's unsent-bytes budget and never has
@@ -32,8 +32,8 @@ pub use chunk::Chunk;
 use chunk::Held;
 use json::{IdsJson, Run};
 
+use crate::activity::RequestGuard;
 use crate::budget::Reservation;
-use crate::connection::RequestGuard;
 
 /// Largest chunk of a streamed body: one HTTP/2 DATA frame of the default size.
 pub const CHUNK_BYTES: usize = 16 * 1024;

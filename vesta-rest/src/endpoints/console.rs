@@ -18,7 +18,7 @@ pub fn page<C: Clock + 'static>(cx: Ctx<'_, C>) -> Reply {
     let Some(console) = cx.rest.console.clone() else {
         // The gate let it through only with the console on.
         return cx.now(Err(ApiError::not_found_because(
-            vesta_service::gate::CONSOLE_OFF,
+            vesta_service::gate::console_off(),
         )));
     };
     let (path, query) = (cx.path.to_owned(), cx.query.map(str::to_owned));

@@ -27,6 +27,7 @@ macro_rules! on_pool {
 }
 
 // After `on_pool!`, which they use.
+pub(crate) mod dialect;
 pub(crate) mod owner;
 pub(crate) mod seq;
 pub(crate) mod seq_cluster;

@@ -12,9 +12,9 @@
 //! - `vesta_seq` itself, read and raised whole by the restore guard's check and its recovery
 //!   (`vesta seq raise`): a raise here only ever moves a row up.
 
-use std::sync::LazyLock;
-
 use crate::db::Database;
+use crate::db::dialect::{Dialect, PerKind};
+use crate::db::seq_cluster::cluster_statements;
 use vesta_segment::DbKind;
 use vesta_segment::SegmentError;
 
@@ -43,76 +43,45 @@ impl LeaseRow {
     }
 }
 
+/// The statements of `vesta_seq_store` and of `vesta_seq` read and raised whole (the table
+/// lease's are `vesta_seq_member`'s, in `seq_cluster.rs`).
 struct OwnerSql {
     create_store: &'static str,
     insert_item: String,
-    read_item: &'static str,
+    read_item: String,
     /// Binds the new value, the item, the expected value.
     swap_item: String,
-    read_lease: String,
-    /// Binds holder, tcp, rest, ttl, the dead holder: the lease of a holder known gone.
-    take_from: String,
     /// Every row but the meta rows: kinds 0 (numeric sections), 1 (string buckets) and 3 (spread
     /// buckets).
     rows: &'static str,
     /// Binds to, kind, section, to: never lowers.
     raise_to: String,
-    insert_row: String,
 }
 
+static STATEMENTS: PerKind<OwnerSql> = PerKind::new(OwnerSql::build);
+
 fn statements(kind: DbKind) -> &'static OwnerSql {
-    static SQLITE: LazyLock<OwnerSql> = LazyLock::new(|| OwnerSql::for_kind(DbKind::Sqlite));
-    static POSTGRES: LazyLock<OwnerSql> = LazyLock::new(|| OwnerSql::for_kind(DbKind::Postgres));
-    static MYSQL: LazyLock<OwnerSql> = LazyLock::new(|| OwnerSql::for_kind(DbKind::MySql));
-    match kind {
-        DbKind::Sqlite => &SQLITE,
-        DbKind::Postgres => &POSTGRES,
-        DbKind::MySql => &MYSQL,
-    }
+    STATEMENTS.get(kind)
 }
 
 impl OwnerSql {
-    fn for_kind(kind: DbKind) -> OwnerSql {
-        let now = kind.now_ms_sql();
-        let (ignore, conflict) = match kind {
-            DbKind::Postgres => ("INSERT INTO", " ON CONFLICT DO NOTHING"),
-            DbKind::MySql => ("INSERT IGNORE INTO", ""),
-            DbKind::Sqlite => ("INSERT OR IGNORE INTO", ""),
-        };
-        let p = |sql: String| kind.placeholders(&sql);
+    fn build(d: &Dialect) -> OwnerSql {
         OwnerSql {
             create_store: "CREATE TABLE IF NOT EXISTS vesta_seq_store (
   item VARCHAR(64) NOT NULL PRIMARY KEY,
   val VARCHAR(255) NOT NULL
 )",
-            insert_item: p(format!(
-                "{ignore} vesta_seq_store (item, val) VALUES (?, ?){conflict}"
-            )),
-            read_item: match kind {
-                DbKind::Postgres => "SELECT val FROM vesta_seq_store WHERE item = $1",
-                _ => "SELECT val FROM vesta_seq_store WHERE item = ?",
-            },
-            swap_item: p("UPDATE vesta_seq_store SET val = ? WHERE item = ? AND val = ?".into()),
-            read_lease: format!(
-                "SELECT holder, tcp, rest, expires_ms, updated_ms, {now} FROM vesta_seq_member \
-                 WHERE member = {TABLE_ROW}"
-            ),
-            take_from: p(format!(
-                "UPDATE vesta_seq_member SET holder = ?, tcp = ?, rest = ?, \
-                 expires_ms = {now} + ?, updated_ms = {now} \
-                 WHERE member = {TABLE_ROW} AND holder = ?"
-            )),
+            insert_item: d.insert_missing("vesta_seq_store (item, val)", "(?, ?)"),
+            read_item: d.placeholders("SELECT val FROM vesta_seq_store WHERE item = ?"),
+            swap_item: d
+                .placeholders("UPDATE vesta_seq_store SET val = ? WHERE item = ? AND val = ?"),
             // Every row but the meta rows (kind 2, `db::seq::META`).
             rows: "SELECT kind, section, max_seq FROM vesta_seq WHERE kind <> 2 \
                    ORDER BY kind, section",
-            raise_to: p(
+            raise_to: d.placeholders(
                 "UPDATE vesta_seq SET max_seq = ?, update_time = CURRENT_TIMESTAMP \
-                         WHERE kind = ? AND section = ? AND max_seq < ?"
-                    .into(),
+                 WHERE kind = ? AND section = ? AND max_seq < ?",
             ),
-            insert_row: p(format!(
-                "{ignore} vesta_seq (kind, section, max_seq) VALUES (?, ?, ?){conflict}"
-            )),
         }
     }
 }
@@ -144,7 +113,7 @@ impl Database {
                 on_pool!(self.pool(), p => {
                     sqlx::query(q.insert_item.as_str()).bind(item).bind(value).execute(p).await?;
                     let (val,): (String,) =
-                        sqlx::query_as(q.read_item).bind(item).fetch_one(p).await?;
+                        sqlx::query_as(q.read_item.as_str()).bind(item).fetch_one(p).await?;
                     Ok(val)
                 })
             },
@@ -160,7 +129,7 @@ impl Database {
             async {
                 on_pool!(self.pool(), p => {
                     let row: Option<(String,)> =
-                        sqlx::query_as(q.read_item).bind(item).fetch_optional(p).await?;
+                        sqlx::query_as(q.read_item.as_str()).bind(item).fetch_optional(p).await?;
                     Ok(row.map(|r| r.0))
                 })
             },
@@ -205,13 +174,13 @@ impl Database {
 
     /// The table lease's row (`None`: never taken).
     pub(crate) async fn owner_read(&self) -> Result<Option<LeaseRow>, SegmentError> {
-        let q = statements(self.url().kind());
+        let q = cluster_statements(self.url().kind());
         let row: Option<RawLease> = self
             .bounded(
                 || "reading the table's lease (vesta_seq_member)".into(),
                 async {
                     on_pool!(self.pool(), p => {
-                        sqlx::query_as(q.read_lease.as_str()).fetch_optional(p).await
+                        sqlx::query_as(q.read_table_lease.as_str()).fetch_optional(p).await
                     })
                 },
             )
@@ -238,13 +207,13 @@ impl Database {
         rest: &str,
         ttl_ms: i64,
     ) -> Result<bool, SegmentError> {
-        let q = statements(self.url().kind());
+        let q = cluster_statements(self.url().kind());
         let changed = self
             .bounded(
                 || "taking the table's lease (vesta_seq_member)".into(),
                 async {
                     on_pool!(self.pool(), p => {
-                        sqlx::query(q.take_from.as_str())
+                        sqlx::query(q.take_table_lease_from.as_str())
                             .bind(holder)
                             .bind(tcp)
                             .bind(rest)
@@ -280,11 +249,13 @@ impl Database {
         to: i64,
     ) -> Result<bool, SegmentError> {
         let q = statements(self.url().kind());
+        // The row made when missing, as a section's first load makes it.
+        let insert_missing = super::seq::sql(self.url().kind()).insert_missing;
         self.bounded(
             || format!("raising section {section} (kind {kind}) of vesta_seq to {to}"),
             async {
                 on_pool!(self.pool(), p => {
-                    let made = sqlx::query(q.insert_row.as_str())
+                    let made = sqlx::query(insert_missing)
                         .bind(kind)
                         .bind(section)
                         .bind(to)
@@ -310,21 +281,18 @@ impl Database {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::dialect;
 
     #[test]
     fn postgres_statements_number_their_placeholders() {
-        let q = OwnerSql::for_kind(DbKind::Postgres);
+        let q = OwnerSql::build(&dialect::of(DbKind::Postgres));
         assert!(
             q.swap_item
                 .contains("val = $1 WHERE item = $2 AND val = $3")
         );
+        assert!(q.read_item.ends_with("item = $1"), "{}", q.read_item);
         assert!(q.raise_to.contains("max_seq = $1") && q.raise_to.contains("max_seq < $4"));
-        assert!(
-            q.read_lease.ends_with("WHERE member = -1"),
-            "{}",
-            q.read_lease
-        );
-        let q = OwnerSql::for_kind(DbKind::MySql);
+        let q = OwnerSql::build(&dialect::of(DbKind::MySql));
         assert!(q.insert_item.starts_with("INSERT IGNORE INTO"));
     }
 }

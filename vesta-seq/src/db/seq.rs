@@ -16,10 +16,10 @@ use vesta_segment::SegmentError;
 pub(crate) const META: i16 = 2;
 
 /// Every statement, for one database.
-struct SeqSql {
+pub(crate) struct SeqSql {
     create_table: &'static str,
     /// Binds kind, section, max_seq; leaves an existing row alone.
-    insert_missing: &'static str,
+    pub(crate) insert_missing: &'static str,
     /// Binds kind, section; reads max_seq, owner.
     read: &'static str,
     /// Binds the new max_seq, the owner, kind, section, the expected max_seq.
@@ -28,7 +28,7 @@ struct SeqSql {
     rows_from: &'static str,
 }
 
-fn sql(kind: DbKind) -> &'static SeqSql {
+pub(crate) fn sql(kind: DbKind) -> &'static SeqSql {
     match kind {
         DbKind::Sqlite => &SQLITE,
         DbKind::Postgres => &POSTGRES,

@@ -15,9 +15,9 @@
 //!
 //! Every time is the database's (`now_ms`), never a server's: expiry is judged on one clock.
 
-use std::sync::LazyLock;
-
 use crate::db::Database;
+use crate::db::dialect::{Dialect, PerKind};
+use crate::db::owner::TABLE_ROW;
 use crate::sets::SETS;
 use vesta_segment::DbKind;
 use vesta_segment::SegmentError;
@@ -50,14 +50,15 @@ pub struct SetRow {
     pub generation: i64,
 }
 
-/// Every statement, for one database (placeholders in its style).
-struct ClusterSql {
+/// Every statement of the cluster's tables (the table lease's included: a row of
+/// `vesta_seq_member`), for one database (placeholders in its style).
+pub(crate) struct ClusterSql {
     now: String,
-    create_members: String,
-    create_sets: String,
+    create_members: &'static str,
+    create_sets: &'static str,
     /// Every set's row, those missing made (a multi-row insert of literals; one round trip).
     insert_sets: String,
-    count_sets: String,
+    count_sets: &'static str,
     /// Binds member; leaves an existing row alone.
     insert_member: String,
     /// Binds holder, tcp, rest, ttl, member, holder: takes the row when it is ours or expired.
@@ -66,35 +67,34 @@ struct ClusterSql {
     renew: String,
     /// Binds member, holder.
     leave: String,
-    members: String,
-    sets: String,
+    members: &'static str,
+    sets: &'static str,
     /// Binds owner, holder; the sets and generations follow (`matching`).
     take_sets: String,
     /// Binds holder; the sets and generations follow.
     release_sets: String,
+    /// The table lease's row with the database's clock (`owner.rs`).
+    pub(crate) read_table_lease: String,
+    /// Binds holder, tcp, rest, ttl, the dead holder: the table's lease of a holder known gone.
+    pub(crate) take_table_lease_from: String,
 }
 
-fn statements(kind: DbKind) -> &'static ClusterSql {
-    static SQLITE: LazyLock<ClusterSql> = LazyLock::new(|| ClusterSql::for_kind(DbKind::Sqlite));
-    static POSTGRES: LazyLock<ClusterSql> =
-        LazyLock::new(|| ClusterSql::for_kind(DbKind::Postgres));
-    static MYSQL: LazyLock<ClusterSql> = LazyLock::new(|| ClusterSql::for_kind(DbKind::MySql));
-    match kind {
-        DbKind::Sqlite => &SQLITE,
-        DbKind::Postgres => &POSTGRES,
-        DbKind::MySql => &MYSQL,
-    }
+static STATEMENTS: PerKind<ClusterSql> = PerKind::new(ClusterSql::build);
+
+/// The statements of `vesta_seq_member` (the table lease's too) and `vesta_seq_set` for `kind`.
+pub(crate) fn cluster_statements(kind: DbKind) -> &'static ClusterSql {
+    STATEMENTS.get(kind)
 }
 
 impl ClusterSql {
-    fn for_kind(kind: DbKind) -> ClusterSql {
-        let now = kind.now_ms_sql();
-        let (ignore, conflict) = match kind {
-            DbKind::Postgres => ("INSERT INTO", " ON CONFLICT DO NOTHING"),
-            DbKind::MySql => ("INSERT IGNORE INTO", ""),
-            DbKind::Sqlite => ("INSERT OR IGNORE INTO", ""),
-        };
-        let p = |sql: String| kind.placeholders(&sql);
+    fn build(d: &Dialect) -> ClusterSql {
+        let now = d.now;
+        // What taking a lease row writes (binds holder, tcp, rest, ttl); the row's condition
+        // follows.
+        let take_lease = format!(
+            "UPDATE vesta_seq_member SET holder = ?, tcp = ?, rest = ?, \
+             expires_ms = {now} + ?, updated_ms = {now} WHERE"
+        );
         ClusterSql {
             now: format!("SELECT {now}"),
             create_members: "CREATE TABLE IF NOT EXISTS vesta_seq_member (
@@ -104,54 +104,54 @@ impl ClusterSql {
   rest VARCHAR(255) NOT NULL,
   expires_ms BIGINT NOT NULL,
   updated_ms BIGINT NOT NULL
-)"
-            .into(),
+)",
             create_sets: "CREATE TABLE IF NOT EXISTS vesta_seq_set (
   set_no INT NOT NULL PRIMARY KEY,
   owner BIGINT NOT NULL,
   holder VARCHAR(255) NOT NULL,
   generation BIGINT NOT NULL,
   updated_ms BIGINT NOT NULL
-)"
-            .into(),
-            insert_sets: format!(
-                "{ignore} vesta_seq_set (set_no, owner, holder, generation, updated_ms) VALUES {}{conflict}",
-                (0..SETS)
+)",
+            insert_sets: d.insert_missing(
+                "vesta_seq_set (set_no, owner, holder, generation, updated_ms)",
+                &(0..SETS)
                     .map(|s| format!("({s}, -1, '', 0, {now})"))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
             ),
-            count_sets: "SELECT COUNT(*) FROM vesta_seq_set".into(),
-            insert_member: p(format!(
-                "{ignore} vesta_seq_member (member, holder, tcp, rest, expires_ms, updated_ms) \
-                 VALUES (?, '', '', '', 0, {now}){conflict}"
+            count_sets: "SELECT COUNT(*) FROM vesta_seq_set",
+            insert_member: d.insert_missing(
+                "vesta_seq_member (member, holder, tcp, rest, expires_ms, updated_ms)",
+                &format!("(?, '', '', '', 0, {now})"),
+            ),
+            join: d.placeholders(&format!(
+                "{take_lease} member = ? AND (holder = ? OR expires_ms < {now})"
             )),
-            join: p(format!(
-                "UPDATE vesta_seq_member SET holder = ?, tcp = ?, rest = ?, \
-                 expires_ms = {now} + ?, updated_ms = {now} \
-                 WHERE member = ? AND (holder = ? OR expires_ms < {now})"
-            )),
-            renew: p(format!(
+            renew: d.placeholders(&format!(
                 "UPDATE vesta_seq_member SET expires_ms = {now} + ?, updated_ms = {now} \
                  WHERE member = ? AND holder = ? AND expires_ms >= {now}"
             )),
-            leave: p(format!(
+            leave: d.placeholders(&format!(
                 "UPDATE vesta_seq_member SET holder = '', expires_ms = 0, updated_ms = {now} \
                  WHERE member = ? AND holder = ?"
             )),
             members: "SELECT member, holder, tcp, rest, expires_ms FROM vesta_seq_member \
-                      WHERE member >= 0 ORDER BY member"
-                .into(),
-            sets: "SELECT set_no, owner, holder, generation FROM vesta_seq_set ORDER BY set_no"
-                .into(),
-            take_sets: p(format!(
+                      WHERE member >= 0 ORDER BY member",
+            sets: "SELECT set_no, owner, holder, generation FROM vesta_seq_set ORDER BY set_no",
+            take_sets: d.placeholders(&format!(
                 "UPDATE vesta_seq_set SET owner = ?, holder = ?, generation = generation + 1, \
                  updated_ms = {now} WHERE 1 = 1"
             )),
-            release_sets: p(format!(
+            release_sets: d.placeholders(&format!(
                 "UPDATE vesta_seq_set SET owner = -1, holder = '', generation = generation + 1, \
                  updated_ms = {now} WHERE holder = ?"
             )),
+            read_table_lease: format!(
+                "SELECT holder, tcp, rest, expires_ms, updated_ms, {now} FROM vesta_seq_member \
+                 WHERE member = {TABLE_ROW}"
+            ),
+            take_table_lease_from: d
+                .placeholders(&format!("{take_lease} member = {TABLE_ROW} AND holder = ?")),
         }
     }
 }
@@ -182,14 +182,14 @@ fn to_member(member: i64) -> u64 {
 impl Database {
     /// Creates the cluster tables unless they exist, and a row for every set.
     pub(crate) async fn cluster_init(&self) -> Result<(), SegmentError> {
-        let q = statements(self.url().kind());
+        let q = cluster_statements(self.url().kind());
         self.bounded(
             || "creating the tables vesta_seq_member and vesta_seq_set".into(),
             async {
                 on_pool!(self.pool(), p => {
-                    sqlx::query(q.create_members.as_str()).execute(p).await?;
-                    sqlx::query(q.create_sets.as_str()).execute(p).await?;
-                    let (rows,): (i64,) = sqlx::query_as(q.count_sets.as_str()).fetch_one(p).await?;
+                    sqlx::query(q.create_members).execute(p).await?;
+                    sqlx::query(q.create_sets).execute(p).await?;
+                    let (rows,): (i64,) = sqlx::query_as(q.count_sets).fetch_one(p).await?;
                     if rows < i64::from(SETS) {
                         sqlx::query(q.insert_sets.as_str()).execute(p).await?;
                     }
@@ -202,10 +202,10 @@ impl Database {
 
     /// Creates `vesta_seq_member` unless it exists (the table's lease lives there too).
     pub(crate) async fn members_init(&self) -> Result<(), SegmentError> {
-        let q = statements(self.url().kind());
+        let q = cluster_statements(self.url().kind());
         self.bounded(|| "creating the table vesta_seq_member".into(), async {
             on_pool!(self.pool(), p => {
-                sqlx::query(q.create_members.as_str()).execute(p).await.map(|_| ())
+                sqlx::query(q.create_members).execute(p).await.map(|_| ())
             })
         })
         .await
@@ -234,7 +234,7 @@ impl Database {
         rest: &str,
         ttl_ms: i64,
     ) -> Result<bool, SegmentError> {
-        let q = statements(self.url().kind());
+        let q = cluster_statements(self.url().kind());
         let affected = self
             .bounded(
                 || format!("taking lease {} (vesta_seq_member)", lease_name(id)),
@@ -277,7 +277,7 @@ impl Database {
         holder: &str,
         ttl_ms: i64,
     ) -> Result<bool, SegmentError> {
-        let q = statements(self.url().kind());
+        let q = cluster_statements(self.url().kind());
         let affected = self
             .bounded(|| format!("renewing lease {}", lease_name(id)), async {
                 on_pool!(self.pool(), p => {
@@ -306,7 +306,7 @@ impl Database {
 
     /// [`Database::cluster_leave`] on row `id` (`-1`: the table's lease).
     pub(crate) async fn lease_leave(&self, id: i64, holder: &str) -> Result<(), SegmentError> {
-        let q = statements(self.url().kind());
+        let q = cluster_statements(self.url().kind());
         self.bounded(|| format!("ending lease {}", lease_name(id)), async {
             on_pool!(self.pool(), p => {
                 sqlx::query(q.leave.as_str()).bind(id).bind(holder).execute(p).await.map(|_| ())
@@ -317,7 +317,7 @@ impl Database {
 
     /// The database's clock, then every member and set row.
     pub(crate) async fn cluster_read(&self) -> Result<ClusterRows, SegmentError> {
-        let q = statements(self.url().kind());
+        let q = cluster_statements(self.url().kind());
         let (now_ms, members, sets): (i64, Vec<RawMember>, Vec<RawSet>) = self
             .bounded(
                 || "reading vesta_seq_member and vesta_seq_set".into(),
@@ -327,8 +327,8 @@ impl Database {
                         // set was read (dead stays dead), and one that took a set after that
                         // read changed its generation, so a take planned on it fails.
                         let (now,): (i64,) = sqlx::query_as(q.now.as_str()).fetch_one(p).await?;
-                        let sets = sqlx::query_as(q.sets.as_str()).fetch_all(p).await?;
-                        let members = sqlx::query_as(q.members.as_str()).fetch_all(p).await?;
+                        let sets = sqlx::query_as(q.sets).fetch_all(p).await?;
+                        let members = sqlx::query_as(q.members).fetch_all(p).await?;
                         Ok((now, members, sets))
                     })
                 },
@@ -366,7 +366,7 @@ impl Database {
         holder: &str,
         sets: &[(u32, i64)],
     ) -> Result<u64, SegmentError> {
-        let q = statements(self.url().kind());
+        let q = cluster_statements(self.url().kind());
         let id = i64::try_from(member).unwrap_or(i64::MAX);
         self.update_sets("taking", &q.take_sets, Some(id), holder, sets)
             .await
@@ -379,7 +379,7 @@ impl Database {
         holder: &str,
         sets: &[(u32, i64)],
     ) -> Result<u64, SegmentError> {
-        let q = statements(self.url().kind());
+        let q = cluster_statements(self.url().kind());
         self.update_sets("releasing", &q.release_sets, None, holder, sets)
             .await
     }
@@ -439,10 +439,11 @@ fn matching(sets: &[(u32, i64)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::dialect;
 
     #[test]
     fn postgres_statements_number_their_placeholders() {
-        let q = ClusterSql::for_kind(DbKind::Postgres);
+        let q = ClusterSql::build(&dialect::of(DbKind::Postgres));
         assert!(
             q.renew.contains("+ $1") && q.renew.contains("holder = $3"),
             "{}",
@@ -462,7 +463,18 @@ mod tests {
             "{}",
             q.insert_sets
         );
-        let q = ClusterSql::for_kind(DbKind::Sqlite);
+        assert!(
+            q.read_table_lease.ends_with("WHERE member = -1"),
+            "{}",
+            q.read_table_lease
+        );
+        assert!(
+            q.take_table_lease_from
+                .ends_with("WHERE member = -1 AND holder = $5"),
+            "{}",
+            q.take_table_lease_from
+        );
+        let q = ClusterSql::build(&dialect::of(DbKind::Sqlite));
         assert!(q.join.contains("holder = ? OR expires_ms <"), "{}", q.join);
     }
 }

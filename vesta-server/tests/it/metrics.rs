@@ -201,7 +201,8 @@ async fn the_side_listener_meets_the_rest_ports_gate() {
     for path in ["/ui", "/ui/status", "/ui/make?time=1&seq=1"] {
         let (status, _, body) = request(http, "GET", path).await;
         assert_eq!(status, 404, "{path}: {body}");
-        let want = vesta_service::gate::CONSOLE_OFF;
+        // No renderer in this process: the remedy in words, no flag.
+        let want = "the console is off on this server: turn it on with [server] console = true in its config";
         assert_eq!(body, serde_json::json!({ "error": want }).to_string());
     }
     let long = format!("/metrics?{}", "x".repeat(5000));

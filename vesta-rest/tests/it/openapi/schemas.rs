@@ -101,6 +101,19 @@ pub(super) fn probes(spec: &Value, param: &Value) -> Vec<String> {
         " rest",
         "Max-Peak",
         "min_granularity",
+        // The fixed-width forms of an ID at and over the largest one, and texts that would be
+        // one but begin with `0x` (always hex).
+        "LygHa16AHYF",
+        "LygHa16AHYG",
+        "w000wo4jKxS",
+        "zzzzzzzzzzz",
+        "0X000000000",
+        "0xZZZZZZZZZ",
+        "FZZZZZZZZZZZZ",
+        "fzzzzzzzzzzzz",
+        "G000000000000",
+        "0xZZZZZZZZZZZ",
+        "0x1234567890a",
     ]
     .map(String::from)
     .to_vec();
@@ -200,8 +213,12 @@ async fn spec_parameter_schemas_accept_exactly_what_the_server_accepts() {
                 };
                 let target = format!("{path}?{}", query.join("&"));
                 let mut accepted = false;
+                let mut refusals = Vec::new();
                 for c in clients {
                     let r = c.get(&target).await;
+                    if r.status == 400 {
+                        refusals.push(r.error().to_owned());
+                    }
                     match r.status {
                         200 => accepted = true,
                         // A well-formed tag that has no row; Leaf's answer for any unknown key.
@@ -225,6 +242,18 @@ async fn spec_parameter_schemas_accept_exactly_what_the_server_accepts() {
                     if documented { "accepts" } else { "refuses" },
                     if accepted { "accepts" } else { "refuses" },
                 );
+                // A value the schema accepts that one server refuses is over that server's own
+                // bound (its type's): the 400 names the field and the range it allows.
+                if documented {
+                    for error in &refusals {
+                        assert!(
+                            error.contains(&format!("{name} {v} is out of range"))
+                                && error.contains("allowed 0..="),
+                            "{target}: a value within the schema refused without its range: \
+                             {error}"
+                        );
+                    }
+                }
                 tried += 1;
             }
         }
