@@ -184,7 +184,28 @@ impl Gate {
 
     /// Passes when `set` (of `key`, named in the errors) is served here within the term; else
     /// says who serves it.
+    #[inline]
     pub(crate) fn check(&self, set: u32, key: &SeqKey) -> Result<(), SeqError> {
+        if self.served(set) != 0 && self.in_term() {
+            return Ok(());
+        }
+        Err(self.refusal(set, key))
+    }
+
+    /// Why a call on `set` is refused: out of its term, or who serves the set instead. Kept
+    /// out of line: the calls that pass never carry its code.
+    #[cold]
+    #[inline(never)]
+    fn refusal(&self, set: u32, key: &SeqKey) -> SeqError {
+        match self.check_slow(set, key) {
+            Err(e) => e,
+            // Renewed (or taken) since the check: refused as out of its term all the same,
+            // which the caller retries.
+            Ok(()) => self.lapsed(key),
+        }
+    }
+
+    fn check_slow(&self, set: u32, key: &SeqKey) -> Result<(), SeqError> {
         if self.served(set) != 0 {
             if self.in_term() {
                 return Ok(());

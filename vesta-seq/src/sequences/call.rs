@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::map::{Map, read};
+use super::map::{Map, SectionId, read};
 use super::shape::{Shape, on_place};
 use super::{Inner, SeqError};
 use crate::key::SeqKey;
@@ -146,7 +146,7 @@ impl Inner {
         key: &SeqKey,
     ) -> Result<Found<S>, SeqError>
     where
-        K: Copy + Eq + std::hash::Hash,
+        K: SectionId,
         S: Slots,
     {
         let map: &Map<K, S> = (shape.map)(this);
@@ -155,10 +155,7 @@ impl Inner {
             return Ok(Found::Absent);
         };
         if let Some(why) = s.fenced() {
-            return Err(SeqError::Fenced {
-                key: key.to_string(),
-                why: why.to_owned(),
-            });
+            return Err(fenced(key, why));
         }
         match s.take(slot, n) {
             Take::Ready(last) => {
@@ -184,6 +181,15 @@ impl Inner {
             Some(gate) => gate.check(set, key),
             None => Err(unserved(key)),
         }
+    }
+}
+
+/// A call on a section that serves no more.
+#[cold]
+fn fenced(key: &SeqKey, why: &str) -> SeqError {
+    SeqError::Fenced {
+        key: key.to_string(),
+        why: why.to_owned(),
     }
 }
 

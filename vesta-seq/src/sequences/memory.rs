@@ -20,7 +20,7 @@ use std::sync::{Arc, Weak};
 
 use tokio::time::Instant;
 
-use super::map::{Map, read};
+use super::map::{Map, SectionId, read};
 use super::{Inner, SeqError};
 use crate::key::SeqKey;
 use crate::section::Section;
@@ -154,16 +154,16 @@ fn age<S: Slots>(s: &Section<S>) -> (u32, bool) {
 }
 
 /// The oldest section of `map` no call holds, and its age.
-fn oldest<K: Copy + Eq + std::hash::Hash, S: Slots>(map: &Map<K, S>) -> Option<((u32, bool), K)> {
+fn oldest<K: SectionId, S: Slots>(map: &Map<K, S>) -> Option<((u32, bool), K)> {
     read(map)
         .iter()
         .filter(|(_, s)| Arc::strong_count(s) == 1)
-        .map(|(k, s)| (age(s), *k))
+        .map(|(k, s)| (age(s), k))
         .max_by_key(|(age, _)| *age)
 }
 
 /// Removes section `id` of `map` if no call holds it.
-fn remove_unused<K: Copy + Eq + std::hash::Hash, S>(map: &Map<K, S>, id: K) -> bool {
+fn remove_unused<K: SectionId, S>(map: &Map<K, S>, id: K) -> bool {
     let mut map = map.write().unwrap_or_else(|e| e.into_inner());
     if map.get(&id).is_some_and(|s| Arc::strong_count(s) == 1) {
         map.remove(&id);
@@ -174,12 +174,10 @@ fn remove_unused<K: Copy + Eq + std::hash::Hash, S>(map: &Map<K, S>, id: K) -> b
 }
 
 /// Removes the sections of `map` nobody holds that were idle for [`IDLE_SWEEPS`] sweeps.
-fn evict_idle<K: Copy + Eq + std::hash::Hash, S: Slots>(map: &Map<K, S>, evictions: &AtomicU64) {
+fn evict_idle<K: SectionId, S: Slots>(map: &Map<K, S>, evictions: &AtomicU64) {
     let mut map = map.write().unwrap_or_else(|e| e.into_inner());
     let before = map.len();
-    map.retain(|_, s| {
-        Arc::strong_count(s) > 1 || s.idle_sweeps.load(Ordering::Relaxed) < IDLE_SWEEPS
-    });
+    map.retain(|s| Arc::strong_count(s) > 1 || s.idle_sweeps.load(Ordering::Relaxed) < IDLE_SWEEPS);
     evictions.fetch_add((before - map.len()) as u64, Ordering::Relaxed);
 }
 
@@ -190,12 +188,9 @@ pub(super) fn set_of(id: u64) -> u32 {
 }
 
 /// Removes the sections whose id `which` picks from `map`, returning them.
-fn take_out<K: Copy + Eq + std::hash::Hash, S>(
-    map: &Map<K, S>,
-    which: impl Fn(&K) -> bool,
-) -> Vec<Arc<Section<S>>> {
+fn take_out<K: SectionId, S>(map: &Map<K, S>, which: impl Fn(&K) -> bool) -> Vec<Arc<Section<S>>> {
     let mut map = map.write().unwrap_or_else(|e| e.into_inner());
-    let ids: Vec<K> = map.keys().filter(|k| which(k)).copied().collect();
+    let ids: Vec<K> = map.iter().map(|(k, _)| k).filter(|k| which(k)).collect();
     ids.iter().filter_map(|k| map.remove(k)).collect()
 }
 
@@ -223,7 +218,7 @@ pub(super) async fn sweeper(inner: Weak<Inner>) {
 }
 
 /// One sweep's marks on every section of `map`.
-fn mark<K, S: Slots>(map: &Map<K, S>) {
+fn mark<K: SectionId, S: Slots>(map: &Map<K, S>) {
     for s in read(map).values() {
         if s.sweep() {
             s.idle_sweeps.store(0, Ordering::Relaxed);

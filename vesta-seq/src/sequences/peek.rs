@@ -4,6 +4,7 @@
 //! evicting another section) and counts a load. A peek reads the section in memory, or else
 //! only the section's stored row: no row created, no maximum raised, nothing loaded.
 
+use super::map::SectionId;
 use super::shape::{Shape, on_place};
 use super::{Inner, Map, SeqError, SeqKey, Sequences, read};
 use crate::slots::Slots;
@@ -58,7 +59,7 @@ fn kind_of<K, S>(shape: &Shape<K, S>) -> i16 {
 /// The key's state if its section is in memory.
 fn in_memory<K, S>(map: &Map<K, S>, id: K, slot: &S::Key) -> Option<SeqPeek>
 where
-    K: Copy + Eq + std::hash::Hash,
+    K: SectionId,
     S: Slots,
 {
     let map = read(map);

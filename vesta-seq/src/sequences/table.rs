@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::map::read;
+use super::map::{SectionId, read};
 use super::memory::set_of;
 use super::shape::{NUM, NUMERIC, SPREAD, Shape, TEXT, WIDE};
 use super::{Inner, LIMIT, SeqError, TIMEOUT_KEY};
@@ -29,7 +29,7 @@ impl Inner {
         key: &SeqKey,
     ) -> Result<Arc<Section<S>>, SeqError>
     where
-        K: Copy + Eq + std::hash::Hash + Into<u64> + Send + Sync + 'static,
+        K: SectionId,
         S: Slots,
     {
         let deadline = Instant::now() + this.options.store_timeout;
@@ -56,7 +56,7 @@ impl Inner {
         deadline: Instant,
     ) -> Result<(), SeqError>
     where
-        K: Copy + Eq + std::hash::Hash + Into<u64> + Send + Sync + 'static,
+        K: SectionId,
         S: Slots,
     {
         let unavailable = |cause: String| SeqError::Unavailable {
@@ -183,7 +183,7 @@ impl Inner {
     /// Puts section `id` (row `row`) of `shape` in memory, as loaded.
     fn put<K, S>(&self, shape: &Shape<K, S>, id: K, row: i64, base: u64, max: u64)
     where
-        K: Copy + Eq + std::hash::Hash,
+        K: SectionId,
         S: Slots,
     {
         let section = Section::new(
@@ -197,8 +197,7 @@ impl Inner {
         (shape.map)(self)
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .entry(id)
-            .or_insert_with(|| Arc::new(section));
+            .insert_if_absent(id, || Arc::new(section));
         self.loads.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -352,6 +351,7 @@ impl Inner {
     }
 
     /// Raises `section` one step ahead of need, in the background.
+    #[inline(never)]
     pub(super) fn prefetch<S: Slots>(this: &Arc<Inner>, section: Arc<Section<S>>) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             section.prefetched();

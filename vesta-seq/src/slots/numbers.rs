@@ -27,7 +27,7 @@ type Table = HashMap<u64, u64, foldhash::fast::RandomState>;
 pub(crate) struct Numbers {
     /// The keys called (a numeric section's by slot, a bucket's by key), until `dense` is set.
     table: Mutex<Table>,
-    /// The section's flat array, slot = key % 100,000, once it turned dense.
+    /// The section's flat array, by the key's slot (its place in the section), once it turned dense.
     dense: OnceLock<Box<[AtomicU64]>>,
     /// Whether it may turn dense (a numeric section; not a spread bucket).
     may_densify: bool,
@@ -94,12 +94,41 @@ impl Slots for Numbers {
 
     #[inline]
     fn add(&self, key: &u64, n: u64, start: u64) -> Option<u64> {
-        if let Some(dense) = self.dense.get() {
-            return Some(dense[(*key % SECTION_KEYS) as usize].fetch_add(n, Ordering::AcqRel) + n);
+        match self.dense.get() {
+            // A dense section's slot is the key's place in it, below SECTION_KEYS.
+            Some(dense) => Some(dense[*key as usize].fetch_add(n, Ordering::AcqRel) + n),
+            None => self.add_to_table(key, n, start),
         }
+    }
+
+    fn get(&self, key: &u64, start: u64) -> u64 {
+        if let Some(dense) = self.dense.get() {
+            return dense[*key as usize].load(Ordering::Acquire);
+        }
+        let table = lock(&self.table);
+        match self.dense.get() {
+            Some(dense) => dense[*key as usize].load(Ordering::Acquire),
+            None => table.get(key).copied().unwrap_or(start),
+        }
+    }
+
+    fn keys(&self) -> usize {
+        if self.is_dense() {
+            SECTION_KEYS as usize
+        } else {
+            self.count.load(Ordering::Relaxed)
+        }
+    }
+}
+
+impl Numbers {
+    /// [`Slots::add`] while the section is a table (or turning dense under its lock); out of
+    /// line, so a dense section's call is its array's one atomic add.
+    #[inline(never)]
+    fn add_to_table(&self, key: &u64, n: u64, start: u64) -> Option<u64> {
         let mut table = lock(&self.table);
         if let Some(dense) = self.dense.get() {
-            return Some(dense[(*key % SECTION_KEYS) as usize].fetch_add(n, Ordering::AcqRel) + n);
+            return Some(dense[*key as usize].fetch_add(n, Ordering::AcqRel) + n);
         }
         if let Some(cur) = table.get_mut(key) {
             *cur += n;
@@ -130,25 +159,6 @@ impl Slots for Numbers {
         table.insert(*key, start + n);
         self.count.fetch_add(1, Ordering::Relaxed);
         Some(start + n)
-    }
-
-    fn get(&self, key: &u64, start: u64) -> u64 {
-        if let Some(dense) = self.dense.get() {
-            return dense[(*key % SECTION_KEYS) as usize].load(Ordering::Acquire);
-        }
-        let table = lock(&self.table);
-        match self.dense.get() {
-            Some(dense) => dense[(*key % SECTION_KEYS) as usize].load(Ordering::Acquire),
-            None => table.get(key).copied().unwrap_or(start),
-        }
-    }
-
-    fn keys(&self) -> usize {
-        if self.is_dense() {
-            SECTION_KEYS as usize
-        } else {
-            self.count.load(Ordering::Relaxed)
-        }
     }
 }
 
