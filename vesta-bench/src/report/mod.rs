@@ -60,6 +60,10 @@ pub struct Target {
     pub layout: Option<Layout>,
     /// Its lease state (`static`, `held`, ...); `None` for a baseline server.
     pub lease: Option<String>,
+    /// Every machine ID it holds when it holds several (`machine.ids`; `machine` is the
+    /// first), as it listed them; empty for one, for a baseline, or for a server too old to
+    /// list them (TCP protocol version 2).
+    pub machines: Vec<u64>,
 }
 
 impl Target {
@@ -70,6 +74,7 @@ impl Target {
             machine: None,
             layout: None,
             lease: None,
+            machines: Vec::new(),
         }
     }
 }

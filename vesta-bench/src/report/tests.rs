@@ -10,6 +10,7 @@ fn target(machine: u64, id_type: IdType) -> Target {
         machine: Some(machine),
         layout: Some(id_type.layout().clone()),
         lease: Some("static".into()),
+        machines: Vec::new(),
     }
 }
 
@@ -149,6 +150,7 @@ fn a_baseline_has_no_cap_and_errors_are_listed_by_kind() {
             machine: None,
             layout: None,
             lease: None,
+            machines: Vec::new(),
         }],
         &[],
     );
@@ -218,4 +220,25 @@ fn numbers_are_grouped_and_latencies_scaled() {
     assert_eq!(group(0.0), "0");
     assert_eq!(micros(850.2), "850 µs");
     assert_eq!(micros(1250.0), "1.25 ms");
+}
+
+#[test]
+fn a_server_of_several_machine_ids_is_named_by_all_of_them() {
+    let mut several = target(930, IdType::MaxPeak);
+    several.machines = (930..=937).collect();
+    let r = report(vec![several], &[]);
+    assert!(
+        r.to_string()
+            .contains("(machines 930..=937, max-peak, lease static)"),
+        "{r}"
+    );
+    let mut scattered = target(5, IdType::MaxPeak);
+    scattered.machines = vec![5, 9, 12, 13, 20, 21, 22];
+    let r = report(vec![scattered], &[]);
+    assert!(
+        r.to_string().contains("(machines 5, 9, 12, 13, 20..=22,"),
+        "{r}"
+    );
+    let r = report(vec![target(924, IdType::MaxPeak)], &[]);
+    assert!(r.to_string().contains("(machine 924, max-peak"), "{r}");
 }

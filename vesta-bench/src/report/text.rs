@@ -19,9 +19,13 @@ impl fmt::Display for Report {
                             None => l.name().to_owned(),
                         },
                     );
+                    let machine = match t.machines.as_slice() {
+                        [] => format!("machine {machine}"),
+                        all => format!("machines {}", machine_list(all)),
+                    };
                     writeln!(
                         f,
-                        "{label:<10} {} (machine {machine}, {layout}, lease {lease})",
+                        "{label:<10} {} ({machine}, {layout}, lease {lease})",
                         t.address,
                     )?
                 }
@@ -231,4 +235,24 @@ pub fn group(x: f64) -> String {
         out.push(ch);
     }
     out
+}
+
+/// Machine IDs as a server listed them: a run of consecutive ones as `first..=last`, the
+/// others one by one (`930..=937`, `5, 9, 12..=13`).
+fn machine_list(all: &[u64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < all.len() {
+        let mut j = i;
+        while j + 1 < all.len() && all[j + 1] == all[j] + 1 {
+            j += 1;
+        }
+        parts.push(match j - i {
+            0 => all[i].to_string(),
+            1 => format!("{}, {}", all[i], all[j]),
+            _ => format!("{}..={}", all[i], all[j]),
+        });
+        i = j + 1;
+    }
+    parts.join(", ")
 }

@@ -23,6 +23,15 @@ pub(crate) struct Health {
     /// Per-key sequences are on (a `seq` object is present).
     #[serde(default, deserialize_with = "present")]
     pub seq: bool,
+    /// Every machine ID of a server of several (`machines`, absent for one).
+    #[serde(default)]
+    pub machines: Vec<HealthMachine>,
+}
+
+/// One of the machine IDs `/healthz` lists.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct HealthMachine {
+    pub machine: u64,
 }
 
 /// True for any value of a field that is present.

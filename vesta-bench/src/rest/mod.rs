@@ -141,6 +141,7 @@ pub(crate) fn identify(address: &str, segment: bool) -> Result<Target, String> {
         machine: Some(health.machine),
         layout: health_layout(&health)?,
         lease: Some(health.lease),
+        machines: health.machines.iter().map(|m| m.machine).collect(),
     })
 }
 

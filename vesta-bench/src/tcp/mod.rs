@@ -62,6 +62,10 @@ pub fn run(
             machine: Some(u64::from(info.machine)),
             layout: Some(info.layout.clone()),
             lease: Some(info.lease_state_name().to_owned()),
+            machines: match info.machines.len() {
+                0 | 1 => Vec::new(),
+                _ => info.machines.iter().map(|m| u64::from(m.machine)).collect(),
+            },
         });
     }
     let request = match config.load.batch {
