@@ -257,12 +257,19 @@ fn put_back_then_evicted(table: &Table, dir: &Path, machine: &str) {
             break health;
         }
     };
+    // A raise ahead of need still under way at the put-back finds the row below and drops its
+    // section at once (counted by the guard as went back, not as an eviction): the same
+    // refusal below, reached sooner.
+    let raised_into_it = health["seq"]["guard"]["went_back"].as_u64() > Some(0);
     assert!(
-        Instant::now() >= earliest,
+        raised_into_it || Instant::now() >= earliest,
         "evicted before four sweeps: {health}"
     );
     assert_eq!(health["seq"]["sections"], 0, "{health}");
-    assert!(health["seq"]["evictions"].as_u64() >= Some(1), "{health}");
+    assert!(
+        raised_into_it || health["seq"]["evictions"].as_u64() >= Some(1),
+        "{health}"
+    );
     for k in KEYS {
         let (served, _) = until_refused(&calls, &a.addr, k);
         assert_eq!(

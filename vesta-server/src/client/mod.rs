@@ -278,7 +278,9 @@ impl Client {
     /// The next number of `key` (per-key sequences: the server needs `[seq] db`): above every
     /// number the key was handed before. A bad key is `Refused` with `INVALID_ARGUMENT`; a
     /// server without sequences with `SEQ_OFF`; the key's section needing its table, which is
-    /// down, slow or moved under another process, with `SEQ_UNAVAILABLE`.
+    /// down, slow or moved under another process, with `SEQ_UNAVAILABLE` (at once from a single
+    /// server; from one of several, after asking the others within the retry budget: a member
+    /// cut off from its table or coordination hands its sets on when its lease runs out).
     pub async fn seq_next(&self, key: impl AsRef<[u8]>) -> Result<u64, ClientError> {
         let key = bytes::Bytes::copy_from_slice(key.as_ref());
         Ok(self.seq_call(key, 1).await?.end - 1)

@@ -54,8 +54,9 @@ impl Routes {
 
 impl Client {
     /// Sends a sequence request for `key`: to the member last learned to serve it (else as any
-    /// request), following `SEQ_MOVED` to the member named and retrying `SEQ_MOVING` until the
-    /// retry budget runs out. Returns the answer and the endpoint that gave it.
+    /// request), following `SEQ_MOVED` to the member named and retrying `SEQ_MOVING` (and,
+    /// with more than one server to ask, `SEQ_UNAVAILABLE`) on the next server until the retry
+    /// budget runs out. Returns the answer and the endpoint that gave it.
     pub(super) async fn seq_request(
         &self,
         key: &[u8],
@@ -134,19 +135,26 @@ impl Client {
                         hops = 0;
                     }
                 }
+                // Between owners; or, with other members to ask, a member that could not reach
+                // its table or coordination in time (cut off: its sets move on once its lease
+                // runs out). A single server's SEQ_UNAVAILABLE is answered at once (below).
                 (
                     Response::Error {
-                        code: ErrorCode::SeqMoving,
+                        code: code @ (ErrorCode::SeqMoving | ErrorCode::SeqUnavailable),
                         message,
                     },
                     ep,
-                ) => {
+                ) if code == ErrorCode::SeqMoving || inner.endpoints.len() > 1 => {
                     if began.elapsed() + pause > inner.config.retry_budget {
+                        let still = match code {
+                            ErrorCode::SeqMoving => "moving",
+                            _ => "unavailable",
+                        };
                         return Err(ClientError::Refused {
                             endpoint: self.endpoint_name(ep),
-                            code: ErrorCode::SeqMoving,
+                            code,
                             message: format!(
-                                "{message} (still moving after {} ms, the retry budget)",
+                                "{message} (still {still} after {} ms, the retry budget)",
                                 began.elapsed().as_millis()
                             ),
                         });
