@@ -244,10 +244,12 @@ fn put_back_then_evicted(table: &Table, dir: &Path, machine: &str) {
     call_all(&calls, &a.addr, 20);
     let backup = table.backup();
     call_all(&calls, &a.addr, 1500);
+    // Untouched for four sweeps of a second each, every section leaves memory: at least 4 s
+    // after its last call (which ended before this reading, by at most a call's answer: half a
+    // second spares it), however long the put-back takes; waited for up to 30 s (a loaded
+    // host's sweeps come late).
+    let earliest = Instant::now() + Duration::from_millis(3500);
     table.put_back(&backup, false);
-    // Untouched for four sweeps of a second each, every section leaves memory: at least 4 s,
-    // waited for up to 30 s (a loaded host's sweeps come late).
-    let earliest = Instant::now() + Duration::from_secs(4);
     let latest = Instant::now() + Duration::from_secs(30);
     let health = loop {
         std::thread::sleep(Duration::from_millis(200));
