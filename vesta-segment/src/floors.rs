@@ -1,6 +1,7 @@
 //! The restore guard's memory (`[segment] state_file`): for each tag, the lowest number its next
-//! segment may start at — the end of the last segment this process reserved or, after a
-//! give-back, the first number given back.
+//! segment may start at — the end of the last segment this process reserved or, once it has
+//! stopped issuing, the first number it did not issue (whether or not its give-back lands: a
+//! give-back that timed out may still commit later, and every number it returns is unissued).
 //!
 //! It lives in a small TOML file beside the process, not in the database: a database restored
 //! from a backup, or failed over to a replica that lagged, brings every one of its own tables
@@ -106,12 +107,22 @@ impl Floors {
         self.lock().1.clone()
     }
 
-    /// Sets the floor of `tag` and rewrites the file durably (blocking: call it off the async
-    /// workers). On failure the floor is still kept in memory (this process's own guard) and
-    /// the error is remembered for the status.
+    /// [`Floors::set_all`] for one tag.
+    #[cfg(test)]
     pub(crate) fn set(&self, tag: &str, floor: u64) -> Result<(), SegmentError> {
+        self.set_all([(tag.to_owned(), floor)])
+    }
+
+    /// Sets the floors of tags and rewrites the file durably, once (a stop lowers every tag's
+    /// floor together: one fsync, not one per tag). Blocking: call it off the async workers.
+    /// On failure the floors are still kept in memory (this process's own guard) and the
+    /// error is remembered for the status.
+    pub(crate) fn set_all(
+        &self,
+        floors: impl IntoIterator<Item = (String, u64)>,
+    ) -> Result<(), SegmentError> {
         let mut state = self.lock();
-        state.0.insert(tag.to_owned(), floor);
+        state.0.extend(floors);
         let written = self.write(&state.0);
         state.1 = written.as_ref().err().map(ToString::to_string);
         written
@@ -147,7 +158,7 @@ impl Floors {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, (BTreeMap<String, u64>, Option<String>)> {
-        // Each update is one insert and a write: a panic cannot leave the map half-changed.
+        // Each update is inserts and a write: a panic cannot leave the map half-changed.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -20,7 +20,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::buffer::TagBuffer;
+use crate::buffer::{GiveBackPlan, TagBuffer};
 use crate::clock::{Clock, MonotonicClock};
 use crate::config::SegmentSection;
 use crate::db::Database;
@@ -358,8 +358,11 @@ impl Store {
     /// Stops issuing, lets fetches under way finish, and gives back each tag's unused tail:
     /// `UPDATE leaf_alloc SET max_id = <first unused> WHERE biz_tag = ? AND max_id = <our
     /// end>`, so a restart does not burn a step. The give-backs of all tags together take at
-    /// most `segment.fetch_timeout_ms`; what is not given back by then stays a gap. Only the first call does anything; later
-    /// calls, and every other call on the store, get [`SegmentError::Closed`] or an empty list.
+    /// most `segment.fetch_timeout_ms`; what is not given back by then stays a gap (or, for
+    /// the one under way when the time ran out, may still land later: either way no number
+    /// is issued twice, and the state file's floors were lowered first to allow both). Only
+    /// the first call does anything; later calls, and every other call on the store, get
+    /// [`SegmentError::Closed`] or an empty list.
     pub async fn shutdown(&self) -> Vec<GiveBack> {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Vec::new();
@@ -372,42 +375,52 @@ impl Store {
         let tags = self.tags.load_full();
         let mut names: Vec<&str> = tags.keys().map(AsRef::as_ref).collect();
         names.sort_unstable();
+        let plans: Vec<(&str, Option<GiveBackPlan>)> =
+            names.into_iter().map(|n| (n, tags[n].freeze())).collect();
+        // Nothing is issued any more: every tag's floor comes down to its first unissued
+        // number now, before its give-back, in one rewrite. A give-back that times out may
+        // still commit later (the statement was already with the database); a floor lowered
+        // only on a give-back's answer would then stand above the table and refuse the next
+        // start for a restore that never happened.
+        if let Some(floors) = &self.floors {
+            let lowered = plans
+                .iter()
+                .filter_map(|(n, p)| p.map(|p| (n.to_string(), p.first_unused)));
+            save_floors(floors, lowered.collect()).await;
+        }
         // One bound for all the give-backs together, not one per tag: with the database down
         // and many tags, a stop must still end within segment.fetch_timeout_ms (and so within a
         // unit's TimeoutStopSec), leaving the rest as gaps.
         let budget = self.settings.fetch_timeout();
         let deadline = tokio::time::Instant::now() + budget;
-        let mut done = Vec::with_capacity(names.len());
-        for name in names {
-            let outcome = match tags[name].freeze() {
+        let time_up = || GiveBackOutcome::Failed {
+            error: format!(
+                "not given back: the give-backs of all tags together may take \
+                 segment.fetch_timeout_ms ({} ms), and that time was up",
+                budget.as_millis()
+            ),
+        };
+        let mut done = Vec::with_capacity(plans.len());
+        for (name, plan) in plans {
+            let outcome = match plan {
                 None => GiveBackOutcome::NothingUnused,
+                // Once the time is up none is started: it would reach the database and might
+                // land after the stop reported it as a gap.
+                Some(_) if tokio::time::Instant::now() >= deadline => time_up(),
                 Some(plan) => {
                     let giving = self
                         .db
                         .give_back(name, plan.first_unused, plan.reserved_end);
                     match tokio::time::timeout_at(deadline, giving).await {
-                        Ok(Ok(true)) => {
-                            // The numbers given back are the next segment's: the floor on
-                            // file comes down with them.
-                            if let Some(floors) = &self.floors {
-                                save_floor(floors, name, plan.first_unused).await;
-                            }
-                            GiveBackOutcome::Returned {
-                                max_id: plan.first_unused,
-                                numbers: plan.reserved_end - plan.first_unused,
-                            }
-                        }
+                        Ok(Ok(true)) => GiveBackOutcome::Returned {
+                            max_id: plan.first_unused,
+                            numbers: plan.reserved_end - plan.first_unused,
+                        },
                         Ok(Ok(false)) => GiveBackOutcome::Moved,
                         Ok(Err(e)) => GiveBackOutcome::Failed {
                             error: e.to_string(),
                         },
-                        Err(_) => GiveBackOutcome::Failed {
-                            error: format!(
-                                "not given back: the give-backs of all tags together may take \
-                                 segment.fetch_timeout_ms ({} ms), and that time was up",
-                                budget.as_millis()
-                            ),
-                        },
+                        Err(_) => time_up(),
                     }
                 }
             };
@@ -424,12 +437,20 @@ impl Store {
 /// Writes a tag's floor to the state file off the async workers; a failure is logged and shown
 /// in the status (the floor is still kept in memory).
 pub(crate) async fn save_floor(floors: &Arc<Floors>, tag: &str, floor: u64) {
-    let (floors, name) = (Arc::clone(floors), tag.to_owned());
-    let written = tokio::task::spawn_blocking(move || floors.set(&name, floor)).await;
+    save_floors(floors, vec![(tag.to_owned(), floor)]).await;
+}
+
+/// [`save_floor`] for several tags, in one rewrite of the file.
+async fn save_floors(floors: &Arc<Floors>, set: Vec<(String, u64)>) {
+    if set.is_empty() {
+        return;
+    }
+    let floors = Arc::clone(floors);
+    let written = tokio::task::spawn_blocking(move || floors.set_all(set)).await;
     match written {
         Ok(Ok(())) => {}
-        Ok(Err(error)) => tracing::warn!(tag, %error, "the restore guard's floor was not saved"),
-        Err(error) => tracing::warn!(tag, %error, "the restore guard's floor was not saved"),
+        Ok(Err(error)) => tracing::warn!(%error, "the restore guard's floors were not saved"),
+        Err(error) => tracing::warn!(%error, "the restore guard's floors were not saved"),
     }
 }
 

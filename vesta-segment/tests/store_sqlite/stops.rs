@@ -212,7 +212,9 @@ async fn a_table_that_goes_back_is_refused_until_raised() {
 
 /// A stop with the database down and many tags in use: the give-backs of all tags together
 /// take at most `fetch_timeout_ms` (one per tag, in turn, would take 50 × it and outlast a
-/// unit's TimeoutStopSec); what was not given back is a gap, named as such.
+/// unit's TimeoutStopSec); what was not given back is a gap, named as such. None is started
+/// once the time is up; the one under way then may still land when the lock goes (SQLite's
+/// own worker finishes it), and the next start takes either outcome without a refusal.
 #[tokio::test]
 async fn a_stop_with_the_database_down_is_bounded_for_all_tags_together() {
     const TAGS: usize = 50;
@@ -225,10 +227,12 @@ async fn a_stop_with_the_database_down_is_bounded_for_all_tags_together() {
         db.create_tag(&format!("t{i}"), 10, 1, None).await.unwrap();
     }
     db.close().await;
+    let state_file = dir.path().join("segments.state");
     let s = SegmentSection {
         fetch_timeout_ms: 300,
         prefetch_percent: 0,
         adaptive_step: false,
+        state_file: Some(state_file.clone()),
         ..base
     };
     let store = Store::open(&s).await.unwrap();
@@ -250,6 +254,7 @@ async fn a_stop_with_the_database_down_is_bounded_for_all_tags_together() {
     let started = std::time::Instant::now();
     let gave = store.shutdown().await;
     let took = started.elapsed();
+    drop(store);
     // The fetches under way finish within one fetch_timeout_ms, the give-backs within another;
     // the margin tells "bounded" from "one timeout per tag" (15 s here).
     assert!(
@@ -270,9 +275,27 @@ async fn a_stop_with_the_database_down_is_bounded_for_all_tags_together() {
     );
     lock.rollback().await.unwrap();
     locker.close().await;
-    assert_eq!(
-        max_id(&s, "t7").await,
-        21,
-        "not given back: a gap, never a repeat"
+    // Every tag issued 1 and reserved up to 21: a tag's max_id is 21 (a gap) or, for at most
+    // the give-back under way when the time ran out, 2 (it landed late).
+    let mut landed = 0;
+    for i in 0..TAGS {
+        match max_id(&s, &format!("t{i}")).await {
+            21 => {}
+            2 => landed += 1,
+            other => panic!("t{i}: max_id {other}, not 21 (a gap) nor 2 (given back)"),
+        }
+    }
+    assert!(landed <= 1, "{landed} give-backs landed after the stop");
+    let on_file = std::fs::read_to_string(&state_file).unwrap();
+    assert!(
+        (0..TAGS).all(|i| on_file.contains(&format!("t{i} = 2\n"))),
+        "the stop lowers every floor to the first number not issued: {on_file}"
     );
+    // The next start is not refused whichever way each give-back went, and repeats nothing.
+    let store = Store::open(&s).await.unwrap();
+    for i in 0..TAGS {
+        let next = store.next(&format!("t{i}")).await.unwrap();
+        assert!(next == 2 || next == 21, "t{i}: {next} after 1");
+    }
+    store.shutdown().await;
 }
