@@ -509,3 +509,25 @@ proptest! {
         });
     }
 }
+
+/// A call's future stays small: the table's waits are boxed inside it. Inline they made it
+/// ~10 KB, which a caller blocking on the rare `Pending` beside its fast path reserved and
+/// probed on every call (2× the in-process cost), and a server's task held per connection.
+#[tokio::test]
+async fn a_call_does_not_carry_the_table_wait_in_its_future() {
+    let dir = tempfile::tempdir().unwrap();
+    let seqs = open(dir.path(), options(10)).await.unwrap();
+    let key = SeqKey::Num(5);
+    let bound = 1024;
+    assert!(std::mem::size_of_val(&seqs.next(&key)) <= bound);
+    assert!(std::mem::size_of_val(&seqs.next_n(&key, 1)) <= bound);
+    seqs.next(&key).await.unwrap();
+    let pending = loop {
+        if let vesta_seq::SeqNext::Pending(p) = seqs.try_next_n(&key, 1).unwrap() {
+            break p;
+        }
+    };
+    let wait = pending.wait();
+    assert!(std::mem::size_of_val(&wait) <= bound);
+    assert!(wait.await.unwrap() > 10, "the raise's number");
+}

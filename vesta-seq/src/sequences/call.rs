@@ -88,22 +88,28 @@ impl PendingNext {
             mut state,
         } = self;
         let deadline = Instant::now() + inner.options.store_timeout;
+        // Each wait on the table is boxed: its future (a transaction's, kilobytes) is then
+        // not part of this one, nor of `next_n`'s, nor of a caller's frame. A caller that
+        // blocks on the rare `Pending` beside its fast path otherwise reserves (and probes,
+        // page by page, on every call) tens of kilobytes of stack, which cost the
+        // in-process bench 2× per call; a server's task holds it per connection. The
+        // allocation is once per raise or load.
         loop {
             match state {
                 State::Num(s, last) => {
-                    inner.raise(&s, last, deadline, &key).await?;
+                    Box::pin(inner.raise(&s, last, deadline, &key)).await?;
                     return Ok(last);
                 }
                 State::Str(s, last) => {
-                    inner.raise(&s, last, deadline, &key).await?;
+                    Box::pin(inner.raise(&s, last, deadline, &key)).await?;
                     return Ok(last);
                 }
                 State::Absent => {
                     on_place!(key.place(), |shape, id, _slot| {
-                        Inner::load(&inner, shape, id, &key, deadline).await?
+                        Box::pin(Inner::load(&inner, shape, id, &key, deadline)).await?
                     });
                 }
-                State::Full => inner.make_room(&key, deadline).await?,
+                State::Full => Box::pin(inner.make_room(&key, deadline)).await?,
             }
             match Inner::try_take(&inner, &key, n)? {
                 SeqNext::Ready(last) => return Ok(last),
