@@ -36,6 +36,8 @@ pub(crate) struct Gate {
     /// The end of the term on the monotonic clock (`mono`, precise ns): no number after it
     /// until a renewal is confirmed.
     serve_until_ns: AtomicU64,
+    /// [`mono::slack_ns`], read once: the check on every call is then a load and a clock read.
+    slack_ns: u64,
     /// Who serves each set, as of the last beat.
     routes: RwLock<Arc<Vec<Route>>>,
     /// Calls refused because their set was between owners.
@@ -75,6 +77,7 @@ impl Gate {
             of,
             owned: (0..SETS).map(|_| AtomicI64::new(0)).collect(),
             serve_until_ns: AtomicU64::new(0),
+            slack_ns: mono::slack_ns(),
             routes: RwLock::new(Arc::new(vec![Route::Moving { to: None }; SETS as usize])),
             refused_moving: AtomicU64::new(0),
             refused_moved: AtomicU64::new(0),
@@ -100,10 +103,17 @@ impl Gate {
 
     /// Whether the term runs now: the coarse clock says so when the term's end is more than its
     /// slack away (a read of a few ns), else the precise clock decides (`mono`).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn in_term(&self) -> bool {
         let until = self.serve_until_ns.load(Ordering::Acquire);
-        mono::coarse_ns().saturating_add(mono::slack_ns()) < until || mono::precise_ns() < until
+        mono::coarse_ns().saturating_add(self.slack_ns) < until || self.in_term_precisely(until)
+    }
+
+    /// The last two ticks of a term: the precise clock decides (out of line, as rare).
+    #[cold]
+    #[inline(never)]
+    fn in_term_precisely(&self, until: u64) -> bool {
+        mono::precise_ns() < until
     }
 
     /// How long the term still runs (zero once lapsed).

@@ -19,6 +19,7 @@ mod kernel {
         u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + ts.tv_nsec as u64
     }
 
+    #[inline(always)]
     pub(super) fn coarse() -> u64 {
         ns(clock_gettime(ClockId::MonotonicCoarse))
     }
@@ -33,7 +34,7 @@ mod kernel {
 }
 
 /// Now on the coarse clock, ns (at most [`slack_ns`] behind [`precise_ns`]).
-#[inline]
+#[inline(always)]
 pub(crate) fn coarse_ns() -> u64 {
     #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
     return kernel::coarse();
