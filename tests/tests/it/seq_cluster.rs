@@ -482,18 +482,29 @@ fn scenario(coord: impl FnOnce(&mut dyn FnMut(std::net::SocketAddr) -> u16) -> C
     }
     callers.run("two members", &[&a.addr, &b.addr], 500, || {});
 
-    // A second process on a live member's machine ID is refused, in one line.
+    // A second process on a live member's machine ID is refused, in one line. It opens the
+    // table before its machine ID (a missing table fails before any lease is taken), so it
+    // gets a store timeout of its own: a CI host's database slower than the members' 2 s
+    // under load would otherwise be the refusal it prints.
+    let second = dir.path().join("second-951.toml");
+    let patient = coord.config(&db, false).replace(
+        &format!("store_timeout_ms = {}", STORE_TIMEOUT.as_millis()),
+        &format!("store_timeout_ms = {}", (STORE_TIMEOUT * 10).as_millis()),
+    );
+    assert!(patient.contains("store_timeout_ms = 20000"), "{patient}");
+    std::fs::write(&second, patient).unwrap();
     fails_in_one_line(
-        &mut vesta_cmd(
-            [
-                &["serve", "tcp", "--listen", "127.0.0.1:0"][..],
-                &member_args("951", &coord, &db, false, dir.path())
-                    .iter()
-                    .map(String::as_str)
-                    .collect::<Vec<_>>(),
-            ]
-            .concat(),
-        ),
+        &mut vesta_cmd([
+            "serve",
+            "tcp",
+            "--listen",
+            "127.0.0.1:0",
+            "--machine",
+            "951",
+            "--config",
+            second.to_str().unwrap(),
+            "--seq-cluster",
+        ]),
         &["951"],
     );
 

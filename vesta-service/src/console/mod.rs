@@ -190,6 +190,11 @@ impl Shown {
         }
     }
 
+    /// The page of a handler that has it at once (no await).
+    fn now<'a>(self) -> PageFuture<'a> {
+        Box::pin(std::future::ready(self))
+    }
+
     fn not_found(title: &'static str, nav: Nav, why: &str) -> Shown {
         Shown {
             status: 404,
@@ -233,34 +238,19 @@ impl<C: Clock + 'static> Inner<C> {
             MakeForm::Off
         };
         let body = explain::page(&self.service, query, form);
-        Box::pin(std::future::ready(Shown::ok(
-            "Explain an ID",
-            Nav::Explain,
-            None,
-            body,
-        )))
+        Shown::ok("Explain an ID", Nav::Explain, None, body).now()
     }
 
     /// `/ui/make`: an ID made by the service's `make` op.
     fn make<'a>(&'a self, query: Option<&'a str>) -> PageFuture<'a> {
         let body = explain::page(&self.service, None, MakeForm::Made(query));
-        Box::pin(std::future::ready(Shown::ok(
-            "Make an ID",
-            Nav::Explain,
-            None,
-            body,
-        )))
+        Shown::ok("Make an ID", Nav::Explain, None, body).now()
     }
 
     /// `/ui/status`.
     fn status<'a>(&'a self, _: Option<&'a str>) -> PageFuture<'a> {
         let body = status::page(self);
-        Box::pin(std::future::ready(Shown::ok(
-            "Status",
-            Nav::Status,
-            Some(5),
-            body,
-        )))
+        Shown::ok("Status", Nav::Status, Some(5), body).now()
     }
 
     /// `/ui/segments` (segment mode), else a 404 saying why.
