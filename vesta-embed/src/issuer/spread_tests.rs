@@ -266,48 +266,54 @@ async fn the_async_issuer_parks_until_the_next_units_of_all_machine_ids() {
 }
 
 /// A chaos clock under k machine IDs: four threads issue (singles, batches, non-blocking calls)
-/// from an issuer of four machine IDs while another thread steps the clock forward and back at
-/// random, within the rollback tolerance and beyond it. Refusals are allowed (a clock behind
-/// further than the tolerance); a duplicate, or an ID of one machine ID below an earlier one of
-/// the same machine ID within a thread, is not.
+/// from an issuer of four machine IDs and, every 16 calls, step the clock at random: on with
+/// time, or back from it within the rollback tolerance or beyond it, each excursion undone by
+/// the next step (a clock that only drifted back would refuse every call once far enough
+/// behind, however the threads were scheduled). Refusals are allowed (a clock behind further
+/// than the tolerance); a duplicate, or an ID of one machine ID below an earlier one of the
+/// same machine ID within a thread, is not.
 #[test]
 fn a_chaos_clock_never_makes_k_machine_ids_repeat_or_go_back() {
     let clock = Arc::new(ManualClock::new(T0));
     let mut c = config(4);
     c.clock.rollback_tolerance_ms = Some(5);
     let issuer = Arc::new(Issuer::start_with_clock(c, clock.clone()).unwrap());
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stepper = {
-        let (clock, stop) = (clock.clone(), stop.clone());
-        std::thread::spawn(move || {
-            // xorshift: deterministic steps, no dependency.
-            let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-            let mut steps = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                match x % 8 {
-                    0 => clock.rewind(1 + x % 5),  // within the tolerance
-                    1 => clock.rewind(6 + x % 40), // beyond it
-                    _ => clock.advance(1 + x % 3), // time goes on
-                }
-                steps += 1;
-                std::thread::yield_now();
-            }
-            steps
-        })
+    // xorshift (deterministic steps, no dependency) and how far the clock is behind its base,
+    // which only goes on.
+    let walk = Arc::new(std::sync::Mutex::new((0x9E37_79B9_7F4A_7C15u64, 0u64)));
+    let step = {
+        let (clock, walk) = (clock.clone(), walk.clone());
+        move || {
+            let mut w = walk.lock().unwrap();
+            let (x, behind) = &mut *w;
+            *x ^= *x << 13;
+            *x ^= *x >> 7;
+            *x ^= *x << 17;
+            let on = 1 + *x % 3;
+            let back = match *x % 8 {
+                0 => 1 + *x % 5,  // within the tolerance
+                1 => 6 + *x % 40, // beyond it
+                _ => 0,           // time goes on
+            };
+            // From base - behind to (base + on) - back.
+            clock.advance(*behind + on);
+            clock.rewind(back);
+            *behind = back;
+        }
     };
     let workers: Vec<_> = (0..4)
         .map(|t| {
-            let issuer = issuer.clone();
+            let (issuer, step) = (issuer.clone(), step.clone());
             std::thread::spawn(move || {
                 let mut ids = Vec::new();
-                for i in 0..20_000u64 {
+                for i in 0..10_000u64 {
+                    if i % 16 == 0 {
+                        step();
+                    }
                     let got = match (t + i) % 3 {
                         0 => issuer.next_id().map(|id| vec![id]),
                         1 => issuer.try_next_id().map(|id| vec![id]),
-                        _ => issuer.next_ids(1 + i % 700).map(|b| b.iter().collect()),
+                        _ => issuer.next_ids(1 + i % 70).map(|b| b.iter().collect()),
                     };
                     match got {
                         Ok(got) => ids.extend(got),
@@ -322,8 +328,6 @@ fn a_chaos_clock_never_makes_k_machine_ids_repeat_or_go_back() {
         })
         .collect();
     let per_thread: Vec<Vec<u64>> = workers.into_iter().map(|w| w.join().unwrap()).collect();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    assert!(stepper.join().unwrap() > 0);
     let mut all = HashSet::new();
     for ids in &per_thread {
         check(&issuer, ids);
