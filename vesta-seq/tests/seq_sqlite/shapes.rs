@@ -48,7 +48,7 @@ fn promised(sections: usize, numeric_keys: usize, string_keys: usize) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sparse_and_string_keys_are_served_per_key_in_few_rows() {
     let dir = tempfile::tempdir().unwrap();
-    let seqs = open(dir.path(), options(1000)).await.unwrap();
+    let seqs = open(dir.path(), patient(1000)).await.unwrap();
     let keys: Vec<SeqKey> = snowflakes(4_000)
         .into_iter()
         .chain(strings(4_000))
@@ -82,7 +82,7 @@ async fn sparse_and_string_keys_are_served_per_key_in_few_rows() {
     // Across a restart: every key above its last.
     seqs.close().await;
     drop(seqs);
-    let seqs = open(dir.path(), options(1000)).await.unwrap();
+    let seqs = open(dir.path(), patient(1000)).await.unwrap();
     for k in keys.iter().step_by(97) {
         let n = seqs.next(k).await.unwrap();
         check.saw(k, n, n);
@@ -93,7 +93,7 @@ async fn sparse_and_string_keys_are_served_per_key_in_few_rows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_numeric_section_turns_into_an_array_and_keeps_every_number() {
     let dir = tempfile::tempdir().unwrap();
-    let seqs = open(dir.path(), options(100_000)).await.unwrap();
+    let seqs = open(dir.path(), patient(100_000)).await.unwrap();
     let mut check = Checker::default();
     // 28,672 keys fit the table; the next turns section 0 into its array.
     for k in (0..28_673u64).map(|k| SeqKey::Num(k * 3 % 100_000)) {
@@ -116,7 +116,7 @@ async fn a_numeric_section_turns_into_an_array_and_keeps_every_number() {
     }
     seqs.close().await;
     drop(seqs);
-    let seqs = open(dir.path(), options(100_000)).await.unwrap();
+    let seqs = open(dir.path(), patient(100_000)).await.unwrap();
     for k in (0..100_000u64).step_by(3).map(SeqKey::Num) {
         let n = seqs.next(&k).await.unwrap();
         check.saw(&k, n, n);
@@ -129,7 +129,7 @@ async fn at_the_bound_the_least_recently_used_sections_make_room() {
     let bound = 64 << 10;
     let opts = SeqOptions {
         max_memory: bound,
-        ..options(100)
+        ..patient(100)
     };
     let seqs = open(dir.path(), opts).await.unwrap();
     let keys: Vec<SeqKey> = strings(400)
@@ -229,7 +229,7 @@ async fn refusal_at_the_bound() -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_old_tables_wide_sections_are_carried_into_their_buckets() {
     let dir = tempfile::tempdir().unwrap();
-    drop(open(dir.path(), options(10)).await.unwrap());
+    drop(open(dir.path(), patient(10)).await.unwrap());
     // As a build before spread buckets left it: a section per snowflake key, no rows 2 and 3.
     let pool = locker(dir.path()).await;
     let snow: u64 = 412_345_678_901_234_567;
@@ -257,7 +257,7 @@ async fn an_old_tables_wide_sections_are_carried_into_their_buckets() {
             .await
             .unwrap();
     }
-    let seqs = open(dir.path(), options(10)).await.unwrap();
+    let seqs = open(dir.path(), patient(10)).await.unwrap();
     let n = seqs.next(&SeqKey::Num(snow)).await.unwrap();
     assert!(n > 90_000, "{n}: the old section's numbers are below it");
     assert!(seqs.next(&SeqKey::Num(snow + 1)).await.unwrap() > 90_000);
@@ -311,6 +311,16 @@ fn key_of(b: u8) -> SeqKey {
         7 => key(&format!("chat:{b}")),
         8 => SeqKey::Num(100_000 * u64::from(b)),
         _ => key("ключ-Zürich-会话"),
+    }
+}
+
+/// [`options`] with a store timeout that a loaded host's SQLite cannot reach, for the scenes
+/// that are about shapes and memory, not about a slow table (CI once took over 800 ms to load
+/// a section there).
+fn patient(step: u64) -> SeqOptions {
+    SeqOptions {
+        store_timeout: Duration::from_secs(10),
+        ..options(step)
     }
 }
 
