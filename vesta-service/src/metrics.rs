@@ -386,6 +386,12 @@ impl Collector for SeqCollector {
                 s.memory_bytes,
             ),
             (
+                "seq_raising_ahead",
+                "Raises ahead of need under way (each holds its section in memory; a call at \
+                 seq.max_memory_mb waits for one rather than be refused)",
+                s.raising_ahead,
+            ),
+            (
                 "seq_fenced_sections",
                 "Sections this server serves no more: another process raised them in the same \
                  table, or the table went back under it",

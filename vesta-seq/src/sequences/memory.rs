@@ -5,9 +5,11 @@
 //! - **On demand**, at the memory bound (`seq.max_memory_mb`): a load or a new key that does
 //!   not fit evicts the least recently used section not in use (most sweeps untouched first,
 //!   then one untouched since the last sweep, then any), until it fits. A section is in use
-//!   while a call waits on it (a raise or its own prefetch), at most `store_timeout`; so a call
-//!   is refused only when every section in memory is in use, and room frees within
-//!   `store_timeout` ([`SeqError::Full`] says so in its `Retry-After`).
+//!   while a call waits on it (a raise) or it is being raised ahead of need, at most
+//!   `store_timeout`. A call waits (within its `store_timeout`) for a raise ahead to end
+//!   rather than be refused for it, so it is refused only when every section in memory is
+//!   held by calls, and room frees within `store_timeout` ([`SeqError::Full`] says so in its
+//!   `Retry-After`).
 //! - **Drained**: a cluster member that stops serving a set waits out its loads and raises and
 //!   drops its sections.
 //!
@@ -81,13 +83,16 @@ impl Inner {
         }
     }
 
-    /// Makes `bytes` of room under the bound, evicting least recently used sections; refuses
-    /// naming the setting when every section left is in use.
-    pub(super) fn room_for(&self, bytes: usize, key: &SeqKey) -> Result<(), SeqError> {
+    /// Makes `bytes` of room under the bound by `deadline`, evicting least recently used
+    /// sections; refuses naming the setting when every section left is in use.
+    pub(super) async fn room_for(
+        &self,
+        bytes: usize,
+        key: &SeqKey,
+        deadline: Instant,
+    ) -> Result<(), SeqError> {
         while !self.budget.fits(bytes) {
-            if !self.evict_lru() {
-                return Err(self.full(key));
-            }
+            self.evict_one(key, deadline).await?;
         }
         Ok(())
     }
@@ -95,11 +100,36 @@ impl Inner {
     /// Room for a new key that did not fit: one least recently used section evicted (perhaps
     /// the key's own, which then loads again empty), or the refusal when none can be.
     pub(super) async fn make_room(&self, key: &SeqKey, deadline: Instant) -> Result<(), SeqError> {
-        if Instant::now() >= deadline || !self.evict_lru() {
-            return Err(self.full(key));
-        }
+        self.evict_one(key, deadline).await?;
         tokio::task::yield_now().await;
         Ok(())
+    }
+
+    /// Evicts one least recently used section not in use. When every one is, but raises
+    /// ahead of need are under way (this process's own work, which holds their sections and
+    /// ends within `store_timeout`), waits for one to end, by `deadline`: a caller is not
+    /// refused for what the sequences do in the background (a lone client at the bound would
+    /// otherwise be refused for the raises its own calls started). Sections held by calls are
+    /// other clients' demand: refused at once, the refusal saying when room frees.
+    async fn evict_one(&self, key: &SeqKey, deadline: Instant) -> Result<(), SeqError> {
+        loop {
+            // Listening before looking: a raise ahead that ends in between is not missed.
+            let ended = self.ahead_ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if Instant::now() >= deadline {
+                return Err(self.full(key));
+            }
+            if self.evict_lru() {
+                return Ok(());
+            }
+            if self.raising_ahead.load(Ordering::Acquire) == 0 {
+                return Err(self.full(key));
+            }
+            if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                return Err(self.full(key));
+            }
+        }
     }
 
     /// The refusal at the bound: the setting, and when room frees.

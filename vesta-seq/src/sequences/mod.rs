@@ -42,7 +42,7 @@ pub(crate) mod shape;
 mod table;
 
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -94,6 +94,8 @@ pub struct SeqStatus {
     pub evictions: u64,
     /// Sections fenced (another process raised them).
     pub fenced: u64,
+    /// Raises ahead of need under way (each holds its section in memory until it ends).
+    pub raising_ahead: usize,
 }
 
 /// Per-key sequences on one table. Cheap to clone; every clone is the same sequences.
@@ -132,6 +134,11 @@ pub(crate) struct Inner {
     loads: AtomicU64,
     evictions: AtomicU64,
     fenced: AtomicU64,
+    /// Raises ahead of need under way (`table.rs`): each holds its section in memory.
+    raising_ahead: AtomicUsize,
+    /// Told when a raise ahead of need ends: a call waiting for room at the memory bound
+    /// looks again (`memory.rs`).
+    ahead_ended: tokio::sync::Notify,
     /// Set when the sequences join a cluster (which sets are served here) or take the table's
     /// lease (every set): nothing is served before.
     pub(crate) gate: OnceLock<Arc<cluster::Gate>>,
@@ -213,6 +220,8 @@ impl Sequences {
             loads: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             fenced: AtomicU64::new(0),
+            raising_ahead: AtomicUsize::new(0),
+            ahead_ended: tokio::sync::Notify::new(),
             gate: OnceLock::new(),
             store,
             floors,
@@ -291,6 +300,7 @@ impl Sequences {
             loads: i.loads.load(Ordering::Relaxed),
             evictions: i.evictions.load(Ordering::Relaxed),
             fenced: i.fenced.load(Ordering::Relaxed),
+            raising_ahead: i.raising_ahead.load(Ordering::Relaxed),
         }
     }
 

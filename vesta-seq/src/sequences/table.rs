@@ -112,7 +112,8 @@ impl Inner {
         // evicts to make room if it must.
         let free = this.budget.bound().saturating_sub(this.budget.used());
         batch.truncate((free / SECTION_ROOM).max(1));
-        this.room_for(SECTION_ROOM * batch.len(), key)?;
+        this.room_for(SECTION_ROOM * batch.len(), key, deadline)
+            .await?;
         let rows: Vec<(i16, i64)> = batch
             .iter()
             .map(|(kind, s)| {
@@ -357,14 +358,43 @@ impl Inner {
             section.prefetched();
             return;
         };
-        let inner = Arc::clone(this);
+        let ahead = Ahead::start(Arc::clone(this), section);
         runtime.spawn(async move {
+            let (inner, section) = (&ahead.inner, ahead.section.as_ref().expect("held"));
             let deadline = Instant::now() + inner.options.store_timeout;
             let need = section.max().saturating_add(1);
             // A failure is counted; the call that needs the raise tries again and reports it.
-            let _ = inner.raise(&section, need, deadline, &SeqKey::Num(0)).await;
-            section.prefetched();
+            let _ = inner.raise(section, need, deadline, &SeqKey::Num(0)).await;
         });
+    }
+}
+
+/// A raise ahead of need under way, counted in `raising_ahead` from before it holds its
+/// section until after it let go (ended, or dropped with its runtime): a call waiting for
+/// room at the memory bound counts on it to end within `store_timeout`, and is told when it
+/// does (`memory.rs`).
+struct Ahead<S: Slots> {
+    inner: Arc<Inner>,
+    section: Option<Arc<Section<S>>>,
+}
+
+impl<S: Slots> Ahead<S> {
+    fn start(inner: Arc<Inner>, section: Arc<Section<S>>) -> Self {
+        inner.raising_ahead.fetch_add(1, Ordering::AcqRel);
+        Ahead {
+            inner,
+            section: Some(section),
+        }
+    }
+}
+
+impl<S: Slots> Drop for Ahead<S> {
+    fn drop(&mut self) {
+        if let Some(section) = self.section.take() {
+            section.prefetched();
+        }
+        self.inner.raising_ahead.fetch_sub(1, Ordering::AcqRel);
+        self.inner.ahead_ended.notify_waiters();
     }
 }
 

@@ -153,6 +153,88 @@ async fn at_the_bound_the_least_recently_used_sections_make_room() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_caller_at_the_bound_waits_for_a_raise_ahead_rather_than_be_refused() {
+    // The scene needs the raise ahead of need to wait on the locked table; SQLite sometimes
+    // answers it at once ("database is locked"). Such a try is set up again (a few at most).
+    for _ in 0..5 {
+        if waited_for_the_raise_ahead().await {
+            return;
+        }
+    }
+    panic!("the raise ahead never waited on the locked table in 5 tries");
+}
+
+/// One try of the scene above; false when the raise ahead ended before the call at the bound.
+async fn waited_for_the_raise_ahead() -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SeqOptions {
+        // One section in memory, not two.
+        max_memory: 1100,
+        ..patient(5)
+    };
+    let seqs = open(dir.path(), opts).await.unwrap();
+    let (a, b) = (SeqKey::Num(0), SeqKey::Num(vesta_seq::SECTION_KEYS));
+    let mut last = seqs.next(&a).await.unwrap();
+    // Hold the table, and call `a` from memory until a call starts its section's raise ahead
+    // of need (half a step before the end): that raise waits on the table, holding the
+    // section, the only one in memory.
+    let lock_pool = locker(dir.path()).await;
+    let lock = lock_pool.begin_with("BEGIN EXCLUSIVE").await.unwrap();
+    let before = seqs.status();
+    while seqs.status().raising_ahead == 0 {
+        match seqs.try_next_n(&a, 1).unwrap() {
+            SeqNext::Ready(n) => {
+                assert!(n > last, "{n} after {last}");
+                last = n;
+            }
+            // The raise ahead ended at once and the step ran out: not this scene.
+            SeqNext::Pending(_) => {
+                lock.rollback().await.unwrap();
+                lock_pool.close().await;
+                return false;
+            }
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let s = seqs.status();
+    if s.raise_failures > before.raise_failures || s.raising_ahead == 0 {
+        lock.rollback().await.unwrap();
+        lock_pool.close().await;
+        return false;
+    }
+    // The table comes back in 300 ms: the raise ahead then ends, and frees its section.
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        lock.rollback().await.unwrap();
+        Instant::now()
+    });
+    // A new section at the bound: it waits for the raise ahead, evicts `a`'s section, loads.
+    let n = seqs
+        .next(&b)
+        .await
+        .unwrap_or_else(|e| panic!("refused for a raise ahead of need: {e}"));
+    let answered = Instant::now();
+    let released = release.await.unwrap();
+    assert!(n >= 1);
+    assert!(
+        answered >= released,
+        "answered before the raise ahead could end"
+    );
+    let s = seqs.status();
+    assert_eq!(
+        (s.raising_ahead, s.raises, s.sections),
+        (0, before.raises + 1, 1),
+        "the raise ahead went through, then made room: {s:?}"
+    );
+    assert!(s.evictions > before.evictions, "{s:?}");
+    // `a` loads again above everything it handed out.
+    let n = seqs.next(&a).await.unwrap();
+    assert!(n > last, "{n} after {last}");
+    lock_pool.close().await;
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_at_the_bound_names_the_setting_and_room_frees_in_its_retry_after() {
     // The scene needs `a`'s call to hold its bucket while `b` is called: SQLite sometimes
     // answers the raise under the other connection's lock at once ("database is locked"),
@@ -186,6 +268,17 @@ async fn refusal_at_the_bound() -> bool {
             SeqNext::Pending(p) => break p,
         }
     };
+    // The calls also started a raise ahead of need, waiting on the table too; a call at the
+    // bound waits for such a raise (the sequences' own work) rather than be refused. Let it
+    // run out (its store_timeout): then only `a`'s call holds the bucket.
+    let gave_up = Instant::now() + Duration::from_secs(5);
+    while seqs.status().raising_ahead > 0 {
+        assert!(
+            Instant::now() < gave_up,
+            "a raise ahead outlived its store_timeout"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let waiting = tokio::spawn(async move {
         let r = pending.wait().await;
         (r, Instant::now())
