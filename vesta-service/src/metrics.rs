@@ -387,8 +387,7 @@ impl Collector for SeqCollector {
             ),
             (
                 "seq_raising_ahead",
-                "Raises ahead of need under way (each holds its section in memory; a call at \
-                 seq.max_memory_mb waits for one rather than be refused)",
+                "Raises ahead of need under way",
                 s.raising_ahead,
             ),
             (
