@@ -155,25 +155,17 @@ async fn at_the_bound_the_least_recently_used_sections_make_room() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_caller_at_the_bound_waits_for_a_raise_ahead_rather_than_be_refused() {
-    // The scene needs the raise ahead of need to wait on the locked table; SQLite sometimes
-    // answers it at once ("database is locked"). Such a try is set up again (a few at most).
-    for _ in 0..5 {
-        if waited_for_the_raise_ahead().await {
-            return;
-        }
-    }
-    panic!("the raise ahead never waited on the locked table in 5 tries");
+    // The scene needs the raise ahead of need to wait on the locked table.
+    in_a_few_tries(
+        waited_for_the_raise_ahead,
+        "the raise ahead never waited on the locked table",
+    )
+    .await;
 }
 
 /// One try of the scene above; false when the raise ahead ended before the call at the bound.
 async fn waited_for_the_raise_ahead() -> bool {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = SeqOptions {
-        // One section in memory, not two.
-        max_memory: 1100,
-        ..patient(5)
-    };
-    let seqs = open_patiently(dir.path(), opts).await.unwrap();
+    let (dir, seqs) = one_section_in_memory(patient(5)).await;
     let (a, b) = (SeqKey::Num(0), SeqKey::Num(vesta_seq::SECTION_KEYS));
     let mut last = seqs.next(&a).await.unwrap();
     // Hold the table, and call `a` from memory until a call starts its section's raise ahead
@@ -238,26 +230,18 @@ async fn waited_for_the_raise_ahead() -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_at_the_bound_names_the_setting_and_room_frees_in_its_retry_after() {
-    // The scene needs `a`'s call to hold its bucket while `b` is called: SQLite sometimes
-    // answers the raise under the other connection's lock at once ("database is locked"),
-    // ending that call first. Such a try is set up again (a few times at most).
-    for _ in 0..5 {
-        if refusal_at_the_bound().await {
-            return;
-        }
-    }
-    panic!("the raise never waited on the locked table in 5 tries");
+    // The scene needs `a`'s call to hold its bucket (its raise waiting on the locked table)
+    // while `b` is called.
+    in_a_few_tries(
+        refusal_at_the_bound,
+        "the raise never waited on the locked table",
+    )
+    .await;
 }
 
 /// One try of the scene above; false when `a`'s call ended before `b` was called.
 async fn refusal_at_the_bound() -> bool {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = SeqOptions {
-        // One bucket with a key, not two.
-        max_memory: 1100,
-        ..options(5)
-    };
-    let seqs = open_patiently(dir.path(), opts).await.unwrap();
+    let (dir, seqs) = one_section_in_memory(options(5)).await;
     let (a, b) = (key("inbox:a"), key("inbox:b-other-bucket"));
     let mut last = seqs.next_n(&a, 5).await.unwrap();
     // That call's raise ahead of need ends first (else it could cover the pending call below
@@ -415,6 +399,30 @@ async fn open_patiently(dir: &Path, options: SeqOptions) -> Result<Sequences, Se
         Owner::standalone().lease(Duration::from_secs(20)),
     )
     .await
+}
+
+/// Sequences on a new table whose memory bound holds one section (a bucket with a key), not
+/// two.
+async fn one_section_in_memory(options: SeqOptions) -> (tempfile::TempDir, Sequences) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SeqOptions {
+        max_memory: 1100,
+        ..options
+    };
+    let seqs = open_patiently(dir.path(), opts).await.unwrap();
+    (dir, seqs)
+}
+
+/// Sets `scene` up until it was as it needs (it says true), five tries at most: SQLite
+/// sometimes answers a statement under another connection's lock at once ("database is
+/// locked") instead of waiting, which ends the call the scene needed waiting.
+async fn in_a_few_tries<F: std::future::Future<Output = bool>>(scene: fn() -> F, never: &str) {
+    for _ in 0..5 {
+        if scene().await {
+            return;
+        }
+    }
+    panic!("{never} in 5 tries");
 }
 
 /// Waits for the raises ahead of need under way to end (within their store_timeout).
