@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use vesta_tests::bin::{ServerChild, vesta_command};
 use vesta_tests::db::Postgres;
-use vesta_tests::seq_ops::{Calls, sqlite_backup, sqlite_put_back_table};
+use vesta_tests::seq_ops::{Calls, Refused, sqlite_backup, sqlite_put_back_table};
 
 /// Where the table lives, and how an older copy of it is taken and put back.
 enum Table<'a> {
@@ -53,6 +53,27 @@ impl Table<'_> {
     }
 }
 
+/// How long the servers wait on the table for a call (`seq.store_timeout_ms`).
+const STORE_MS: u64 = 2000;
+/// How long `vesta seq raise`, run once as an operator runs it, waits on the table for a row.
+const RAISE_STORE_MS: u64 = 10_000;
+
+/// Whether a refusal is one a client waits out and retries (a term lapsed, a load or raise not
+/// answered within `STORE_MS`, a cluster's set between owners): on a loaded host an SQLite or
+/// PostgreSQL write can wait seconds for the disk. The table going back is never one.
+fn waited_out(said: &str) -> bool {
+    !said.contains("the table went back")
+        && [
+            "retry shortly",
+            "no answer within",
+            "SEQ_UNAVAILABLE",
+            "SEQ_MOVED",
+            "SEQ_MOVING",
+        ]
+        .iter()
+        .any(|s| said.contains(s))
+}
+
 /// A `[seq]` config on the table (a step of 1000: many raises; `extra`: more lines).
 fn config(dir: &Path, table: &Table, extra: &str) -> String {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -61,7 +82,7 @@ fn config(dir: &Path, table: &Table, extra: &str) -> String {
     std::fs::write(
         &path,
         format!(
-            "[seq]\ndb = \"{}\"\nstep = 1000\nstore_timeout_ms = 2000\ncluster_ttl_ms = 3000\n\
+            "[seq]\ndb = \"{}\"\nstep = 1000\nstore_timeout_ms = {STORE_MS}\ncluster_ttl_ms = 3000\n\
              {extra}",
             table.url()
         ),
@@ -97,12 +118,21 @@ impl Host {
         ServerChild::start(kind, &args, &[self.env()])
     }
 
-    /// `vesta seq raise` on this host: the rows it moved.
+    /// `vesta seq raise` on this host, on the servers' config but waiting [`RAISE_STORE_MS`]
+    /// for the table: the rows it moved.
     fn raise(&self, cfg: &str) -> String {
         let (k, v) = self.env();
+        let servers = std::fs::read_to_string(cfg).unwrap();
+        let (from, to) = (
+            format!("store_timeout_ms = {STORE_MS}\n"),
+            format!("store_timeout_ms = {RAISE_STORE_MS}\n"),
+        );
+        assert!(servers.contains(&from), "{servers}");
+        let own = format!("{cfg}.raise.toml");
+        std::fs::write(&own, servers.replace(&from, &to)).unwrap();
         let out = vesta_command()
             .env(k, v)
-            .args(["seq", "raise", "--config", cfg])
+            .args(["seq", "raise", "--config", &own])
             .output()
             .unwrap();
         let said = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -126,8 +156,7 @@ fn call_all(calls: &Calls, addr: &str, rounds: usize) {
             loop {
                 match calls.rest(addr, k) {
                     Ok(_) => break,
-                    // A term lapsed on a loaded machine: retry shortly, as the answer says.
-                    Err(r) if r.said.contains("retry shortly") && Instant::now() < deadline => {
+                    Err(r) if waited_out(&r.said) && Instant::now() < deadline => {
                         std::thread::sleep(Duration::from_millis(50));
                     }
                     Err(r) => panic!("{k}: {r:?}"),
@@ -145,8 +174,7 @@ fn until_refused(calls: &Calls, addr: &str, key: &str) -> (usize, String) {
     for _ in 0..5000 {
         match calls.rest(addr, key) {
             Ok(_) => served += 1,
-            // A term lapsed on a loaded machine: retry shortly, as the answer says.
-            Err(r) if r.said.contains("retry shortly") => {
+            Err(r) if waited_out(&r.said) => {
                 std::thread::sleep(Duration::from_millis(50));
             }
             Err(r) => {
@@ -167,7 +195,7 @@ fn until_served(calls: &Calls, addr: &str, key: &str) {
             Ok(_) => return,
             Err(r)
                 if Instant::now() < deadline
-                    && (r.said.contains("went back") || r.said.contains("retry shortly")) =>
+                    && (r.said.contains("went back") || waited_out(&r.said)) =>
             {
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -291,6 +319,22 @@ fn put_back_then_evicted(table: &Table, dir: &Path, machine: &str) {
     eprintln!("put back, evicted, reloaded: {:?}", calls.check());
 }
 
+/// `n` numbers of `key` from the members `both`, a refusal the client could not wait out within
+/// its 8 s budget ([`waited_out`]: a member that cannot reach the table in time answers
+/// `SEQ_UNAVAILABLE`, the other `SEQ_MOVED` back to it) retried for up to a minute in all.
+fn patiently(calls: &Calls, both: &[&str], key: &str, n: u64) -> Result<u64, Refused> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match calls.tcp(both, key, n, Duration::from_secs(8)) {
+            Err(r) if waited_out(&r.said) && Instant::now() < deadline => {
+                eprintln!("{key}: {} (waited out)", r.said);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            answer => return answer,
+        }
+    }
+}
+
 /// Put back under two members of a cluster (on one host, coordinated in the database): the
 /// members refuse the sets that went back, whichever serves them; `vesta seq raise` ends it.
 fn put_back_under_two_members(table: &Table, dir: &Path) {
@@ -301,9 +345,8 @@ fn put_back_under_two_members(table: &Table, dir: &Path) {
         host.serve("tcp", &cfg, "991", true),
     );
     let both = [a.addr.as_str(), b.addr.as_str()];
-    let budget = Duration::from_secs(8);
     let keys: Vec<String> = (0..8).map(|k| format!("member:{k}")).collect();
-    let call = |k: &str, n| calls.tcp(&both, k, n, budget);
+    let call = |k: &str, n| patiently(&calls, &both, k, n);
     for k in &keys {
         call(k, 1).unwrap();
     }
