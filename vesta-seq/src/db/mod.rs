@@ -31,10 +31,15 @@ pub(crate) mod dialect;
 pub(crate) mod owner;
 pub(crate) mod seq;
 pub(crate) mod seq_cluster;
+mod writes;
+
+use writes::{Turn, Writes};
 
 /// A pool on the sequences' database. Opened only for a database this crate was built with.
 pub(crate) struct Database {
     db: vesta_segment::Database,
+    /// On an SQLite file, the turns of this process's writes (`writes.rs`).
+    writes: Option<Writes>,
 }
 
 impl Database {
@@ -48,7 +53,7 @@ impl Database {
     ) -> Result<Database, SegmentError> {
         built_in(url.kind(), url)?;
         let db = vesta_segment::Database::open(url, timeout, create, key).await?;
-        Ok(Database { db })
+        Ok(Database::on(db))
     }
 
     /// On a pool the application already has (it stays the application's to close).
@@ -60,7 +65,12 @@ impl Database {
         let kind = pool.kind();
         let db = vesta_segment::Database::from_pool(pool, timeout).timeout_from(key);
         built_in(kind, db.url())?;
-        Ok(Database { db })
+        Ok(Database::on(db))
+    }
+
+    fn on(db: vesta_segment::Database) -> Database {
+        let writes = (db.url().kind() == DbKind::Sqlite).then(Writes::default);
+        Database { db, writes }
     }
 
     /// The URL (its `Display` hides the password).
@@ -72,13 +82,33 @@ impl Database {
         self.db.pool()
     }
 
-    /// Runs `op` within the timeout, mapping its errors to [`SegmentError`] naming `action`.
+    /// Runs `op` within the timeout, mapping its errors to [`SegmentError`] naming `action`: a
+    /// read (a write goes through [`Database::write`]).
     async fn bounded<T>(
         &self,
         action: impl FnOnce() -> String,
         op: impl Future<Output = Result<T, sqlx::Error>>,
     ) -> Result<T, SegmentError> {
         self.db.bounded(action, op).await
+    }
+
+    /// [`Database::bounded`] for a write: on SQLite in its turn (`writes.rs`), a lease's write
+    /// (`lease`) ahead of the others; the wait for the turn is within the timeout.
+    async fn write<T>(
+        &self,
+        lease: bool,
+        action: impl FnOnce() -> String,
+        op: impl Future<Output = Result<T, sqlx::Error>>,
+    ) -> Result<T, SegmentError> {
+        let turn = async {
+            let _turn: Option<Turn<'_>> = match &self.writes {
+                Some(w) if lease => Some(w.lease().await),
+                Some(w) => Some(w.ordinary().await),
+                None => None,
+            };
+            op.await
+        };
+        self.db.bounded(action, turn).await
     }
 
     /// Closes every connection of a pool opened here, within the timeout.

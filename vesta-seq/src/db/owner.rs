@@ -95,11 +95,15 @@ impl Database {
     pub(crate) async fn owner_init(&self, candidate: &str) -> Result<String, SegmentError> {
         let q = statements(self.url().kind());
         self.members_init().await?;
-        self.bounded(|| "creating the table vesta_seq_store".into(), async {
-            on_pool!(self.pool(), p => {
-                sqlx::query(q.create_store).execute(p).await.map(|_| ())
-            })
-        })
+        self.write(
+            false,
+            || "creating the table vesta_seq_store".into(),
+            async {
+                on_pool!(self.pool(), p => {
+                    sqlx::query(q.create_store).execute(p).await.map(|_| ())
+                })
+            },
+        )
         .await?;
         self.store_item("id", candidate).await
     }
@@ -107,7 +111,8 @@ impl Database {
     /// The store's `item`: `value` if it had none (written now), else the one it has.
     pub(crate) async fn store_item(&self, item: &str, value: &str) -> Result<String, SegmentError> {
         let q = statements(self.url().kind());
-        self.bounded(
+        self.write(
+            false,
             || format!("reading the store's {item} (vesta_seq_store)"),
             async {
                 on_pool!(self.pool(), p => {
@@ -146,7 +151,8 @@ impl Database {
         to: &str,
     ) -> Result<bool, SegmentError> {
         let q = statements(self.url().kind());
-        self.bounded(
+        self.write(
+            false,
             || format!("changing the store's {item} (vesta_seq_store)"),
             async {
                 on_pool!(self.pool(), p => {
@@ -209,7 +215,8 @@ impl Database {
     ) -> Result<bool, SegmentError> {
         let q = cluster_statements(self.url().kind());
         let changed = self
-            .bounded(
+            .write(
+                true,
                 || "taking the table's lease (vesta_seq_member)".into(),
                 async {
                     on_pool!(self.pool(), p => {
@@ -251,7 +258,8 @@ impl Database {
         let q = statements(self.url().kind());
         // The row made when missing, as a section's first load makes it.
         let insert_missing = super::seq::sql(self.url().kind()).insert_missing;
-        self.bounded(
+        self.write(
+            false,
             || format!("raising section {section} (kind {kind}) of vesta_seq to {to}"),
             async {
                 on_pool!(self.pool(), p => {

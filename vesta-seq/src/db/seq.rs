@@ -99,7 +99,7 @@ impl Database {
     /// Creates `vesta_seq` unless it exists.
     pub(crate) async fn seq_init(&self) -> Result<(), SegmentError> {
         let ddl = sql(self.url().kind()).create_table;
-        self.bounded(|| "creating table vesta_seq".into(), async {
+        self.write(false, || "creating table vesta_seq".into(), async {
             on_pool!(self.pool(), p => {
                 sqlx::query(ddl).execute(p).await.map(|_| ())
             })
@@ -127,7 +127,8 @@ impl Database {
     ) -> Result<(i64, bool), SegmentError> {
         let q = sql(self.url().kind());
         let (created, found): (bool, Option<(i64, i64)>) = self
-            .bounded(
+            .write(
+                false,
                 || format!("loading section {section} (kind {kind}) of vesta_seq"),
                 async {
                     on_pool!(self.pool(), p => {
@@ -183,7 +184,8 @@ impl Database {
         }
         let q = sql(self.url().kind());
         let found: Vec<(bool, Option<(i64, i64)>)> = self
-            .bounded(
+            .write(
+                false,
                 || format!("loading {} sections of vesta_seq", rows.len()),
                 async {
                     on_pool!(self.pool(), p => {
@@ -240,7 +242,7 @@ impl Database {
         let q = sql(self.url().kind());
         let action = || format!("raising section {section} (kind {kind}) of vesta_seq to {to}");
         let affected = self
-            .bounded(action, async {
+            .write(false, action, async {
                 on_pool!(self.pool(), p => {
                     sqlx::query(q.raise)
                         .bind(to)

@@ -183,7 +183,8 @@ impl Database {
     /// Creates the cluster tables unless they exist, and a row for every set.
     pub(crate) async fn cluster_init(&self) -> Result<(), SegmentError> {
         let q = cluster_statements(self.url().kind());
-        self.bounded(
+        self.write(
+            false,
             || "creating the tables vesta_seq_member and vesta_seq_set".into(),
             async {
                 on_pool!(self.pool(), p => {
@@ -203,11 +204,15 @@ impl Database {
     /// Creates `vesta_seq_member` unless it exists (the table's lease lives there too).
     pub(crate) async fn members_init(&self) -> Result<(), SegmentError> {
         let q = cluster_statements(self.url().kind());
-        self.bounded(|| "creating the table vesta_seq_member".into(), async {
-            on_pool!(self.pool(), p => {
-                sqlx::query(q.create_members).execute(p).await.map(|_| ())
-            })
-        })
+        self.write(
+            false,
+            || "creating the table vesta_seq_member".into(),
+            async {
+                on_pool!(self.pool(), p => {
+                    sqlx::query(q.create_members).execute(p).await.map(|_| ())
+                })
+            },
+        )
         .await
     }
 
@@ -236,7 +241,8 @@ impl Database {
     ) -> Result<bool, SegmentError> {
         let q = cluster_statements(self.url().kind());
         let affected = self
-            .bounded(
+            .write(
+                true,
                 || format!("taking lease {} (vesta_seq_member)", lease_name(id)),
                 async {
                     on_pool!(self.pool(), p => {
@@ -279,17 +285,21 @@ impl Database {
     ) -> Result<bool, SegmentError> {
         let q = cluster_statements(self.url().kind());
         let affected = self
-            .bounded(|| format!("renewing lease {}", lease_name(id)), async {
-                on_pool!(self.pool(), p => {
-                    sqlx::query(q.renew.as_str())
-                        .bind(ttl_ms)
-                        .bind(id)
-                        .bind(holder)
-                        .execute(p)
-                        .await
-                        .map(|r| r.rows_affected())
-                })
-            })
+            .write(
+                true,
+                || format!("renewing lease {}", lease_name(id)),
+                async {
+                    on_pool!(self.pool(), p => {
+                        sqlx::query(q.renew.as_str())
+                            .bind(ttl_ms)
+                            .bind(id)
+                            .bind(holder)
+                            .execute(p)
+                            .await
+                            .map(|r| r.rows_affected())
+                    })
+                },
+            )
             .await?;
         Ok(affected == 1)
     }
@@ -307,7 +317,7 @@ impl Database {
     /// [`Database::cluster_leave`] on row `id` (`-1`: the table's lease).
     pub(crate) async fn lease_leave(&self, id: i64, holder: &str) -> Result<(), SegmentError> {
         let q = cluster_statements(self.url().kind());
-        self.bounded(|| format!("ending lease {}", lease_name(id)), async {
+        self.write(true, || format!("ending lease {}", lease_name(id)), async {
             on_pool!(self.pool(), p => {
                 sqlx::query(q.leave.as_str()).bind(id).bind(holder).execute(p).await.map(|_| ())
             })
@@ -398,7 +408,8 @@ impl Database {
             return Ok(0);
         }
         let sql = format!("{head} AND ({})", matching(sets));
-        self.bounded(
+        self.write(
+            false,
             || format!("{verb} {} sets (vesta_seq_set)", sets.len()),
             async {
                 on_pool!(self.pool(), p => {
