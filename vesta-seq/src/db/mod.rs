@@ -92,9 +92,27 @@ impl Database {
         self.db.bounded(action, op).await
     }
 
-    /// [`Database::bounded`] for a write: on SQLite in its turn (`writes.rs`), a lease's write
-    /// (`lease`) ahead of the others; the wait for the turn is within the timeout.
+    /// [`Database::bounded`] for a write: on SQLite in its turn (`writes.rs`), the wait for it
+    /// within the timeout.
     async fn write<T>(
+        &self,
+        action: impl FnOnce() -> String,
+        op: impl Future<Output = Result<T, sqlx::Error>>,
+    ) -> Result<T, SegmentError> {
+        self.in_turn(false, action, op).await
+    }
+
+    /// [`Database::write`] for a lease's write (taking, renewing or ending one): on SQLite
+    /// ahead of every write waiting.
+    async fn lease_write<T>(
+        &self,
+        action: impl FnOnce() -> String,
+        op: impl Future<Output = Result<T, sqlx::Error>>,
+    ) -> Result<T, SegmentError> {
+        self.in_turn(true, action, op).await
+    }
+
+    async fn in_turn<T>(
         &self,
         lease: bool,
         action: impl FnOnce() -> String,

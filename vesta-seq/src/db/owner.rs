@@ -95,15 +95,11 @@ impl Database {
     pub(crate) async fn owner_init(&self, candidate: &str) -> Result<String, SegmentError> {
         let q = statements(self.url().kind());
         self.members_init().await?;
-        self.write(
-            false,
-            || "creating the table vesta_seq_store".into(),
-            async {
-                on_pool!(self.pool(), p => {
-                    sqlx::query(q.create_store).execute(p).await.map(|_| ())
-                })
-            },
-        )
+        self.write(|| "creating the table vesta_seq_store".into(), async {
+            on_pool!(self.pool(), p => {
+                sqlx::query(q.create_store).execute(p).await.map(|_| ())
+            })
+        })
         .await?;
         self.store_item("id", candidate).await
     }
@@ -112,7 +108,6 @@ impl Database {
     pub(crate) async fn store_item(&self, item: &str, value: &str) -> Result<String, SegmentError> {
         let q = statements(self.url().kind());
         self.write(
-            false,
             || format!("reading the store's {item} (vesta_seq_store)"),
             async {
                 on_pool!(self.pool(), p => {
@@ -152,7 +147,6 @@ impl Database {
     ) -> Result<bool, SegmentError> {
         let q = statements(self.url().kind());
         self.write(
-            false,
             || format!("changing the store's {item} (vesta_seq_store)"),
             async {
                 on_pool!(self.pool(), p => {
@@ -215,8 +209,7 @@ impl Database {
     ) -> Result<bool, SegmentError> {
         let q = cluster_statements(self.url().kind());
         let changed = self
-            .write(
-                true,
+            .lease_write(
                 || "taking the table's lease (vesta_seq_member)".into(),
                 async {
                     on_pool!(self.pool(), p => {
@@ -259,7 +252,6 @@ impl Database {
         // The row made when missing, as a section's first load makes it.
         let insert_missing = super::seq::sql(self.url().kind()).insert_missing;
         self.write(
-            false,
             || format!("raising section {section} (kind {kind}) of vesta_seq to {to}"),
             async {
                 on_pool!(self.pool(), p => {

@@ -99,7 +99,7 @@ impl Database {
     /// Creates `vesta_seq` unless it exists.
     pub(crate) async fn seq_init(&self) -> Result<(), SegmentError> {
         let ddl = sql(self.url().kind()).create_table;
-        self.write(false, || "creating table vesta_seq".into(), async {
+        self.write(|| "creating table vesta_seq".into(), async {
             on_pool!(self.pool(), p => {
                 sqlx::query(ddl).execute(p).await.map(|_| ())
             })
@@ -128,7 +128,6 @@ impl Database {
         let q = sql(self.url().kind());
         let (created, found): (bool, Option<(i64, i64)>) = self
             .write(
-                false,
                 || format!("loading section {section} (kind {kind}) of vesta_seq"),
                 async {
                     on_pool!(self.pool(), p => {
@@ -185,7 +184,6 @@ impl Database {
         let q = sql(self.url().kind());
         let found: Vec<(bool, Option<(i64, i64)>)> = self
             .write(
-                false,
                 || format!("loading {} sections of vesta_seq", rows.len()),
                 async {
                     on_pool!(self.pool(), p => {
@@ -242,7 +240,7 @@ impl Database {
         let q = sql(self.url().kind());
         let action = || format!("raising section {section} (kind {kind}) of vesta_seq to {to}");
         let affected = self
-            .write(false, action, async {
+            .write(action, async {
                 on_pool!(self.pool(), p => {
                     sqlx::query(q.raise)
                         .bind(to)

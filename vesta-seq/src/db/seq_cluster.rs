@@ -184,7 +184,6 @@ impl Database {
     pub(crate) async fn cluster_init(&self) -> Result<(), SegmentError> {
         let q = cluster_statements(self.url().kind());
         self.write(
-            false,
             || "creating the tables vesta_seq_member and vesta_seq_set".into(),
             async {
                 on_pool!(self.pool(), p => {
@@ -204,15 +203,11 @@ impl Database {
     /// Creates `vesta_seq_member` unless it exists (the table's lease lives there too).
     pub(crate) async fn members_init(&self) -> Result<(), SegmentError> {
         let q = cluster_statements(self.url().kind());
-        self.write(
-            false,
-            || "creating the table vesta_seq_member".into(),
-            async {
-                on_pool!(self.pool(), p => {
-                    sqlx::query(q.create_members).execute(p).await.map(|_| ())
-                })
-            },
-        )
+        self.write(|| "creating the table vesta_seq_member".into(), async {
+            on_pool!(self.pool(), p => {
+                sqlx::query(q.create_members).execute(p).await.map(|_| ())
+            })
+        })
         .await
     }
 
@@ -241,8 +236,7 @@ impl Database {
     ) -> Result<bool, SegmentError> {
         let q = cluster_statements(self.url().kind());
         let affected = self
-            .write(
-                true,
+            .lease_write(
                 || format!("taking lease {} (vesta_seq_member)", lease_name(id)),
                 async {
                     on_pool!(self.pool(), p => {
@@ -285,21 +279,17 @@ impl Database {
     ) -> Result<bool, SegmentError> {
         let q = cluster_statements(self.url().kind());
         let affected = self
-            .write(
-                true,
-                || format!("renewing lease {}", lease_name(id)),
-                async {
-                    on_pool!(self.pool(), p => {
-                        sqlx::query(q.renew.as_str())
-                            .bind(ttl_ms)
-                            .bind(id)
-                            .bind(holder)
-                            .execute(p)
-                            .await
-                            .map(|r| r.rows_affected())
-                    })
-                },
-            )
+            .lease_write(|| format!("renewing lease {}", lease_name(id)), async {
+                on_pool!(self.pool(), p => {
+                    sqlx::query(q.renew.as_str())
+                        .bind(ttl_ms)
+                        .bind(id)
+                        .bind(holder)
+                        .execute(p)
+                        .await
+                        .map(|r| r.rows_affected())
+                })
+            })
             .await?;
         Ok(affected == 1)
     }
@@ -317,7 +307,7 @@ impl Database {
     /// [`Database::cluster_leave`] on row `id` (`-1`: the table's lease).
     pub(crate) async fn lease_leave(&self, id: i64, holder: &str) -> Result<(), SegmentError> {
         let q = cluster_statements(self.url().kind());
-        self.write(true, || format!("ending lease {}", lease_name(id)), async {
+        self.lease_write(|| format!("ending lease {}", lease_name(id)), async {
             on_pool!(self.pool(), p => {
                 sqlx::query(q.leave.as_str()).bind(id).bind(holder).execute(p).await.map(|_| ())
             })
@@ -409,7 +399,6 @@ impl Database {
         }
         let sql = format!("{head} AND ({})", matching(sets));
         self.write(
-            false,
             || format!("{verb} {} sets (vesta_seq_set)", sets.len()),
             async {
                 on_pool!(self.pool(), p => {
